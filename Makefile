@@ -1,0 +1,31 @@
+# The two commands the README leads with, and what they need. Everything installs into .venv from the
+# pinned set (requirements/*.txt + constraints.txt), so a fresh machine with Python 3.11 is enough.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+DEMO_DIR ?= data/demo
+
+.PHONY: demo test install clean
+
+install: $(STAMP)
+
+$(STAMP): setup.py requirements/worker.txt requirements/train.txt requirements/test.txt constraints.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[train,test]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	rm -rf $(DEMO_DIR)
+	$(PY) -m samples.generate --output $(DEMO_DIR)/images --per_class 160
+	$(PY) -m pipelines.build_dataset --input $(DEMO_DIR)/images --output $(DEMO_DIR)/records \
+		--image_size 64 --splits train=80,validation=20 --num_shards train=4,validation=2
+	$(PY) -m training.train --data $(DEMO_DIR)/records --epochs 6 --batch_size 32 \
+		--model_dir $(DEMO_DIR)/model
+
+test: $(STAMP)
+	$(PY) -m pytest -q tests
+
+clean:
+	rm -rf $(VENV) data *.egg-info

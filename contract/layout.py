@@ -1,0 +1,35 @@
+"""File names inside an output folder (local path or ``gs://`` prefix).
+
+<output>/LATEST                       name of the newest complete version, written last
+<output>/<version>/dataset.json       metadata (contract.metadata)
+<output>/<version>/labels.txt         one class name a line; line number = label
+<output>/<version>/quarantine.jsonl   inputs that were not written, one JSON object a line
+<output>/<version>/{split}-{index:05d}-of-{count:05d}.tfrecord
+"""
+import re
+
+LATEST = 'LATEST'
+DATASET_JSON = 'dataset.json'
+LABELS_TXT = 'labels.txt'
+QUARANTINE_JSONL = 'quarantine.jsonl'
+VERSION_FORMAT = '%Y%m%dT%H%M%SZ'
+
+_SHARD_NAME = re.compile(r'^(?P<split>[A-Za-z0-9_]+)-(?P<index>\d{5})-of-(?P<count>\d{5})\.tfrecord$')
+SPLIT_NAME = re.compile(r'^[A-Za-z0-9_]+$')
+
+
+def join(base, *parts):
+    """Joins with '/', which both local paths and ``gs://`` URLs accept."""
+    return '/'.join([base.rstrip('/')] + [p.strip('/') for p in parts])
+
+
+def shard_file_name(split, index, count):
+    return f'{split}-{index:05d}-of-{count:05d}.tfrecord'
+
+
+def parse_shard_file_name(name):
+    """Returns (split, index, count) of a shard file name, or None for other names."""
+    match = _SHARD_NAME.match(name)
+    if not match:
+        return None
+    return match['split'], int(match['index']), int(match['count'])

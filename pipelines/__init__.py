@@ -1,0 +1,1 @@
+"""Beam jobs and their command-line options."""

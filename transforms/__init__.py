@@ -1,0 +1,1 @@
+"""PTransforms and DoFns of the build job, and the plain image functions they call."""

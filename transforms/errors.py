@@ -1,0 +1,20 @@
+"""The one exception a build raises on purpose, and how to find it again in a runner's error."""
+import re
+
+_MARKER = 'BuildFailed'
+_FOUND = re.compile(_MARKER + r': (?P<message>[^\n]*?)(?: \[while running [^\n]*)?$', re.MULTILINE)
+
+
+class BuildFailed(Exception):
+    """The build cannot produce a correct dataset; the message says why, in one line."""
+
+
+def build_failure_message(error):
+    """The one-line message of a BuildFailed raised inside a pipeline, wherever the runner wrapped it.
+
+    Returns None when ``error`` did not come from a BuildFailed.
+    """
+    if isinstance(error, BuildFailed):
+        return str(error)
+    match = _FOUND.search(str(error))
+    return match['message'] if match else None

@@ -1,0 +1,166 @@
+"""Lists the input images: class folders under ``--input``, or the lines of a ``--manifest`` CSV.
+
+Folder listing fans out: the input's class folders are listed first, then a Reshuffle spreads the
+folders over the workers and each lists its own, so no worker holds the whole listing.
+"""
+import csv
+import os
+import posixpath
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.metrics import Metrics
+
+from transforms.records import ImageRef, Rejected
+
+IMAGE_EXTENSIONS = frozenset(('.jpg', '.jpeg', '.png', '.gif', '.bmp', '.webp', '.tif', '.tiff'))
+IGNORED = 'ignored'
+REJECTED = 'rejected'
+
+
+def is_image_name(path):
+    return os.path.splitext(path)[1].lower() in IMAGE_EXTENSIONS
+
+
+def _is_local(path):
+    return FileSystems.get_scheme(path) is None
+
+
+def list_top_level(root):
+    """Returns (class folder paths, paths of files lying directly in ``root``), both sorted."""
+    if _is_local(root):
+        folders, files = [], []
+        with os.scandir(root) as entries:
+            for entry in entries:
+                (folders if entry.is_dir() else files).append(os.path.join(root, entry.name))
+        return sorted(folders), sorted(files)
+    prefix = root.rstrip('/') + '/'
+    folders, files = set(), []
+    for metadata in FileSystems.match([prefix + '**'])[0].metadata_list:
+        rest = metadata.path[len(prefix):]
+        if '/' in rest:
+            folders.add(prefix + rest.split('/', 1)[0])
+        else:
+            files.append(metadata.path)
+    return sorted(folders), sorted(files)
+
+
+def iter_files(folder):
+    """Yields every file path below ``folder``, at any depth."""
+    if _is_local(folder):
+        for directory, _, names in os.walk(folder):
+            for name in names:
+                yield os.path.join(directory, name)
+        return
+    for metadata in FileSystems.match([folder.rstrip('/') + '/**'])[0].metadata_list:
+        yield metadata.path
+
+
+def relative_source(root, path):
+    """``path`` relative to ``root`` with '/' separators: the image's name in the dataset."""
+    if _is_local(root):
+        return os.path.relpath(path, root).replace(os.sep, '/')
+    return path[len(root.rstrip('/')) + 1:]
+
+
+class _ListTopLevel(beam.DoFn):
+    def __init__(self):
+        self.ignored = Metrics.counter('listing', 'files_ignored')
+
+    def process(self, root):
+        folders, files = list_top_level(root)
+        for path in files:  # a file outside any class folder has no label
+            self.ignored.inc()
+            yield beam.pvalue.TaggedOutput(IGNORED, relative_source(root, path))
+        yield from folders
+
+
+class _ListClassFolder(beam.DoFn):
+    def __init__(self, root):
+        self._root = root
+        self.listed = Metrics.counter('listing', 'images_listed')
+        self.ignored = Metrics.counter('listing', 'files_ignored')
+
+    def process(self, folder):
+        label = relative_source(self._root, folder)
+        for path in iter_files(folder):
+            source = relative_source(self._root, path)
+            if is_image_name(path):
+                self.listed.inc()
+                yield ImageRef(path=path, source=source, label=label)
+            else:
+                self.ignored.inc()
+                yield beam.pvalue.TaggedOutput(IGNORED, source)
+
+
+def parse_manifest_line(line, manifest_dir):
+    """Returns the ImageRef of one ``path,label`` line, None for a blank or header line.
+
+    Raises ValueError for a malformed line. Relative local paths are relative to the manifest.
+    """
+    if not line.strip():
+        return None
+    fields = [field.strip() for field in next(csv.reader([line]))]
+    if len(fields) != 2 or not fields[0] or not fields[1]:
+        raise ValueError(f'expected "path,label", got {len(fields)} field(s)')
+    path, label = fields
+    if (path.lower(), label.lower()) == ('path', 'label'):
+        return None
+    full = path
+    if FileSystems.get_scheme(path) is None and not os.path.isabs(path):
+        full = (os.path.join if _is_local(manifest_dir) else posixpath.join)(manifest_dir, path)
+    return ImageRef(path=full, source=path, label=label)
+
+
+class _ParseManifestLine(beam.DoFn):
+    def __init__(self, manifest_dir):
+        self._manifest_dir = manifest_dir
+        self.listed = Metrics.counter('listing', 'images_listed')
+        self.bad_lines = Metrics.counter('listing', 'bad_manifest_lines')
+
+    def process(self, line):
+        try:
+            ref = parse_manifest_line(line, self._manifest_dir)
+        except ValueError as error:
+            self.bad_lines.inc()
+            yield beam.pvalue.TaggedOutput(REJECTED, Rejected(source=line, reason='bad_manifest_line',
+                                                               message=str(error)))
+            return
+        if ref is not None:
+            self.listed.inc()
+            yield ref
+
+
+class ListImages(beam.PTransform):
+    """PBegin -> {'images': ImageRef, 'ignored': source names, 'rejected': Rejected}.
+
+    ``images`` carry no split yet. ``ignored`` are non-image files under ``--input``; ``rejected``
+    are manifest lines that name no image.
+    """
+
+    def __init__(self, input_root=None, manifest=None):
+        super().__init__()
+        if (input_root is None) == (manifest is None):
+            raise ValueError('give exactly one of input_root and manifest')
+        self._input_root = input_root
+        self._manifest = manifest
+
+    def expand(self, pbegin):
+        if self._manifest is not None:
+            manifest_dir = posixpath.dirname(self._manifest) if not _is_local(self._manifest) \
+                else os.path.dirname(os.path.abspath(self._manifest))
+            lines = pbegin | 'ReadManifest' >> beam.io.ReadFromText(self._manifest)
+            parsed = lines | 'ParseLines' >> beam.ParDo(_ParseManifestLine(manifest_dir)).with_outputs(
+                REJECTED, main='images')
+            ignored = pbegin | 'NoIgnoredFiles' >> beam.Create([])
+            return {'images': parsed.images, IGNORED: ignored, REJECTED: parsed[REJECTED]}
+        top = (pbegin
+               | 'Root' >> beam.Create([self._input_root])
+               | 'ListClassFolders' >> beam.ParDo(_ListTopLevel()).with_outputs(IGNORED, main='folders'))
+        listed = (top.folders
+                  | 'SpreadFolders' >> beam.Reshuffle()
+                  | 'ListFolders' >> beam.ParDo(_ListClassFolder(self._input_root)).with_outputs(
+                      IGNORED, main='images'))
+        ignored = (top[IGNORED], listed[IGNORED]) | 'AllIgnored' >> beam.Flatten()
+        rejected = pbegin | 'NoRejectedLines' >> beam.Create([])
+        return {'images': listed.images, IGNORED: ignored, REJECTED: rejected}

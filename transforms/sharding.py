@@ -1,0 +1,128 @@
+"""Balanced, stratified, deterministic shard assignment without gathering a split on one worker.
+
+Within a split, the records of each label are ranked by their order key; the labels are laid end to
+end in label order, giving every record a position ``g`` in one sequence, and record ``g`` goes to
+shard ``g mod S``. Dealing one sequence round-robin keeps shard sizes within 1 of each other, and
+each label's count per shard within 1 too. Ranking needs no global sort: records are bucketed by the
+top bits of their hash (enough buckets that each holds about ``BUCKET_TARGET`` records), buckets are
+sorted locally, and a record's rank is the count of its label's records in earlier buckets (a small
+side input) plus its position in its bucket. Only counts are global.
+"""
+import math
+
+import apache_beam as beam
+from apache_beam.metrics import Metrics
+from apache_beam.transforms.combiners import TupleCombineFn
+
+BUCKET_TARGET = 4096
+_HASH_BITS = 64
+# Bytes a record adds to a TFRecord file beyond its payload (length, two checksums).
+RECORD_OVERHEAD = 16
+
+
+def bucket_bits(count):
+    """Top hash bits to bucket ``count`` records by so buckets hold about ``BUCKET_TARGET``."""
+    return max(0, math.ceil(math.log2(count / BUCKET_TARGET))) if count > BUCKET_TARGET else 0
+
+
+def bucket_of(hash_value, count):
+    bits = bucket_bits(count)
+    return hash_value >> (_HASH_BITS - bits) if bits else 0
+
+
+def shard_count(num_records, num_bytes, *, fixed=None, target_bytes=None):
+    """Shards for a split: ``fixed`` when given, else enough to keep shards near ``target_bytes``.
+
+    Never more shards than records (no empty files), but at least one, so every split has a file.
+    """
+    if fixed is not None:
+        return fixed
+    return max(1, min(num_records, math.ceil(num_bytes / target_bytes)))
+
+
+def label_offsets(label_counts, split, num_labels):
+    """Start of each label's run in the split's sequence: labels laid end to end in index order."""
+    offsets, position = {}, 0
+    for label in range(num_labels):
+        offsets[label] = position
+        position += label_counts.get((split, label), 0)
+    return offsets
+
+
+class _RankInBucketFn(beam.DoFn):
+    """Sorts one bucket and sends each record to its shard: ((split, shard), record)."""
+
+    def __init__(self):
+        self.records = Metrics.counter('sharding', 'records_assigned')
+        self._side_inputs = None
+        self._starts = None
+
+    @staticmethod
+    def bucket_starts(label_counts, bucket_counts, num_labels):
+        """(split, label, bucket) -> position of the bucket's first record in its split's sequence."""
+        starts, offsets, running = {}, {}, {}
+        for key in sorted(bucket_counts):
+            split, label, _ = key
+            if split not in offsets:
+                offsets[split] = label_offsets(label_counts, split, num_labels)
+            running.setdefault((split, label), offsets[split][label])
+            starts[key] = running[(split, label)]
+            running[(split, label)] += bucket_counts[key]
+        return starts
+
+    def process(self, keyed_bucket, label_counts, bucket_counts, shard_counts, labels):
+        if self._side_inputs is not bucket_counts:  # side inputs are the same objects all bundle long
+            self._side_inputs = bucket_counts
+            self._starts = self.bucket_starts(label_counts, bucket_counts, len(labels))
+        (split, label, bucket), records = keyed_bucket
+        start = self._starts[(split, label, bucket)]
+        shards = shard_counts[split]
+        for position, record in enumerate(sorted(records, key=lambda r: r.order_key)):
+            self.records.inc()
+            yield (split, (start + position) % shards), record
+
+
+class AssignBalancedShards(beam.PTransform):
+    """ShardRecord -> ((split, shard index), ShardRecord), plus the shard count of every split.
+
+    ``labels`` is a singleton side input of the ordered class list. ``num_shards`` fixes the count of
+    the splits it names; the others get enough shards of about ``target_shard_bytes``. Returns {'assigned': ..., 'shard_counts': one-element PCollection {split: count}}. Every split in
+    ``splits`` gets at least one shard, even when it received no record.
+    """
+
+    def __init__(self, splits, labels, *, num_shards=None, target_shard_bytes=None):
+        super().__init__()
+        self._splits = tuple(splits)
+        self._labels = labels
+        self._num_shards = dict(num_shards or {})
+        self._target = target_shard_bytes
+
+    def expand(self, records):
+        splits, fixed, target = self._splits, self._num_shards, self._target
+        label_counts = beam.pvalue.AsDict(
+            records
+            | 'KeyByLabel' >> beam.Map(lambda r: ((r.split, r.label), 1))
+            | 'CountPerLabel' >> beam.CombinePerKey(sum))
+        split_sizes = (records
+                       | 'SizeBySplit' >> beam.Map(lambda r: (r.split, (1, len(r.example) + RECORD_OVERHEAD)))
+                       | 'SumPerSplit' >> beam.CombinePerKey(TupleCombineFn(sum, sum))
+                       | 'AsPairs' >> beam.combiners.ToList())
+
+        def count_shards(sizes):
+            sizes = dict(sizes)
+            return {split: shard_count(*sizes.get(split, (0, 0)), fixed=fixed.get(split), target_bytes=target)
+                    for split in splits}
+
+        shard_counts = split_sizes | 'ShardCounts' >> beam.Map(count_shards)
+        keyed = records | 'KeyByBucket' >> beam.Map(
+            lambda r, counts: ((r.split, r.label, bucket_of(r.order_key[0], counts[(r.split, r.label)])), r),
+            counts=label_counts)
+        bucket_counts = beam.pvalue.AsDict(
+            keyed
+            | 'BucketKeys' >> beam.Map(lambda kv: (kv[0], 1))
+            | 'CountPerBucket' >> beam.CombinePerKey(sum))
+        assigned = (keyed
+                    | 'GroupBuckets' >> beam.GroupByKey()
+                    | 'Rank' >> beam.ParDo(_RankInBucketFn(), label_counts, bucket_counts,
+                                           beam.pvalue.AsSingleton(shard_counts), self._labels))
+        return {'assigned': assigned, 'shard_counts': shard_counts}
