@@ -138,9 +138,10 @@ def resize(image, target, mode='crop'):
     if mode == 'crop':
         scale = max(target_w / width, target_h / height)
         box_w, box_h = target_w / scale, target_h / scale
-        left, top = (width - box_w) / 2, (height - box_h) / 2
-        return image.resize((target_w, target_h), RESAMPLE, box=(left, top, left + box_w, top + box_h),
-                            reducing_gap=REDUCING_GAP)
+        # Clamped: float rounding can put an edge a hair outside the image, which Pillow refuses.
+        left, top = max(0.0, (width - box_w) / 2), max(0.0, (height - box_h) / 2)
+        box = (left, top, min(float(width), left + box_w), min(float(height), top + box_h))
+        return image.resize((target_w, target_h), RESAMPLE, box=box, reducing_gap=REDUCING_GAP)
     if mode == 'pad':
         scale = min(target_w / width, target_h / height)
         inner = (max(1, min(target_w, round(width * scale))), max(1, min(target_h, round(height * scale))))

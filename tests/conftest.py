@@ -1,0 +1,39 @@
+"""Shared fixtures: small generated image folders and datasets built by the real pipeline."""
+import os
+
+import pytest
+
+from pipelines import build_dataset
+from samples.generate import write_images
+
+# Small images keep the suite fast; the pipeline does the same work on any size.
+SMALL = dict(min_side=40, max_side=120)
+
+
+def build(input_root, output, *extra, mode='in_memory'):
+    """Runs the real build job (DirectRunner) and returns the output folder."""
+    argv = ['--input', str(input_root), '--output', str(output), '--image_size', '32',
+            '--direct_running_mode', mode, *extra]
+    build_dataset.run(argv)
+    return str(output)
+
+
+@pytest.fixture(scope='session')
+def sample_images(tmp_path_factory):
+    """Four classes of 15 images each (every 5th a PNG), plus a stray non-image file."""
+    root = tmp_path_factory.mktemp('images')
+    write_images(str(root), 15, png_every=5, **SMALL)
+    (root / 'circle' / 'README.txt').write_text('not an image')
+    return str(root)
+
+
+@pytest.fixture(scope='session')
+def built_dataset(sample_images, tmp_path_factory):
+    """``sample_images`` built once with 3 train shards and 2 validation shards."""
+    output = tmp_path_factory.mktemp('built')
+    return build(sample_images, output, '--splits', 'train=75,validation=25',
+                 '--num_shards', 'train=3,validation=2', '--version', 'v1')
+
+
+def versions(output):
+    return sorted(name for name in os.listdir(output) if name != 'LATEST')
