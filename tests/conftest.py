@@ -10,12 +10,16 @@ from samples.generate import write_images
 SMALL = dict(min_side=40, max_side=120)
 
 
-def build(input_root, output, *extra, mode='in_memory'):
-    """Runs the real build job (DirectRunner) and returns the output folder."""
-    argv = ['--input', str(input_root), '--output', str(output), '--image_size', '32',
-            '--direct_running_mode', mode, *extra]
-    build_dataset.run(argv)
+def run_build(output, *args, mode='in_memory'):
+    """Runs the real build job (DirectRunner) at 32x32 and returns the output folder."""
+    build_dataset.run(['--output', str(output), '--image_size', '32', '--direct_running_mode', mode,
+                       *map(str, args)])
     return str(output)
+
+
+def build(input_root, output, *extra, mode='in_memory'):
+    """``run_build`` of a class-folder input."""
+    return run_build(output, '--input', input_root, *extra, mode=mode)
 
 
 @pytest.fixture(scope='session')

@@ -1,0 +1,37 @@
+"""Splits follow a stable hash of the source name."""
+import collections
+
+from contract import features as F
+from tests.conftest import build
+from tests.contract_checks import check_version
+from transforms.splits import split_for
+
+WEIGHTS = (('train', 80), ('validation', 15), ('test', 5))
+
+
+def test_split_shares_follow_the_weights():
+    counts = collections.Counter(split_for(f'class/{i}.jpg', WEIGHTS) for i in range(20_000))
+    for name, weight in WEIGHTS:
+        assert abs(counts[name] / 20_000 - weight / 100) < 0.02
+
+
+def test_split_depends_only_on_the_source_name():
+    names = [f'dog/{i}.jpg' for i in range(500)]
+    assert [split_for(n, WEIGHTS) for n in names] == [split_for(n, WEIGHTS) for n in reversed(names)][::-1]
+
+
+def _splits_by_source(output):
+    _, by_split = check_version(output)
+    return {r[F.SOURCE].decode(): split for split, records in by_split.items() for r in records}
+
+
+def test_images_keep_their_split_when_the_dataset_grows(sample_images, tmp_path):
+    """Rebuilding with a class removed leaves every other image in the split it had."""
+    labels = tmp_path / 'labels.txt'
+    labels.write_text('circle\nsquare\n')
+    options = ('--splits', 'train=60,validation=40', '--num_shards', 'train=2,validation=2')
+    full = _splits_by_source(build(sample_images, tmp_path / 'full', *options))
+    subset = _splits_by_source(build(sample_images, tmp_path / 'subset', *options, '--labels', str(labels)))
+    assert subset and set(subset) < set(full)
+    assert all(full[source] == split for source, split in subset.items())
+    assert set(full.values()) == {'train', 'validation'}
