@@ -1,0 +1,160 @@
+"""The input pipeline: a split's TFRecord shards -> static-shape (image, label) batches.
+
+Follows Model Garden's input reader: list the split's shards -> shuffle the file order with a seed ->
+keep this input pipeline's shards (``tf.distribute.InputContext``) -> interleave ``TFRecordDataset``s ->
+shuffle the serialised records -> parse -> decode and scale -> augment -> batch -> prefetch. Meant to
+be called by ``strategy.distribute_datasets_from_function``, so every host reads only its own files
+and every replica gets its own per-replica batch.
+
+Training order is a pure function of (seed, epoch, input pipeline): each epoch reshuffles with its own
+seed, so a run resumed at (epoch, step) skips exactly the records it already trained on, without
+replaying earlier epochs or checkpointing shuffle buffers. Evaluation reads each record once and pads
+the last batches with ``PAD_LABEL`` records, so shapes stay static (TPU) and no record is dropped.
+"""
+import dataclasses
+import random
+
+import tensorflow as tf
+
+from training import images, records
+from training.errors import UserError
+
+PAD_LABEL = -1
+MAX_CYCLE_LENGTH = 16
+_EPOCH_SEED_STRIDE = 1_000_003
+
+
+@dataclasses.dataclass(frozen=True)
+class InputConfig:
+    """How to read one split. ``global_batch_size`` counts the images of one step over all replicas."""
+    split: str
+    global_batch_size: int
+    is_training: bool
+    seed: int = 0
+    shuffle_buffer_size: int = 1024
+    # Files read at once. None: all of this pipeline's files, up to MAX_CYCLE_LENGTH. Never AUTOTUNE,
+    # which depends on the core count and so would change the record order between machines.
+    cycle_length: int | None = None
+    block_length: int = 1
+    deterministic: bool = True
+    cache: bool = False  # keep decoded uint8 images in memory after the first pass
+    augment: bool = True
+    image_dtype: tf.DType = tf.float32
+
+
+class InputReader:
+    """Reads one split of a ``DatasetVersion``; ``parse_fn``/``decode_fn`` replace the contract's."""
+
+    def __init__(self, source, config, *, parse_fn=records.parse_example,
+                 decode_fn=records.decode_image_label):
+        self.config = config
+        self.image_shape = source.image_shape
+        self._shards = source.shards(config.split)
+        self._parse_fn = parse_fn
+        self._decode_fn = decode_fn
+
+    def pipeline_shards(self, num_input_pipelines, input_pipeline_id):
+        """(path, records) of the shards one input pipeline reads: the seeded file order, dealt round-robin.
+
+        Refuses fewer shards than pipelines: the alternative, every host reading everything, silently
+        repeats each record once per host in every epoch.
+        """
+        count = len(self._shards)
+        if count < num_input_pipelines:
+            split = self.config.split
+            raise UserError(f'split {split!r} has {count} shard(s) but is read by {num_input_pipelines} input '
+                            f'pipelines, each of which needs its own; rebuild the dataset with --num_shards '
+                            f'{split}={num_input_pipelines} (or a multiple of {num_input_pipelines})')
+        order = random.Random(self.config.seed).sample(range(count), count)
+        return [self._shards[i] for i in order[input_pipeline_id::num_input_pipelines]]
+
+    def pipeline_batch_size(self, num_input_pipelines):
+        """Images one input pipeline supplies per step (for all the replicas it feeds)."""
+        if self.config.global_batch_size % num_input_pipelines:
+            raise UserError(f'batch size {self.config.global_batch_size} is not divisible by the '
+                            f'{num_input_pipelines} input pipelines')
+        return self.config.global_batch_size // num_input_pipelines
+
+    def steps_per_epoch(self, num_input_pipelines=1):
+        """Steps in one pass, from the shard record counts in ``dataset.json``.
+
+        Training: the full batches every pipeline can fill (all pipelines must take the same steps).
+        Evaluation: enough batches for the largest pipeline; the rest is padding.
+        """
+        batch = self.pipeline_batch_size(num_input_pipelines)
+        counts = [sum(records for _, records in self.pipeline_shards(num_input_pipelines, pipeline))
+                  for pipeline in range(num_input_pipelines)]
+        if not self.config.is_training:
+            return -(-max(counts) // batch)
+        steps = min(counts) // batch
+        if steps == 0:
+            raise UserError(f'split {self.config.split!r} has {min(counts)} records per input pipeline, '
+                            f'fewer than one batch of {batch}; lower --batch_size')
+        return steps
+
+    def dataset(self, input_context=None, *, start_epoch=0, start_step=0, epochs=1):
+        """Batches of (image [per-replica batch, H, W, C], label) for one input pipeline.
+
+        Training yields epochs ``start_epoch`` .. ``epochs - 1``, starting ``start_step`` steps into the
+        first; evaluation yields one padded pass.
+        """
+        context = input_context or tf.distribute.InputContext()
+        pipelines = context.num_input_pipelines
+        per_replica = context.get_per_replica_batch_size(self.config.global_batch_size)
+        records_per_pass = self.steps_per_epoch(pipelines) * self.pipeline_batch_size(pipelines)
+        paths = [path for path, _ in self.pipeline_shards(pipelines, context.input_pipeline_id)]
+        if self.config.is_training:
+            skip = start_step * self.pipeline_batch_size(pipelines)
+            examples = self._training_examples(paths, records_per_pass, start_epoch, skip, epochs)
+        else:
+            examples = self._evaluation_examples(paths, records_per_pass)
+        return examples.batch(per_replica, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+
+    def _read(self, paths, seed=None):
+        files = tf.data.Dataset.from_tensor_slices(paths)
+        if seed is not None:
+            files = files.shuffle(len(paths), seed=seed, reshuffle_each_iteration=False)
+        return files.interleave(
+            tf.data.TFRecordDataset,
+            cycle_length=self.config.cycle_length or min(len(paths), MAX_CYCLE_LENGTH),
+            block_length=self.config.block_length,
+            num_parallel_calls=tf.data.AUTOTUNE,
+            deterministic=self.config.deterministic)
+
+    def _decode(self, serialized):
+        return self._decode_fn(self._parse_fn(serialized), self.image_shape)
+
+    def _decoded(self, paths):
+        decoded = self._read(paths).map(self._decode, tf.data.AUTOTUNE, deterministic=self.config.deterministic)
+        return decoded.cache() if self.config.cache else decoded
+
+    def _training_examples(self, paths, records_per_epoch, start_epoch, skip, epochs):
+        cached = self._decoded(paths) if self.config.cache else None
+        buffer = self.config.shuffle_buffer_size
+
+        def one_epoch(epoch):
+            seed = self.config.seed * _EPOCH_SEED_STRIDE + epoch
+            if cached is None:
+                stream = self._read(paths, seed).shuffle(buffer, seed=seed, reshuffle_each_iteration=False)
+            else:
+                stream = cached.shuffle(buffer, seed=seed, reshuffle_each_iteration=False)
+            first = tf.where(epoch == start_epoch, tf.constant(skip, tf.int64), tf.constant(0, tf.int64))
+            return (stream.enumerate().take(records_per_epoch).skip(first)
+                    .map(lambda index, payload: (tf.stack([seed, index]), payload)))
+
+        positioned = tf.data.Dataset.range(start_epoch, epochs).flat_map(one_epoch)
+        return positioned.map(self._training_example, tf.data.AUTOTUNE, deterministic=self.config.deterministic)
+
+    def _training_example(self, seed, payload):
+        image, label = payload if self.config.cache else self._decode(payload)
+        image = images.to_model_input(image)
+        if self.config.augment:
+            image = images.augment(image, seed)
+        return tf.cast(image, self.config.image_dtype), label
+
+    def _evaluation_examples(self, paths, total):
+        dtype = self.config.image_dtype
+        scaled = self._decoded(paths).map(lambda image, label: (images.to_model_input(image, dtype), label),
+                                          tf.data.AUTOTUNE)
+        padding = tf.data.Dataset.from_tensors((tf.zeros(self.image_shape, dtype), tf.constant(PAD_LABEL))).repeat()
+        return scaled.concatenate(padding).take(total)

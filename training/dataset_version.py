@@ -1,0 +1,70 @@
+"""Finds one published dataset version (``LATEST`` or a named one) and answers questions about it.
+
+A reader must only ever see complete versions: ``LATEST`` is written last by the build, so following
+it (or naming a version that has a ``dataset.json``) never lands on a half-written dataset.
+"""
+import dataclasses
+
+import tensorflow as tf
+
+from contract import layout, metadata as metadata_lib
+from training.errors import UserError
+
+
+@dataclasses.dataclass(frozen=True)
+class DatasetVersion:
+    root: str
+    version: str
+    metadata: dict
+
+    @property
+    def directory(self):
+        return layout.join(self.root, self.version)
+
+    @property
+    def labels(self):
+        return list(self.metadata['labels'])
+
+    @property
+    def image_shape(self):
+        return metadata_lib.image_shape(self.metadata)
+
+    @property
+    def resize_mode(self):
+        """How the build fitted images to the size (``crop``, ``pad`` or ``stretch``); serving repeats it."""
+        return self.metadata.get('options', {}).get('resize', 'crop')
+
+    def check_split(self, split):
+        if split not in self.metadata['splits']:
+            raise UserError(f"split {split!r} is not in dataset {self.directory} "
+                            f"(it has {', '.join(sorted(self.metadata['splits']))})")
+
+    def shards(self, split):
+        """(path, record count) of each shard of ``split``, in index order."""
+        self.check_split(split)
+        return [(layout.join(self.directory, shard['file']), shard['records'])
+                for shard in self.metadata['splits'][split]['shards']]
+
+    def num_examples(self, split):
+        self.check_split(split)
+        return metadata_lib.num_examples(self.metadata, split)
+
+
+def open_version(root, version=None):
+    """Returns the ``DatasetVersion`` named ``version``, or the one ``<root>/LATEST`` names."""
+    if version is None:
+        latest = layout.join(root, layout.LATEST)
+        if not tf.io.gfile.exists(latest):
+            raise UserError(f'no published dataset at {root}: {latest} does not exist '
+                            '(build one with build-dataset, or check --data)')
+        with tf.io.gfile.GFile(latest) as f:
+            version = f.read().strip()
+    metadata_path = layout.join(root, version, layout.DATASET_JSON)
+    if not tf.io.gfile.exists(metadata_path):
+        raise UserError(f'dataset version {version!r} not found: {metadata_path} does not exist')
+    with tf.io.gfile.GFile(metadata_path) as f:
+        try:
+            metadata = metadata_lib.loads(f.read())
+        except ValueError as error:
+            raise UserError(f'{metadata_path}: {error}') from None
+    return DatasetVersion(root=root.rstrip('/'), version=version, metadata=metadata)
