@@ -13,7 +13,7 @@ install: $(STAMP)
 $(STAMP): setup.py requirements/worker.txt requirements/train.txt requirements/test.txt constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -c constraints.txt -e '.[train,test]'
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[train,test]' --config-settings editable_mode=compat
 	touch $(STAMP)
 
 demo: $(STAMP)

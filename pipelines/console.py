@@ -1,0 +1,42 @@
+"""What the build prints on the user's terminal.
+
+Local Beam workers are separate processes that print a failing step's traceback straight to file
+descriptor 2. For a user mistake the job reports one line instead, so during a local run fd 2 is held
+in a temporary file and handed back only when something unexpected happened.
+"""
+import contextlib
+import os
+import sys
+import tempfile
+
+
+@contextlib.contextmanager
+def held_stderr():
+    """Holds everything written to fd 2 (by this process and its children); yields ``replay()``."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as held:
+        os.dup2(held.fileno(), 2)
+
+        def replay():
+            sys.stderr.flush()
+            held.seek(0)
+            os.write(saved, held.read())
+
+        try:
+            yield replay
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
+def is_local_run(argv):
+    """True unless ``argv`` names a runner other than the DirectRunner."""
+    runner = None
+    for index, arg in enumerate(argv):
+        if arg == '--runner' and index + 1 < len(argv):
+            runner = argv[index + 1]
+        elif arg.startswith('--runner='):
+            runner = arg.split('=', 1)[1]
+    return runner is None or runner.lower() in ('directrunner', 'direct')
