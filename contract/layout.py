@@ -3,7 +3,8 @@
 <output>/LATEST                       name of the newest complete version, written last
 <output>/<version>/dataset.json       metadata (contract.metadata)
 <output>/<version>/labels.txt         one class name a line; line number = label
-<output>/<version>/quarantine.jsonl   inputs that were not written, one JSON object a line
+<output>/<version>/quarantine.jsonl   inputs that could not be used, with a reason, one JSON object a line
+<output>/<version>/duplicates.jsonl   inputs not written because the same bytes were, one JSON object a line
 <output>/<version>/{split}-{index:05d}-of-{count:05d}.tfrecord
 """
 import re
@@ -12,6 +13,7 @@ LATEST = 'LATEST'
 DATASET_JSON = 'dataset.json'
 LABELS_TXT = 'labels.txt'
 QUARANTINE_JSONL = 'quarantine.jsonl'
+DUPLICATES_JSONL = 'duplicates.jsonl'
 VERSION_FORMAT = '%Y%m%dT%H%M%SZ'
 
 _SHARD_NAME = re.compile(r'^(?P<split>[A-Za-z0-9_]+)-(?P<index>\d{5})-of-(?P<count>\d{5})\.tfrecord$')

@@ -10,11 +10,14 @@ from contract import features as F
 FORMAT_VERSION = 1
 
 
-def build_metadata(*, name, version, created, options, image_size, labels, splits, counts, quarantine):
+def build_metadata(*, name, version, created, options, image_size, labels, splits, counts, quarantine,
+                   duplicates=None, decoding=None):
     """Returns the ``dataset.json`` document.
 
     ``splits`` maps split name -> {'class_counts': {label: n}, 'shards': [{'file', 'records', 'bytes'}],
-    'inputs': n, 'quarantined': n}.
+    'inputs': n, 'quarantined': n, 'duplicates': n}. ``counts`` holds inputs = written + quarantined +
+    duplicates, and ignored (non-image files). ``quarantine`` = {'file', 'by_reason'}, ``duplicates`` =
+    {'file', 'count'}, ``decoding`` = {'background': [r, g, b], 'decisions': {decision: images}}.
     """
     height, width = image_size
     return {
@@ -33,6 +36,7 @@ def build_metadata(*, name, version, created, options, image_size, labels, split
                 'num_shards': len(info['shards']),
                 'inputs': info['inputs'],
                 'quarantined': info['quarantined'],
+                'duplicates': info.get('duplicates', 0),
                 'class_counts': {label: info['class_counts'].get(label, 0) for label in labels},
                 'shards': info['shards'],
             }
@@ -40,6 +44,8 @@ def build_metadata(*, name, version, created, options, image_size, labels, split
         },
         'counts': counts,
         'quarantine': quarantine,
+        'duplicates': duplicates or {},
+        'decoding': decoding or {},
     }
 
 

@@ -14,12 +14,14 @@ from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions,
 from contract import layout, metadata
 from pipelines.options import UsageError, check_input, check_output, parse_args
 from transforms import storage
-from transforms.decode import DecodeResizeEncode
+from transforms.decode import CountDecisions, DecodeResizeEncode
+from transforms.dedupe import Dedupe
 from transforms.errors import build_failure_message
 from transforms.examples import ToExample
 from transforms.labels import ResolveLabels
 from transforms.listing import ListImages
 from transforms.publish import Publish
+from transforms.quarantine import Quarantine
 from transforms.sharding import AssignBalancedShards
 from transforms.splits import AssignSplit
 from transforms.write import WriteShards
@@ -35,13 +37,14 @@ def build_pipeline(pipeline, config):
                | 'Reshuffle' >> beam.Reshuffle()
                | 'DecodeResize' >> DecodeResizeEncode(config.image_size, config.resize, config.jpeg_quality,
                                                       config.max_pixels, config.min_size))
-    examples = encoded['images'] | 'ToExample' >> ToExample(beam.pvalue.AsSingleton(labels))
+    deduped = encoded['images'] | 'Dedupe' >> Dedupe()
+    examples = deduped['images'] | 'ToExample' >> ToExample(beam.pvalue.AsSingleton(labels))
     sharded = examples | 'AssignShards' >> AssignBalancedShards(
         [name for name, _ in config.splits], beam.pvalue.AsSingleton(labels),
         num_shards=config.num_shards or {}, target_shard_bytes=config.target_shard_mb * 1e6)
     written = sharded['assigned'] | 'WriteShards' >> WriteShards(config.version_dir, sharded['shard_counts'])
-    rejected = ((listed['rejected'], resolved['rejected'], encoded['rejected'])
-                | 'AllRejected' >> beam.Flatten())
+    rejected = ((listed['rejected'], resolved['rejected'], encoded['rejected'], deduped['rejected'])
+                | 'Quarantine' >> Quarantine())
     listed_per_split = (images
                         | 'SplitOf' >> beam.Map(lambda ref: (ref.split, 1))
                         | 'CountPerSplit' >> beam.CombinePerKey(sum))
@@ -50,7 +53,9 @@ def build_pipeline(pipeline, config):
         config.output, config.version,
         {'name': config.name, 'created': config.created, 'options': config.describe(),
          'image_size': config.image_size},
-        labels=labels, listed_per_split=listed_per_split, ignored=ignored, rejected=rejected)
+        labels=labels, listed_per_split=listed_per_split, ignored=ignored, rejected=rejected,
+        duplicates=deduped['duplicates'], decisions=deduped['images'] | 'CountDecisions' >> CountDecisions(),
+        max_error_rate=config.max_error_rate)
 
 
 def pipeline_options(beam_args):

@@ -40,6 +40,7 @@ class BuildConfig:
     labels_file: str = None
     max_pixels: int = image_ops.DEFAULT_MAX_PIXELS
     min_size: int = 1
+    max_error_rate: float = 0.05
     name: str = ''
 
     @property
@@ -80,6 +81,9 @@ def _parser():
     parser.add_argument('--max_pixels', type=int, default=image_ops.DEFAULT_MAX_PIXELS,
                         help='refuse images with more pixels than this, before decoding them')
     parser.add_argument('--min_size', type=int, default=1, help='refuse images whose short side is smaller')
+    parser.add_argument('--max_error_rate', type=float, default=0.05,
+                        help='fail the build, without publishing, when more than this fraction of the input '
+                             'images is quarantined; default 0.05 (5%%)')
     return parser
 
 
@@ -154,6 +158,8 @@ def parse_args(argv, now=None):
         raise UsageError(f'--target_shard_mb must be positive, got {args.target_shard_mb}')
     if args.max_pixels < 1 or args.min_size < 1:
         raise UsageError('--max_pixels and --min_size must be at least 1')
+    if not 0 <= args.max_error_rate <= 1:
+        raise UsageError(f'--max_error_rate is a fraction between 0 and 1 (0.05 is 5%), got {args.max_error_rate}')
     splits = _parse_pairs(args.splits, '--splits')
     num_shards = dict(_parse_pairs(args.num_shards, '--num_shards')) if args.num_shards else None
     unknown = sorted(set(num_shards or ()) - {name for name, _ in splits})
@@ -170,5 +176,6 @@ def parse_args(argv, now=None):
         resize=args.resize, jpeg_quality=args.jpeg_quality, target_shard_mb=args.target_shard_mb,
         num_shards=num_shards, labels=_read_labels(args.labels_file) if args.labels_file else None,
         labels_file=args.labels_file, max_pixels=args.max_pixels, min_size=args.min_size,
+        max_error_rate=args.max_error_rate,
         name=args.name or os.path.basename(source.rstrip('/')).rsplit('.', 1)[0] or 'dataset')
     return config, beam_args

@@ -11,27 +11,39 @@ import math
 
 from PIL import Image, ImageOps, UnidentifiedImageError
 
+from transforms.records import (CORRUPT, EMPTY, NOT_AN_IMAGE, TOO_MANY_PIXELS, TOO_SMALL, TRUNCATED,
+                                UNSUPPORTED_FORMAT)
+
 RESIZE_MODES = ('crop', 'pad', 'stretch')
-# Formats we decode. Anything else Pillow can identify (EPS, ICNS, PSD, ...) is refused, which also
-# keeps Pillow's riskier plugins away from untrusted bytes.
+# Formats we decode. Anything else Pillow can identify (EPS, ICNS, PSD, PPM...) is refused, which also
+# keeps Pillow's riskier plugins away from untrusted pixel data.
 ACCEPTED_FORMATS = ('JPEG', 'MPO', 'PNG', 'GIF', 'BMP', 'WEBP', 'TIFF')
 # Transparent pixels are composited onto this colour (white, like a page or a browser would show them).
 BACKGROUND = (255, 255, 255)
 # Padding colour of ``--resize pad``.
 PAD_COLOUR = (0, 0, 0)
-# Default pixel cap (width x height), checked from the header before any pixel is decoded. At 4 bytes
-# a pixel in the widest mode we convert through, it bounds one image's decoded buffer to ~400 MB.
+# Default pixel cap (width x height), checked from the header before any pixel is decoded.
 DEFAULT_MAX_PIXELS = 100_000_000
+# Memory bound: decoding one image holds at most about BYTES_PER_PIXEL bytes per header pixel at once,
+# plus its file: the decoded buffer and one converted copy (Pillow keeps RGB, RGBA, LA and CMYK at 4 bytes
+# a pixel, 16-bit grey at 2, P and L at 1). libwebp keeps its own copy, so WebP needs twice that. With
+# --max_pixels at its default that is ~1 GB an image (2 GB for WebP); a JPEG decoded with draft needs
+# that divided by the square of its DCT scale (up to 64x less). tests/test_image_formats.py measures it.
+BYTES_PER_PIXEL = 10
+WEBP_BYTES_PER_PIXEL = 20
 # Our cap (checked from the header, configurable) replaces Pillow's global decompression-bomb limit.
 Image.MAX_IMAGE_PIXELS = None
 RESAMPLE = Image.Resampling.BILINEAR
 REDUCING_GAP = 3.0
+_ORIENTATION_TAG = 0x0112
 # EXIF orientations 5-8 swap width and height.
 _TRANSPOSING_ORIENTATIONS = (5, 6, 7, 8)
+_ALPHA_MODES = ('RGBA', 'LA')  # pasted onto the background as they are
+_SIXTEEN_BIT_MODES = ('I;16', 'I;16B', 'I;16L', 'I;16N', 'I')
 
 
 class ImageRejected(Exception):
-    """An input that cannot become a training image; ``reason`` is a stable code for reports."""
+    """An input that cannot become a training image; ``reason`` is a code of ``records.REASONS``."""
 
     def __init__(self, reason, message):
         super().__init__(message)
@@ -62,67 +74,108 @@ def _decode_size_needed(width, height, target, mode):
 
 def _to_rgb(image, notes):
     """Converts any decoded mode to 8-bit RGB, compositing transparency onto ``BACKGROUND``."""
-    if image.mode in ('I;16', 'I;16B', 'I;16L', 'I;16N', 'I'):
-        # 16/32-bit greyscale: Pillow's convert() would clip at 255; scale the range down instead.
-        notes['converted_from'] = image.mode
-        image = image.convert('I') if image.mode != 'I' else image
+    if image.mode == 'CMYK' and notes['format'] in ('JPEG', 'MPO') and 'adobe' not in image.info:
+        # Pillow reads every CMYK JPEG with Adobe's inverted polarity; without Adobe's APP14 marker the
+        # values are plain CMYK (as browsers read them), so undo the inversion.
+        notes['cmyk_not_inverted'] = True
+        image = image.point(lambda value: 255 - value)
+    if image.mode in _SIXTEEN_BIT_MODES:
+        # 16-bit greyscale: convert() would clip at 255, so scale 0..65535 down to 0..255 instead.
+        if image.mode not in ('I;16', 'I'):
+            image = image.convert('I')
         image = image.point(lambda value: value * (1 / 256)).convert('L')
-    if image.mode == 'F':
-        notes['converted_from'] = 'F'
-        image = image.convert('L')
-    has_alpha = image.mode in ('RGBA', 'LA', 'PA', 'La', 'RGBa') or 'transparency' in image.info
-    if has_alpha:
+    if image.mode in _ALPHA_MODES or image.mode in ('PA', 'La', 'RGBa') or 'transparency' in image.info:
         notes['alpha_composited'] = True
-        rgba = image.convert('RGBA')
-        image = Image.new('RGB', rgba.size, BACKGROUND)
-        image.paste(rgba, mask=rgba.getchannel('A'))
+        if image.mode not in _ALPHA_MODES:
+            image = image.convert('RGBA')  # palette or colour-key transparency, premultiplied alpha
+        canvas = Image.new('RGB', image.size, BACKGROUND)
+        canvas.paste(image, mask=image)  # RGBA and LA paste onto RGB as they are, through their alpha
+        return canvas
+    if image.mode == 'RGB':
         return image
-    if image.mode != 'RGB':
-        notes.setdefault('converted_from', image.mode)
-        image = image.convert('RGB')
+    try:
+        return image.convert('RGB')
+    except ValueError:  # Lab, HSV, float...: no conversion we could trust
+        raise ImageRejected(UNSUPPORTED_FORMAT, f"{notes['format']} images in mode {image.mode} are not accepted") from None
+
+
+def _orientation(image, notes):
+    """The EXIF orientation (1-8); 1 when absent or unreadable, since the pixels may still be fine."""
+    try:
+        orientation = image.getexif().get(_ORIENTATION_TAG, 1)
+    except Exception:  # Pillow's EXIF parser raises several types on garbage; the image is not at fault
+        notes['exif_unreadable'] = True
+        return 1
+    return orientation if orientation in range(1, 9) else 1
+
+
+def _open(data, max_pixels, min_side):
+    """Opens ``data`` and checks what the header says, before any pixel is decoded."""
+    if not data:
+        raise ImageRejected(EMPTY, 'file is empty')
+    try:
+        image = Image.open(io.BytesIO(data))
+    except UnidentifiedImageError:
+        raise ImageRejected(NOT_AN_IMAGE, 'not a recognised image format') from None
+    except Exception as error:  # a known format whose header is broken
+        raise ImageRejected(_failure_reason(error), f'unreadable image header: {_describe(error)}') from None
+    if image.format not in ACCEPTED_FORMATS:
+        raise ImageRejected(UNSUPPORTED_FORMAT, f'{image.format} images are not accepted')
+    width, height = image.size
+    if width * height > max_pixels:
+        raise ImageRejected(TOO_MANY_PIXELS,
+                            f'{width}x{height} = {width * height} pixels exceeds --max_pixels {max_pixels}')
+    if min(width, height) < min_side:
+        raise ImageRejected(TOO_SMALL, f'{width}x{height} has a side under --min_size {min_side}')
     return image
+
+
+def _failure_reason(error):
+    """TRUNCATED when Pillow ran out of data, else CORRUPT."""
+    return TRUNCATED if isinstance(error, EOFError) or 'truncated' in str(error).lower() else CORRUPT
+
+
+def _describe(error):
+    return f'{type(error).__name__}: {error}'.splitlines()[0]
 
 
 def decode(data, target, mode='crop', *, max_pixels=DEFAULT_MAX_PIXELS, min_side=1):
     """Decodes ``data`` to an upright 8-bit RGB image at no less detail than ``target`` needs.
 
-    Returns (image, notes): ``notes`` records what was decided for this image (format, original size,
-    orientation, conversions). Raises ImageRejected for anything that is not a usable image.
+    Returns (image, notes): ``notes`` records what was decided for this image (source format, mode and
+    size, orientation applied, first frame of an animation, transparency composited, draft scale).
+    Raises ImageRejected for anything that is not a usable image; never anything else for bad bytes.
     """
-    if not data:
-        raise ImageRejected('empty', 'file is empty')
-    try:
-        image = Image.open(io.BytesIO(data))
-    except UnidentifiedImageError:
-        raise ImageRejected('not_an_image', 'not a recognised image format') from None
-    except (OSError, SyntaxError, ValueError) as error:
-        raise ImageRejected('corrupt', f'unreadable image header: {error}') from None
-    if image.format not in ACCEPTED_FORMATS:
-        raise ImageRejected('unsupported_format', f'{image.format} images are not accepted')
+    image = _open(data, max_pixels, min_side)
     width, height = image.size
-    if width * height > max_pixels:
-        raise ImageRejected('too_many_pixels',
-                            f'{width}x{height} = {width * height} pixels exceeds the cap of {max_pixels}')
-    if min(width, height) < min_side:
-        raise ImageRejected('too_small', f'{width}x{height} is smaller than the minimum side {min_side}')
-    notes = {'format': image.format, 'width': width, 'height': height, 'mode': image.mode}
-    if getattr(image, 'n_frames', 1) > 1:
-        notes['frames'] = image.n_frames  # Image.open is positioned on the first frame
-    orientation = image.getexif().get(0x0112, 1)
-    if image.format in ('JPEG', 'MPO'):
-        upright = (height, width) if orientation in _TRANSPOSING_ORIENTATIONS else (width, height)
-        needed = _decode_size_needed(*upright, target, mode)
-        if orientation in _TRANSPOSING_ORIENTATIONS:
-            needed = needed[::-1]
-        image.draft(None, needed)
+    notes = {'format': image.format, 'mode': image.mode, 'width': width, 'height': height}
     try:
+        if getattr(image, 'is_animated', False):
+            notes['animated'] = True  # Image.open leaves every format on its first frame
+        orientation = _orientation(image, notes)
+        if image.format in ('JPEG', 'MPO'):
+            transposing = orientation in _TRANSPOSING_ORIENTATIONS
+            needed = _decode_size_needed(*((height, width) if transposing else (width, height)), target, mode)
+            drafted = image.draft(None, needed[::-1] if transposing else needed)
+            if drafted is not None and image.size != (width, height):
+                notes['draft_scale'] = round(width / drafted[1][2])  # box: the full image in drafted pixels
         image.load()
-    except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as error:
-        raise ImageRejected('corrupt', f'cannot decode image: {error}') from None
-    if orientation != 1:
-        notes['orientation'] = orientation
-        image = ImageOps.exif_transpose(image)
-    return _to_rgb(image, notes), notes
+        if orientation != 1:
+            notes['orientation'] = orientation
+            ImageOps.exif_transpose(image, in_place=True)
+        return _to_rgb(image, notes), notes
+    except ImageRejected:
+        raise
+    except Exception as error:  # Pillow's decoders raise many types on bad data; none may fail the job
+        raise ImageRejected(_failure_reason(error), f"cannot decode {notes['format']}: {_describe(error)}") from None
+
+
+def decisions(notes):
+    """The per-image decisions in ``notes`` as short strings, counted in dataset.json and metrics."""
+    found = [f"format={notes['format']}", f"mode={notes['mode']}"]
+    found += [f'{key}={notes[key]}' for key in ('orientation', 'draft_scale') if key in notes]
+    found += [key for key in ('animated', 'alpha_composited', 'cmyk_not_inverted', 'exif_unreadable') if key in notes]
+    return tuple(found)
 
 
 def resize(image, target, mode='crop'):

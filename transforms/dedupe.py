@@ -1,0 +1,64 @@
+"""Finds inputs with the same bytes (sha256 of the source file) and keeps one copy, deterministically.
+
+Same bytes under one label: the copy with the smallest source name is written, the others are recorded
+as duplicates. Same bytes under several labels: nobody can tell which label is right, so every copy is
+quarantined as ``label_conflict``. Images are grouped by their sha256 (a keyed GroupByKey, so only the
+copies of one file meet on a worker); the group is read twice, the first pass holding names only.
+"""
+import apache_beam as beam
+from apache_beam.metrics import Metrics
+
+from transforms.records import LABEL_CONFLICT, Duplicate, Rejected
+
+REJECTED = 'rejected'
+DUPLICATES = 'duplicates'
+_NAMES_IN_MESSAGE = 5
+
+
+def _others(members, source):
+    """'a/x.jpg (a), b/y.jpg (b)': the other copies, the first few by name."""
+    others = [f'{name} ({label})' for name, label in members if name != source]
+    shown = ', '.join(others[:_NAMES_IN_MESSAGE])
+    return shown + (f' and {len(others) - _NAMES_IN_MESSAGE} more' if len(others) > _NAMES_IN_MESSAGE else '')
+
+
+class _ResolveCopiesFn(beam.DoFn):
+    def __init__(self):
+        self.duplicates = Metrics.counter('dedupe', 'duplicates')
+        self.conflicts = Metrics.counter('dedupe', 'label_conflicts')
+
+    def process(self, keyed_images):
+        sha256, images = keyed_images
+        members = sorted((image.ref.source, image.ref.label) for image in images)
+        if len(members) == 1:
+            yield from images
+            return
+        kept_source = members[0][0]
+        conflict = len({label for _, label in members}) > 1
+        kept = False
+        for image in images:
+            ref = image.ref
+            if conflict:
+                self.conflicts.inc()
+                yield beam.pvalue.TaggedOutput(REJECTED, Rejected(
+                    ref.source, LABEL_CONFLICT, f'same bytes as {_others(members, ref.source)}',
+                    image.source_bytes, ref.split))
+            elif ref.source == kept_source and not kept:  # a manifest may list one path twice
+                kept = True
+                yield image
+            else:
+                self.duplicates.inc()
+                yield beam.pvalue.TaggedOutput(DUPLICATES, Duplicate(
+                    ref.source, kept_source, ref.label, sha256, image.source_bytes, ref.split))
+
+
+class Dedupe(beam.PTransform):
+    """EncodedImage -> {'images': one EncodedImage per content, 'duplicates': Duplicate, 'rejected': Rejected}."""
+
+    def expand(self, images):
+        results = (images
+                   | 'KeyBySha256' >> beam.Map(lambda image: (image.sha256, image))
+                   | 'GroupCopies' >> beam.GroupByKey()
+                   | 'ResolveCopies' >> beam.ParDo(_ResolveCopiesFn()).with_outputs(
+                       REJECTED, DUPLICATES, main='images'))
+        return {'images': results.images, DUPLICATES: results[DUPLICATES], REJECTED: results[REJECTED]}
