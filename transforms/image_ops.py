@@ -39,7 +39,10 @@ _ORIENTATION_TAG = 0x0112
 # EXIF orientations 5-8 swap width and height.
 _TRANSPOSING_ORIENTATIONS = (5, 6, 7, 8)
 _ALPHA_MODES = ('RGBA', 'LA')  # pasted onto the background as they are
-_SIXTEEN_BIT_MODES = ('I;16', 'I;16B', 'I;16L', 'I;16N', 'I')
+_SIXTEEN_BIT_MODES = ('I;16', 'I;16B', 'I;16L', 'I;16N', 'I')  # 'I' (32-bit) is read as 16-bit too
+# Pixel modes with a conversion to RGB we trust. Pillow also opens Lab, HSV and float images, but its
+# conversions of those give wrong colours, so they are refused.
+ACCEPTED_MODES = ('1', 'L', 'P', 'RGB', 'RGBX', 'CMYK', 'YCbCr', 'LA', 'PA', 'La', 'RGBA', 'RGBa') + _SIXTEEN_BIT_MODES
 
 
 class ImageRejected(Exception):
@@ -91,12 +94,7 @@ def _to_rgb(image, notes):
         canvas = Image.new('RGB', image.size, BACKGROUND)
         canvas.paste(image, mask=image)  # RGBA and LA paste onto RGB as they are, through their alpha
         return canvas
-    if image.mode == 'RGB':
-        return image
-    try:
-        return image.convert('RGB')
-    except ValueError:  # Lab, HSV, float...: no conversion we could trust
-        raise ImageRejected(UNSUPPORTED_FORMAT, f"{notes['format']} images in mode {image.mode} are not accepted") from None
+    return image if image.mode == 'RGB' else image.convert('RGB')
 
 
 def _orientation(image, notes):
@@ -118,9 +116,11 @@ def _open(data, max_pixels, min_side):
     except UnidentifiedImageError:
         raise ImageRejected(NOT_AN_IMAGE, 'not a recognised image format') from None
     except Exception as error:  # a known format whose header is broken
-        raise ImageRejected(_failure_reason(error), f'unreadable image header: {_describe(error)}') from None
+        raise ImageRejected(_failure_reason(error, data), f'unreadable image header: {_describe(error)}') from None
     if image.format not in ACCEPTED_FORMATS:
         raise ImageRejected(UNSUPPORTED_FORMAT, f'{image.format} images are not accepted')
+    if image.mode not in ACCEPTED_MODES:
+        raise ImageRejected(UNSUPPORTED_FORMAT, f'{image.format} images in pixel mode {image.mode} are not accepted')
     width, height = image.size
     if width * height > max_pixels:
         raise ImageRejected(TOO_MANY_PIXELS,
@@ -130,9 +130,16 @@ def _open(data, max_pixels, min_side):
     return image
 
 
-def _failure_reason(error):
-    """TRUNCATED when Pillow ran out of data, else CORRUPT."""
-    return TRUNCATED if isinstance(error, EOFError) or 'truncated' in str(error).lower() else CORRUPT
+def _failure_reason(error, data=b''):
+    """TRUNCATED when Pillow ran out of data or the header declares more bytes than there are, else CORRUPT."""
+    if isinstance(error, EOFError) or 'truncated' in str(error).lower():
+        return TRUNCATED
+    declared = 0  # WebP (RIFF) and BMP headers state the file size; other formats only fail as above
+    if data[:4] == b'RIFF':
+        declared = int.from_bytes(data[4:8], 'little') + 8
+    elif data[:2] == b'BM':
+        declared = int.from_bytes(data[2:6], 'little')
+    return TRUNCATED if declared > len(data) else CORRUPT
 
 
 def _describe(error):
@@ -152,7 +159,8 @@ def decode(data, target, mode='crop', *, max_pixels=DEFAULT_MAX_PIXELS, min_side
     try:
         if getattr(image, 'is_animated', False):
             notes['animated'] = True  # Image.open leaves every format on its first frame
-        orientation = _orientation(image, notes)
+        # PNG may keep its EXIF after the pixels (Pillow would load them to look): read that once loaded.
+        orientation = None if image.format == 'PNG' else _orientation(image, notes)
         if image.format in ('JPEG', 'MPO'):
             transposing = orientation in _TRANSPOSING_ORIENTATIONS
             needed = _decode_size_needed(*((height, width) if transposing else (width, height)), target, mode)
@@ -160,14 +168,15 @@ def decode(data, target, mode='crop', *, max_pixels=DEFAULT_MAX_PIXELS, min_side
             if drafted is not None and image.size != (width, height):
                 notes['draft_scale'] = round(width / drafted[1][2])  # box: the full image in drafted pixels
         image.load()
+        if orientation is None:
+            orientation = _orientation(image, notes)
         if orientation != 1:
             notes['orientation'] = orientation
-            ImageOps.exif_transpose(image, in_place=True)
+            ImageOps.exif_transpose(image, in_place=True)  # a no-op for TIFF, which Pillow turns as it loads
         return _to_rgb(image, notes), notes
-    except ImageRejected:
-        raise
     except Exception as error:  # Pillow's decoders raise many types on bad data; none may fail the job
-        raise ImageRejected(_failure_reason(error), f"cannot decode {notes['format']}: {_describe(error)}") from None
+        raise ImageRejected(_failure_reason(error, data),
+                            f"cannot decode {notes['format']}: {_describe(error)}") from None
 
 
 def decisions(notes):
