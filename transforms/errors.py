@@ -14,7 +14,7 @@ def build_failure_message(error):
 
     Returns None when ``error`` did not come from a BuildFailed.
     """
-    if isinstance(error, BuildFailed):
-        return str(error)
-    match = _FOUND.search(str(error))
+    # A runner may re-raise the BuildFailed itself, with the failing step appended to its message.
+    text = f'{_MARKER}: {error}' if isinstance(error, BuildFailed) else str(error)
+    match = _FOUND.search(text)
     return match['message'] if match else None

@@ -1,0 +1,108 @@
+"""Transient read errors are retried, then quarantined as read_error; permanent ones are not retried.
+
+The failures are injected at the read boundary (a reader whose first reads of a path fail, then read
+the real file), under the real DecodeResizeEncode DoFn in a TestPipeline.
+"""
+import hashlib
+import os
+
+import apache_beam as beam
+import pytest
+from apache_beam.metrics.metric import MetricsFilter
+from apache_beam.testing.test_pipeline import TestPipeline
+from apache_beam.testing.util import assert_that, equal_to
+from google.api_core import exceptions as google_errors
+from PIL import Image
+
+from transforms import storage
+from transforms.decode import DecodeResizeEncode, is_transient
+from transforms.records import ImageRef
+
+
+class FlakyReader:
+    """Fails the first ``failures`` reads of each path with ``error``, then reads the file.
+
+    Attempts are counted in files under ``log_dir``, so the count survives the DoFn being pickled.
+    """
+
+    def __init__(self, log_dir, failures, error=ConnectionResetError):
+        self.log_dir, self.failures, self.error = str(log_dir), failures, error
+
+    def attempts(self, path):
+        log = os.path.join(self.log_dir, hashlib.sha256(path.encode()).hexdigest())
+        return os.path.getsize(log) if os.path.exists(log) else 0
+
+    def __call__(self, path):
+        with open(os.path.join(self.log_dir, hashlib.sha256(path.encode()).hexdigest()), 'ab') as log:
+            log.write(b'.')
+        if self.attempts(path) <= self.failures:
+            raise self.error(f'injected failure {self.attempts(path)} reading {path}')
+        return storage.read_bytes(path)
+
+
+@pytest.fixture
+def image_ref(tmp_path):
+    path = tmp_path / 'cat' / 'a.jpg'
+    path.parent.mkdir()
+    Image.new('RGB', (40, 30), (200, 30, 30)).save(path, 'JPEG')
+    return ImageRef(str(path), 'cat/a.jpg', 'cat', 'train')
+
+
+def _run(ref, reader, delays):
+    """Runs the decode step on one ref; returns (written sources, [(source, reason, message)], read_retries)."""
+    p = TestPipeline()
+    result = p | beam.Create([ref]) | DecodeResizeEncode((16, 16), read=reader, retry_delays=delays)
+    written = result['images'] | 'Sources' >> beam.Map(lambda image: image.ref.source)
+    rejected = result['rejected'] | 'Why' >> beam.Map(lambda r: (r.source, r.reason, r.bytes))
+    return p, written, rejected
+
+
+def _retries(pipeline_result):
+    counters = pipeline_result.metrics().query(MetricsFilter().with_name('read_retries'))['counters']
+    return sum(counter.committed for counter in counters)
+
+
+def test_reads_that_fail_then_succeed_are_retried_and_written(image_ref, tmp_path):
+    reader = FlakyReader(tmp_path, failures=2)
+    p, written, rejected = _run(image_ref, reader, delays=(0, 0, 0))
+    assert_that(written, equal_to(['cat/a.jpg']), label='Written')
+    assert_that(rejected, equal_to([]), label='Rejected')
+    result = p.run()
+    result.wait_until_finish()
+    assert reader.attempts(image_ref.path) == 3
+    assert _retries(result) == 2
+
+
+def test_transient_errors_past_the_retries_quarantine_the_file(image_ref, tmp_path):
+    reader = FlakyReader(tmp_path, failures=10, error=google_errors.ServiceUnavailable)
+    p, written, rejected = _run(image_ref, reader, delays=(0, 0))
+    assert_that(written, equal_to([]), label='Written')
+    assert_that(rejected, equal_to([('cat/a.jpg', 'read_error', -1)]), label='Rejected')
+    p.run().wait_until_finish()
+    assert reader.attempts(image_ref.path) == 3  # the first read and two retries
+
+
+def test_a_missing_file_is_not_retried(image_ref, tmp_path):
+    os.remove(image_ref.path)
+    reader = FlakyReader(tmp_path, failures=0)
+    p, written, rejected = _run(image_ref, reader, delays=(0, 0, 0))
+    assert_that(rejected, equal_to([('cat/a.jpg', 'read_error', -1)]))
+    p.run().wait_until_finish()
+    assert reader.attempts(image_ref.path) == 1
+
+
+@pytest.mark.parametrize('error, transient', [
+    (ConnectionResetError('reset by peer'), True),
+    (TimeoutError('timed out'), True),
+    (OSError('I/O error'), True),
+    (google_errors.ServiceUnavailable('503'), True),
+    (google_errors.TooManyRequests('429'), True),
+    (google_errors.InternalServerError('500'), True),
+    (google_errors.NotFound('404'), False),
+    (google_errors.Forbidden('403'), False),
+    (FileNotFoundError('gone'), False),
+    (PermissionError('no'), False),
+    (ValueError('a bug, not the storage'), False),
+])
+def test_which_errors_are_worth_a_retry(error, transient):
+    assert is_transient(error) is transient

@@ -1,0 +1,97 @@
+"""The torture corpus on disk, and the check of every file's fate in a built version (local or downloaded)."""
+import collections
+import hashlib
+import io
+import json
+import os
+
+import pytest
+from PIL import Image
+
+from contract import features as F, layout, metadata
+from samples import torture
+from transforms.splits import split_for
+
+# Max difference per channel between a checked pixel and its expected colour (JPEG at quality 90).
+TOLERANCE = 24
+SPLITS = (('train', 70), ('validation', 30))
+# The corpus options plus a layout with several shards; every torture build uses these.
+OPTIONS = (*torture.BUILD_OPTIONS, '--splits', 'train=70,validation=30', '--num_shards', 'train=2,validation=1')
+
+
+def colour_errors(jpeg, colours):
+    """{(x, y): max channel difference} between ``jpeg`` decoded and each expected colour."""
+    image = Image.open(io.BytesIO(jpeg)).convert('RGB')
+    width, height = image.size
+    errors = {}
+    for (fx, fy), colour in colours:
+        pixel = image.getpixel((min(width - 1, int(fx * width)), min(height - 1, int(fy * height))))
+        errors[(fx, fy)] = max(abs(a - b) for a, b in zip(pixel, colour))
+    return errors
+
+
+@pytest.fixture(scope='session')
+def torture_corpus(tmp_path_factory):
+    """(input folder, {source: Expected}, {source: file bytes}) of the torture corpus."""
+    root = tmp_path_factory.mktemp('torture')
+    cases = torture.corpus()
+    expected = torture.write_corpus(str(root))
+    return str(root), expected, {source: data for source, (data, _) in cases.items()}
+
+
+def _jsonl(path):
+    with open(path, encoding='utf-8') as stream:
+        return [json.loads(line) for line in stream]
+
+
+def check_every_fate(version_dir, expected, contents):
+    """Asserts what happened to each input of the corpus in a built version folder; returns dataset.json."""
+    from tests.contract_checks import read_shard  # TensorFlow's parser: imported only when a build is checked
+
+    with open(os.path.join(version_dir, layout.DATASET_JSON), encoding='utf-8') as stream:
+        document = metadata.loads(stream.read())
+    fates = collections.defaultdict(dict)
+    for source, fate in expected.items():
+        fates[fate.fate][source] = fate
+
+    records = {}
+    for split, info in document['splits'].items():
+        for shard in info['shards']:
+            for record in read_shard(os.path.join(version_dir, shard['file'])):
+                source = record[F.SOURCE].decode()
+                assert source not in records, f'{source} written twice'
+                records[source] = (split, record)
+    assert sorted(records) == sorted(fates[torture.WRITTEN])
+    for source, (split, record) in records.items():
+        assert split == split_for(source, SPLITS)
+        assert record[F.LABEL_TEXT].decode() == source.split('/', 1)[0]
+        assert record[F.SHA256].decode() == hashlib.sha256(contents[source]).hexdigest()
+        errors = colour_errors(record[F.IMAGE_ENCODED], expected[source].colours)
+        assert max(errors.values()) <= TOLERANCE, (source, errors)
+
+    quarantined = {item['source']: item for item in _jsonl(os.path.join(version_dir, layout.QUARANTINE_JSONL))}
+    assert {source: item['reason'] for source, item in quarantined.items()} == {
+        source: fate.reason for source, fate in fates[torture.QUARANTINED].items()}
+    for source, item in quarantined.items():
+        assert item['bytes'] == len(contents[source]) and item['message']
+        assert item['split'] == split_for(source, SPLITS)
+
+    duplicates = _jsonl(os.path.join(version_dir, layout.DUPLICATES_JSONL))
+    assert {item['source']: item['duplicate_of'] for item in duplicates} == {
+        source: fate.duplicate_of for source, fate in fates[torture.DUPLICATE].items()}
+
+    counts = document['counts']
+    assert counts == {'inputs': len(expected) - len(fates[torture.IGNORED]), 'ignored': len(fates[torture.IGNORED]),
+                      'written': len(records), 'quarantined': len(quarantined), 'duplicates': len(duplicates)}
+    assert counts['inputs'] == counts['written'] + counts['quarantined'] + counts['duplicates']
+    for split, info in document['splits'].items():
+        assert info['inputs'] == info['num_examples'] + info['quarantined'] + info['duplicates']
+        assert info['inputs'] == sum(1 for source, fate in expected.items()
+                                     if fate.fate != torture.IGNORED and split_for(source, SPLITS) == split)
+    assert document['quarantine']['by_reason'] == dict(sorted(collections.Counter(
+        fate.reason for fate in fates[torture.QUARANTINED].values()).items()))
+    decisions = collections.Counter(d for fate in fates[torture.WRITTEN].values() for d in fate.decisions)
+    assert {key: n for key, n in document['decoding']['decisions'].items()
+            if not key.startswith('draft_scale=')} == dict(decisions)
+    assert document['decoding']['background'] == [255, 255, 255]
+    return document
