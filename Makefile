@@ -29,3 +29,20 @@ test: $(STAMP)
 
 clean:
 	rm -rf $(VENV) data *.egg-info
+
+# Flex Template: builds the image (launcher + workers' SDK container, Dockerfile) with Cloud Build and
+# writes the template spec with templates/metadata.json. Needs gcloud and an Artifact Registry Docker
+# repository: make template PROJECT=my-project REGION=europe-west4 BUCKET=my-bucket REPOSITORY=dataflow
+TAG := $(shell date -u +%Y%m%dt%H%M%Sz)
+IMAGE = $(REGION)-docker.pkg.dev/$(PROJECT)/$(REPOSITORY)/build-dataset:$(TAG)
+TEMPLATE = gs://$(BUCKET)/templates/build-dataset.json
+
+.PHONY: template
+template:
+	@test -n "$(PROJECT)" -a -n "$(REGION)" -a -n "$(BUCKET)" -a -n "$(REPOSITORY)" || \
+		{ echo 'make template: set PROJECT=... REGION=... BUCKET=... REPOSITORY=...' >&2; exit 2; }
+	gcloud builds submit --project $(PROJECT) --tag $(IMAGE) .
+	gcloud dataflow flex-template build $(TEMPLATE) --project $(PROJECT) --image $(IMAGE) \
+		--sdk-language PYTHON --metadata-file templates/metadata.json
+	@echo "template: $(TEMPLATE)"
+	@echo "image:    $(IMAGE)  (pass it as sdk_container_image so workers start with no pip install)"

@@ -9,11 +9,12 @@ import os
 import sys
 
 import apache_beam as beam
-from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
+from apache_beam.options.pipeline_options import (DirectOptions, GoogleCloudOptions, PipelineOptions, SetupOptions,
+                                                  StandardOptions, WorkerOptions)
 
 from contract import layout, metadata
 from pipelines.options import UsageError, check_input, check_output, parse_args
-from transforms import storage
+from transforms import gcs, storage
 from transforms.decode import CountDecisions, DecodeResizeEncode
 from transforms.dedupe import Dedupe
 from transforms.errors import build_failure_message
@@ -25,6 +26,9 @@ from transforms.quarantine import Quarantine
 from transforms.sharding import AssignBalancedShards
 from transforms.splits import AssignSplit
 from transforms.write import WriteShards
+
+# Dataflow workers install the project from this file (with requirements/worker.txt only: no TensorFlow).
+SETUP_FILE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'setup.py')
 
 
 def build_pipeline(pipeline, config):
@@ -58,8 +62,42 @@ def build_pipeline(pipeline, config):
         max_error_rate=config.max_error_rate)
 
 
+def _is_dataflow(runner):
+    return str(runner).lower() in ('dataflowrunner', 'dataflow')
+
+
+def _dataflow_defaults(options):
+    """Checks what Dataflow needs before anything is staged, and ships the project's code to the workers.
+
+    Workers get the code through ``--setup_file`` (this project's setup.py unless the user gave one, or a
+    custom worker image with ``--sdk_container_image``), with only the worker requirements.
+    """
+    cloud = options.view_as(GoogleCloudOptions)
+    for name in ('project', 'region'):
+        if not getattr(cloud, name):
+            raise UsageError(f'--{name} is required with --runner DataflowRunner')
+    if not cloud.temp_location:
+        raise UsageError('--temp_location gs://BUCKET/PATH is required with --runner DataflowRunner '
+                         '(Dataflow stages the code and temporary files there)')
+    for name in ('temp_location', 'staging_location'):
+        value = getattr(cloud, name)
+        if value and not gcs.is_gcs(value):
+            raise UsageError(f'--{name} must be a gs:// path with --runner DataflowRunner, got {value!r}')
+    setup = options.view_as(SetupOptions)
+    # A custom worker image (--sdk_container_image, e.g. the Dockerfile's) already holds the project.
+    if setup.setup_file is None and not options.view_as(WorkerOptions).sdk_container_image:
+        if not os.path.isfile(SETUP_FILE):
+            raise UsageError('--setup_file PATH/TO/setup.py is required with --runner DataflowRunner '
+                             '(no setup.py next to the installed package)')
+        setup.setup_file = SETUP_FILE
+
+
 def pipeline_options(beam_args):
-    """Beam options from the leftover arguments, defaulting to a multi-process DirectRunner."""
+    """Beam options from the leftover arguments, defaulting to a multi-process DirectRunner.
+
+    With DataflowRunner, checks the options Dataflow needs and sets ``--setup_file``. Against a GCS
+    emulator (STORAGE_EMULATOR_HOST), makes this process and every worker connect anonymously at once.
+    """
     options = PipelineOptions(beam_args)
     standard = options.view_as(StandardOptions)
     if standard.runner is None:
@@ -69,19 +107,42 @@ def pipeline_options(beam_args):
         direct.direct_running_mode = 'multi_processing'
         if not any(arg.startswith('--direct_num_workers') for arg in beam_args):
             direct.direct_num_workers = os.cpu_count() or 1
+    if _is_dataflow(standard.runner):
+        _dataflow_defaults(options)
+    if os.environ.get(gcs.EMULATOR_HOST):
+        gcs.connect_anonymously_to_emulator()
+        setup = options.view_as(SetupOptions)
+        setup.beam_plugins = sorted(set(setup.beam_plugins or ()) | {gcs.__name__})
     return options
 
 
 def run(argv=None):
-    """Builds a dataset; returns (BuildConfig, PipelineResult). Raises UsageError, or the runner's error."""
+    """Builds a dataset; returns (BuildConfig, PipelineResult). Raises UsageError, or the runner's error.
+
+    Waits for the job to finish unless ``--no_wait_until_finish`` (Beam's option) is given.
+    """
     config, beam_args = parse_args(argv)
-    check_input(config)
-    check_output(config)
-    pipeline = beam.Pipeline(options=pipeline_options(beam_args))
+    options = pipeline_options(beam_args)
+    check_input(config, options)
+    check_output(config, options)
+    pipeline = beam.Pipeline(options=options)
     build_pipeline(pipeline, config)
     result = pipeline.run()
-    result.wait_until_finish()
+    if not options.view_as(StandardOptions).no_wait_until_finish:
+        result.wait_until_finish()
     return config, result
+
+
+def _report(config, result, argv):
+    """The summary of a finished build, or one line about a Dataflow job or template that was not waited for."""
+    options = PipelineOptions(argv)
+    cloud = options.view_as(GoogleCloudOptions)
+    if cloud.template_location:
+        return f'build-dataset: wrote the job as a classic Dataflow template to {cloud.template_location}'
+    if getattr(result, 'has_job', False) and options.view_as(StandardOptions).no_wait_until_finish:
+        return (f'build-dataset: submitted Dataflow job {result.job_id()}: https://console.cloud.google.com/'
+                f'dataflow/jobs/{cloud.region}/{result.job_id()}?project={cloud.project}')
+    return summary(config)
 
 
 def summary(config):
@@ -96,11 +157,14 @@ def summary(config):
 
 
 def main(argv=None):
+    argv = argv if argv is not None else sys.argv[1:]
     logging.basicConfig(level=logging.WARNING, format='%(levelname)s %(name)s: %(message)s')
     # The multi-process DirectRunner relays every worker's start-up warnings; they are not the user's.
     logging.getLogger('apache_beam.runners.portability.local_job_service').setLevel(logging.ERROR)
+    # On Dataflow the runner's own log is the progress report: the job's id, states and messages.
+    logging.getLogger('apache_beam.runners.dataflow.dataflow_runner').setLevel(logging.INFO)
     try:
-        config, _ = run(argv if argv is not None else sys.argv[1:])
+        config, result = run(argv)
     except UsageError as error:
         print(f'build-dataset: error: {error}', file=sys.stderr)
         return 2
@@ -110,7 +174,7 @@ def main(argv=None):
             raise
         print(f'build-dataset: failed: {message}', file=sys.stderr)
         return 1
-    print(summary(config))
+    print(_report(config, result, argv))
     return 0
 
 

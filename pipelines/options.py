@@ -10,10 +10,11 @@ import os
 import re
 
 from apache_beam.io.filesystems import FileSystems
+from google.api_core.exceptions import GoogleAPICallError
 
 from contract import layout
-from transforms import image_ops
-from transforms.listing import is_image_name, parse_manifest_line
+from transforms import gcs, image_ops
+from transforms.listing import is_image_name, iter_files, list_top_level, parse_manifest_line
 
 DEFAULT_SPLITS = 'train=90,validation=10'
 _VERSION = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.-]*$')
@@ -116,9 +117,22 @@ def _read_labels(path):
     return tuple(labels)
 
 
-def check_input(config):
-    """Fails fast, before any worker starts, on an input that is missing or holds no image."""
+def _first_image_on_gcs(storage_client, root):
+    """True once any class folder below the gs:// ``root`` holds an image; stops at the first one."""
+    for kind, folder in list_top_level(root, storage_client):
+        if kind == gcs.PREFIX and any(is_image_name(path) for path in iter_files(folder, storage_client)):
+            return True
+    return False
+
+
+def check_input(config, options=None):
+    """Fails fast, before any worker starts, on an input that is missing, unreadable or holds no image.
+
+    ``options`` (the job's PipelineOptions) make the gs:// checks authenticate as the job will.
+    """
     if config.manifest:
+        if gcs.is_gcs(config.manifest):
+            _check_gcs(config.manifest, options)
         if not FileSystems.exists(config.manifest):
             raise UsageError(f'manifest not found: {config.manifest}')
         with FileSystems.open(config.manifest) as stream:
@@ -129,18 +143,33 @@ def check_input(config):
                 except ValueError:
                     continue
         raise UsageError(f'manifest lists no image: {config.manifest}')
+    no_images = (f'no images found under {config.input} (expected <class>/<image> files with extensions '
+                 f'jpg, jpeg, png, gif, bmp, webp, tif or tiff)')
+    if gcs.is_gcs(config.input):
+        if not _check_gcs(config.input, options, _first_image_on_gcs):
+            raise UsageError(no_images)
+        return
     if FileSystems.get_scheme(config.input) is None:
         if not os.path.isdir(config.input):
             raise UsageError(f'input folder not found: {config.input}')
         for directory, _, names in os.walk(config.input):
             if directory != config.input and any(is_image_name(name) for name in names):
                 return
-        raise UsageError(f'no images found under {config.input} (expected <class>/<image> files with extensions '
-                         f'jpg, jpeg, png, gif, bmp, webp, tif or tiff)')
+        raise UsageError(no_images)
 
 
-def check_output(config):
-    """Refuses to overwrite a version that was already published."""
+def _check_gcs(url, options, probe=gcs.check_readable):
+    """Returns ``probe(client, url)``, turning a GCS error (missing bucket, no permission) into a UsageError."""
+    try:
+        return probe(gcs.client(options), url)
+    except GoogleAPICallError as error:
+        raise UsageError(gcs.describe_error(url, error)) from None
+
+
+def check_output(config, options=None):
+    """Refuses an output bucket that cannot be read, and a version that was already published."""
+    if gcs.is_gcs(config.output):
+        _check_gcs(config.output, options)
     if FileSystems.exists(layout.join(config.version_dir, layout.DATASET_JSON)):
         raise UsageError(f'version {config.version} already exists in {config.output}; pass another --version')
 

@@ -1,7 +1,8 @@
 """Lists the input images: class folders under ``--input``, or the lines of a ``--manifest`` CSV.
 
 Folder listing fans out: the input's class folders are listed first, then a Reshuffle spreads the
-folders over the workers and each lists its own, so no worker holds the whole listing.
+folders over the workers and each lists its own. A gs:// listing goes one level at a time and one page
+at a time (``transforms.gcs``), so no worker holds the whole listing, even of millions of objects.
 """
 import csv
 import os
@@ -11,6 +12,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
+from transforms import gcs
 from transforms.records import ImageRef, Rejected
 
 IMAGE_EXTENSIONS = frozenset(('.jpg', '.jpeg', '.png', '.gif', '.bmp', '.webp', '.tif', '.tiff'))
@@ -26,64 +28,67 @@ def _is_local(path):
     return FileSystems.get_scheme(path) is None
 
 
-def list_top_level(root):
-    """Returns (class folder paths, paths of files lying directly in ``root``), both sorted."""
-    if _is_local(root):
-        folders, files = [], []
-        with os.scandir(root) as entries:
-            for entry in entries:
-                (folders if entry.is_dir() else files).append(os.path.join(root, entry.name))
-        return sorted(folders), sorted(files)
-    prefix = root.rstrip('/') + '/'
-    folders, files = set(), []
-    for metadata in FileSystems.match([prefix + '**'])[0].metadata_list:
-        rest = metadata.path[len(prefix):]
-        if '/' in rest:
-            folders.add(prefix + rest.split('/', 1)[0])
-        else:
-            files.append(metadata.path)
-    return sorted(folders), sorted(files)
+def list_top_level(root, storage_client=None):
+    """Yields (gcs.PREFIX, class folder) and (gcs.OBJECT, file lying directly in ``root``).
 
-
-def iter_files(folder):
-    """Yields every file path below ``folder``, at any depth."""
-    if _is_local(folder):
-        for directory, _, names in os.walk(folder):
-            for name in names:
-                yield os.path.join(directory, name)
+    Local folders come sorted; a gs:// root is listed one level at a time with a '/' delimiter, one
+    page in memory at a time (``storage_client`` from ``gcs.client``).
+    """
+    if not _is_local(root):
+        yield from gcs.iter_level(storage_client, root)
         return
-    for metadata in FileSystems.match([folder.rstrip('/') + '/**'])[0].metadata_list:
-        yield metadata.path
+    with os.scandir(root) as entries:
+        paths = sorted((os.path.join(root, entry.name), entry.is_dir()) for entry in entries)
+    for path, is_dir in paths:
+        yield (gcs.PREFIX if is_dir else gcs.OBJECT), path
+
+
+def iter_files(folder, storage_client=None):
+    """Yields every file path below ``folder``, at any depth, without holding the listing in memory."""
+    if not _is_local(folder):
+        yield from gcs.iter_objects(storage_client, folder)
+        return
+    for directory, _, names in os.walk(folder):
+        for name in names:
+            yield os.path.join(directory, name)
 
 
 def relative_source(root, path):
     """``path`` relative to ``root`` with '/' separators: the image's name in the dataset."""
     if _is_local(root):
         return os.path.relpath(path, root).replace(os.sep, '/')
-    return path[len(root.rstrip('/')) + 1:]
+    return path[len(gcs.as_folder(root)):].rstrip('/')
 
 
-class _ListTopLevel(beam.DoFn):
-    def __init__(self):
-        self.ignored = Metrics.counter('listing', 'files_ignored')
+class _ListingFn(beam.DoFn):
+    """Holds a storage client for a gs:// root, made once per worker from the job's options."""
 
-    def process(self, root):
-        folders, files = list_top_level(root)
-        for path in files:  # a file outside any class folder has no label
-            self.ignored.inc()
-            yield beam.pvalue.TaggedOutput(IGNORED, relative_source(root, path))
-        yield from folders
-
-
-class _ListClassFolder(beam.DoFn):
-    def __init__(self, root):
+    def __init__(self, root, options):
         self._root = root
+        self._options = options
+        self._client = None
         self.listed = Metrics.counter('listing', 'images_listed')
         self.ignored = Metrics.counter('listing', 'files_ignored')
 
+    def setup(self):
+        if not _is_local(self._root):
+            self._client = gcs.client(self._options)
+
+
+class _ListTopLevel(_ListingFn):
+    def process(self, root):
+        for kind, path in list_top_level(root, self._client):
+            if kind == gcs.PREFIX:
+                yield path
+            else:  # a file outside any class folder has no label
+                self.ignored.inc()
+                yield beam.pvalue.TaggedOutput(IGNORED, relative_source(root, path))
+
+
+class _ListClassFolder(_ListingFn):
     def process(self, folder):
         label = relative_source(self._root, folder)
-        for path in iter_files(folder):
+        for path in iter_files(folder, self._client):
             source = relative_source(self._root, path)
             if is_image_name(path):
                 self.listed.inc()
@@ -154,12 +159,16 @@ class ListImages(beam.PTransform):
                 REJECTED, main='images')
             ignored = pbegin | 'NoIgnoredFiles' >> beam.Create([])
             return {'images': parsed.images, IGNORED: ignored, REJECTED: parsed[REJECTED]}
+        # The job's options reach the workers' storage clients (credentials, impersonation, audit labels).
+        options = pbegin.pipeline.options.get_all_options(drop_default=True)
+        root = self._input_root
         top = (pbegin
-               | 'Root' >> beam.Create([self._input_root])
-               | 'ListClassFolders' >> beam.ParDo(_ListTopLevel()).with_outputs(IGNORED, main='folders'))
+               | 'Root' >> beam.Create([root])
+               | 'ListClassFolders' >> beam.ParDo(_ListTopLevel(root, options)).with_outputs(
+                   IGNORED, main='folders'))
         listed = (top.folders
                   | 'SpreadFolders' >> beam.Reshuffle()
-                  | 'ListFolders' >> beam.ParDo(_ListClassFolder(self._input_root)).with_outputs(
+                  | 'ListFolders' >> beam.ParDo(_ListClassFolder(root, options)).with_outputs(
                       IGNORED, main='images'))
         ignored = (top[IGNORED], listed[IGNORED]) | 'AllIgnored' >> beam.Flatten()
         rejected = pbegin | 'NoRejectedLines' >> beam.Create([])

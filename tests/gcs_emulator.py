@@ -1,0 +1,111 @@
+"""A real GCS server for the tests: ``gcp-storage-emulator`` on a free loopback port.
+
+Use it from any test module with ``from tests.gcs_emulator import gcs_emulator  # noqa: F401`` and a
+``gcs_emulator`` argument. The session-scoped fixture starts the server, points this process and every
+process it starts (the DirectRunner's workers, ``subprocess`` runs of the job) at it through
+``STORAGE_EMULATOR_HOST`` with anonymous credentials, yields an ``Emulator`` to create buckets and move
+files, and stops the server at the end. Nothing can reach Google while it runs.
+"""
+import os
+import pathlib
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+from google.cloud import storage
+
+from transforms import gcs
+
+_START_DEADLINE_S = 30  # how long the server may take to answer before the fixture gives up
+
+
+def _free_loopback_port():
+    with socket.socket() as probe:
+        probe.bind(('127.0.0.1', 0))
+        return probe.getsockname()[1]
+
+
+def _wait_until_serving(url, server):
+    deadline = time.monotonic() + _START_DEADLINE_S
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise RuntimeError(f'gcp-storage-emulator exited with status {server.returncode}')
+        try:
+            with urllib.request.urlopen(url, timeout=1) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f'gcp-storage-emulator did not answer at {url} within {_START_DEADLINE_S} s')
+
+
+class Emulator:
+    """Buckets and objects on the running emulator, through an anonymous google-cloud-storage client."""
+
+    def __init__(self, url):
+        self.url = url
+        self.client = storage.Client.create_anonymous_client()
+
+    def create_bucket(self, name):
+        """Creates bucket ``name`` (names must be unique across the session); returns 'gs://name'."""
+        self.client.create_bucket(name)
+        return f'gs://{name}'
+
+    def _blob(self, url):
+        bucket, _, name = url[len('gs://'):].partition('/')
+        return self.client.bucket(bucket).blob(name)
+
+    def upload_bytes(self, url, data):
+        self._blob(url).upload_from_string(data)
+
+    def read_bytes(self, url):
+        return self._blob(url).download_as_bytes()
+
+    def upload_folder(self, folder, url):
+        """Uploads every file below the local ``folder`` to the same relative names under ``url``."""
+        folder = pathlib.Path(folder)
+        for path in sorted(p for p in folder.rglob('*') if p.is_file()):
+            self.upload_bytes(f"{url.rstrip('/')}/{path.relative_to(folder).as_posix()}", path.read_bytes())
+
+    def list(self, url):
+        """Every object url below the prefix ``url``, sorted."""
+        bucket, _, prefix = url[len('gs://'):].partition('/')
+        return sorted(f'gs://{bucket}/{blob.name}' for blob in self.client.list_blobs(bucket, prefix=prefix))
+
+    def download_folder(self, url, folder):
+        """Downloads every object below ``url`` into the local ``folder``, keeping relative names."""
+        prefix = url.rstrip('/') + '/'
+        for object_url in self.list(prefix):
+            target = pathlib.Path(folder, object_url[len(prefix):])
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(self.read_bytes(object_url))
+        return str(folder)
+
+
+@pytest.fixture(scope='session')
+def gcs_emulator(tmp_path_factory):
+    """Yields an ``Emulator`` serving on a free loopback port, for the whole session."""
+    port = _free_loopback_port()
+    url = f'http://127.0.0.1:{port}'
+    log = tmp_path_factory.mktemp('gcs-emulator') / 'server.log'
+    with open(log, 'wb') as log_stream:
+        server = subprocess.Popen(
+            [sys.executable, '-m', 'gcp_storage_emulator', 'start', '--host', '127.0.0.1', '--port', str(port),
+             '--in-memory', '--quiet'],
+            stdout=log_stream, stderr=subprocess.STDOUT)
+    try:
+        _wait_until_serving(url, server)
+        with pytest.MonkeyPatch.context() as environment:
+            # Inherited by every process the tests start: Beam's workers and the job run as a subprocess.
+            environment.setenv(gcs.EMULATOR_HOST, url)
+            environment.setenv('GOOGLE_CLOUD_PROJECT', 'emulated-project')
+            # Should anything still look for credentials, it must not wait on a metadata server.
+            environment.setenv('NO_GCE_CHECK', 'true')
+            gcs.connect_anonymously_to_emulator()
+            yield Emulator(url)
+    finally:
+        server.terminate()
+        server.wait()

@@ -1,0 +1,104 @@
+"""Google Cloud Storage calls that Beam's FileSystems does not offer, and anonymous emulator access.
+
+Listing one level at a time (a ``/`` delimiter) and paging lazily keep a listing of millions of objects
+out of memory; Beam's ``FileSystems.match`` returns a whole listing as one list. The client is the one
+beneath Beam's GCS file system (``gcsio.create_storage_client``), built from the job's options, so it
+authenticates as Beam does: Application Default Credentials on Google Cloud, anonymously against an
+emulator named by ``STORAGE_EMULATOR_HOST``.
+
+Beam imports every ``--beam_plugins`` module first thing in a worker process, and
+``pipelines.build_dataset`` lists this one when an emulator is set, so the import below prepares the
+workers too.
+"""
+import os
+
+from apache_beam.internal.gcp import auth
+from apache_beam.io.gcp import gcsio
+from apache_beam.options.pipeline_options import PipelineOptions
+from google.api_core import exceptions
+
+EMULATOR_HOST = 'STORAGE_EMULATOR_HOST'
+PAGE_SIZE = 1000
+PREFIX, OBJECT = 'prefix', 'object'
+
+
+def is_gcs(path):
+    return path.startswith('gs://')
+
+
+def connect_anonymously_to_emulator():
+    """With ``STORAGE_EMULATOR_HOST`` set, makes Beam's GCS clients anonymous in this process at once.
+
+    Beam looks for Application Default Credentials with four back-off retries (about 20 s a process)
+    before it falls back to an anonymous client, which is all an emulator needs: record "no
+    credentials" in Beam's per-process credential cache so it skips the search. Without an emulator
+    this does nothing, and Beam uses Application Default Credentials as usual.
+    """
+    if not os.environ.get(EMULATOR_HOST):
+        return
+    with auth._Credentials._credentials_lock:  # pylint: disable=protected-access
+        auth._Credentials._credentials = None  # pylint: disable=protected-access
+        auth._Credentials._credentials_init = True  # pylint: disable=protected-access
+
+
+def client(options=None):
+    """A google-cloud-storage client made as Beam makes its own, from ``options`` (a dict or PipelineOptions)."""
+    if isinstance(options, dict):
+        options = PipelineOptions.from_dictionary(options)
+    return gcsio.create_storage_client(options or PipelineOptions([]))
+
+
+def _split(url):
+    bucket, name = gcsio.parse_gcs_path(url, object_optional=True)
+    return bucket, name
+
+
+def as_folder(url):
+    """``url`` with one trailing '/', so a listing of ``gs://b/cats`` does not also match ``gs://b/catsup``."""
+    return url.rstrip('/') + '/'
+
+
+def iter_level(storage_client, url):
+    """Yields (PREFIX, url) for each sub-folder and (OBJECT, url) for each object directly below ``url``.
+
+    One page of the listing is in memory at a time. Folder placeholder objects (names ending in '/')
+    are skipped: they hold no data.
+    """
+    bucket, prefix = _split(as_folder(url))
+    blobs = storage_client.list_blobs(bucket, prefix=prefix, delimiter='/', page_size=PAGE_SIZE)
+    for page in blobs.pages:
+        for blob in page:
+            if not blob.name.endswith('/'):
+                yield OBJECT, f'gs://{bucket}/{blob.name}'
+        for sub in page.prefixes:
+            yield PREFIX, f'gs://{bucket}/{sub}'
+
+
+def iter_objects(storage_client, url):
+    """Yields the url of every object below ``url``, at any depth, one page in memory at a time."""
+    bucket, prefix = _split(as_folder(url))
+    for blob in storage_client.list_blobs(bucket, prefix=prefix, page_size=PAGE_SIZE):
+        if not blob.name.endswith('/'):
+            yield f'gs://{bucket}/{blob.name}'
+
+
+def check_readable(storage_client, url):
+    """Raises ``exceptions.GoogleAPICallError`` unless the objects under ``url`` can be listed."""
+    bucket, prefix = _split(as_folder(url))
+    for _ in storage_client.list_blobs(bucket, prefix=prefix, max_results=1):
+        break
+
+
+def describe_error(url, error):
+    """One line naming what went wrong with ``url``, for a GCS API error."""
+    bucket, _ = _split(url)
+    if isinstance(error, exceptions.NotFound):
+        return f'bucket gs://{bucket} not found (for {url})'
+    if isinstance(error, exceptions.Forbidden):
+        return (f'permission denied on {url}: the account running the job needs Storage Object Admin '
+                f'(or Storage Object Viewer to read) on gs://{bucket}')
+    message = getattr(error, 'message', None) or str(error)
+    return f'cannot access {url}: {message.splitlines()[0] if message else type(error).__name__}'
+
+
+connect_anonymously_to_emulator()
