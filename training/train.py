@@ -70,7 +70,8 @@ def _parser():
     run.add_argument('--batch_size', type=_positive,
                      help=f'global batch size (default: {TPU_PER_REPLICA_BATCH} per replica on TPU, '
                           f'{DEFAULT_PER_REPLICA_BATCH} per replica otherwise)')
-    run.add_argument('--learning_rate', type=float, default=3e-3, help='Adam learning rate')
+    run.add_argument('--learning_rate', type=float, default=3e-3,
+                     help='initial Adam learning rate, decayed to 0 over the run (cosine)')
     run.add_argument('--model_dir', help='checkpoints, logs and export, local or gs:// (default: runs/<time>)')
     run.add_argument('--checkpoint_steps', type=int, default=0, help='also checkpoint every N steps (0: per epoch)')
     device = parser.add_argument_group('accelerator')
@@ -87,7 +88,10 @@ def _parser():
 
 
 def main(argv=None):
-    logging.basicConfig(level=logging.INFO, format='%(message)s', stream=sys.stdout)
+    if not log.handlers:  # progress on stdout; TensorFlow's own INFO logging stays off
+        log.addHandler(logging.StreamHandler(sys.stdout))
+        log.setLevel(logging.INFO)
+        log.propagate = False
     try:
         args = _parser().parse_args(argv)
         train(args)
@@ -131,9 +135,11 @@ def train(args):
 
     run_state.pin_settings(model_dir, {'dataset_version': source.version, 'global_batch_size': global_batch,
                                        'seed': args.seed, 'num_input_pipelines': pipelines, 'model': args.model})
+    keras.utils.set_random_seed(args.seed)  # the same --seed starts from the same weights
     with strategy.scope():
         model = model_lib.build_model(args.model, source.image_shape, len(source.labels))
-        optimizer = keras.optimizers.Adam(args.learning_rate)
+        schedule = keras.optimizers.schedules.CosineDecay(args.learning_rate, args.epochs * steps_per_epoch)
+        optimizer = keras.optimizers.Adam(schedule)
         if keras.mixed_precision.global_policy().name == 'mixed_float16':
             optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
         optimizer.build(model.trainable_variables)
