@@ -138,7 +138,7 @@ def _report(config, result, argv):
     options = PipelineOptions(argv)
     cloud = options.view_as(GoogleCloudOptions)
     if cloud.template_location:
-        return f'build-dataset: wrote the job as a classic Dataflow template to {cloud.template_location}'
+        return f'build-dataset: wrote the Dataflow job as a template to {cloud.template_location}'
     if getattr(result, 'has_job', False) and options.view_as(StandardOptions).no_wait_until_finish:
         return (f'build-dataset: submitted Dataflow job {result.job_id()}: https://console.cloud.google.com/'
                 f'dataflow/jobs/{cloud.region}/{result.job_id()}?project={cloud.project}')

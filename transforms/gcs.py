@@ -49,8 +49,8 @@ def client(options=None):
 
 
 def _split(url):
-    bucket, name = gcsio.parse_gcs_path(url, object_optional=True)
-    return bucket, name
+    """'gs://bucket/some/name' -> ('bucket', 'some/name'); the name may be empty."""
+    return gcsio.parse_gcs_path(url, object_optional=True)
 
 
 def as_folder(url):
