@@ -1,8 +1,10 @@
 """gs:// mistakes end with one line naming the problem and exit status 2, before any worker starts."""
 import pytest
+from google.api_core import exceptions
 
 from pipelines import build_dataset
 from tests.gcs_emulator import gcs_emulator  # noqa: F401  (the fixture)
+from transforms import gcs
 
 
 @pytest.fixture(scope='module')
@@ -37,3 +39,12 @@ def test_gcs_mistakes_are_one_line(buckets, capsys, args, message):
     err = capsys.readouterr().err.strip()
     assert status == 2
     assert err.startswith('build-dataset: error: ') and message in err and '\n' not in err
+
+
+def test_a_permission_error_names_the_roles_to_grant():
+    """The emulator has no permissions to refuse, so the 403 message is checked on the API's own error."""
+    error = exceptions.Forbidden('GET https://storage.googleapis.com/...: caller does not have '
+                                 'storage.objects.list access to the Google Cloud Storage bucket.')
+    message = gcs.describe_error('gs://private-bucket/images', error)
+    assert message.startswith('permission denied on gs://private-bucket/images: ')
+    assert 'Storage Object Admin' in message and '\n' not in message
