@@ -6,10 +6,12 @@ shuffle the serialised records -> parse -> decode and scale -> augment -> batch 
 be called by ``strategy.distribute_datasets_from_function``, so every host reads only its own files
 and every replica gets its own per-replica batch.
 
-Training order is a pure function of (seed, epoch, input pipeline): each epoch reshuffles with its own
-seed, so a run resumed at (epoch, step) skips exactly the records it already trained on, without
-replaying earlier epochs or checkpointing shuffle buffers. Evaluation reads each record once and pads
-the last batches with ``PAD_LABEL`` records, so shapes stay static (TPU) and no record is dropped.
+A training dataset is one epoch, whose order is a pure function of (seed, epoch, input pipeline): each
+epoch reshuffles with its own seed, so a run resumed at (epoch, step) skips exactly the records it
+already trained on, without replaying earlier epochs or checkpointing shuffle buffers. (tf.data also
+mixes TensorFlow's global seed into shuffles; ``training.train`` sets it from ``--seed`` in every run.)
+Evaluation reads each record once and pads the last batches with ``PAD_LABEL`` records, so shapes stay
+static (TPU) and no record is dropped.
 """
 import dataclasses
 import random
@@ -52,6 +54,7 @@ class InputReader:
         self._shards = source.shards(config.split)
         self._parse_fn = parse_fn
         self._decode_fn = decode_fn
+        self._cached = {}  # shard paths -> decoded dataset, reused by every epoch when config.cache
 
     def pipeline_shards(self, num_input_pipelines, input_pipeline_id):
         """(path, records) of the shards one input pipeline reads: the seeded file order, dealt round-robin.
@@ -92,20 +95,19 @@ class InputReader:
                             f'fewer than one batch of {batch}; lower --batch_size')
         return steps
 
-    def dataset(self, input_context=None, *, start_epoch=0, start_step=0, epochs=1):
-        """Batches of (image [per-replica batch, H, W, C], label) for one input pipeline.
+    def dataset(self, input_context=None, *, epoch=0, start_step=0):
+        """One pass of batches of (image [per-replica batch, H, W, C], label) for one input pipeline.
 
-        Training yields epochs ``start_epoch`` .. ``epochs - 1``, starting ``start_step`` steps into the
-        first; evaluation yields one padded pass.
+        Training yields epoch ``epoch`` from step ``start_step`` on; evaluation yields every record once.
         """
         context = input_context or tf.distribute.InputContext()
         pipelines = context.num_input_pipelines
         per_replica = context.get_per_replica_batch_size(self.config.global_batch_size)
-        records_per_pass = self.steps_per_epoch(pipelines) * self.pipeline_batch_size(pipelines)
+        pipeline_batch = self.pipeline_batch_size(pipelines)
+        records_per_pass = self.steps_per_epoch(pipelines) * pipeline_batch
         paths = [path for path, _ in self.pipeline_shards(pipelines, context.input_pipeline_id)]
         if self.config.is_training:
-            skip = start_step * self.pipeline_batch_size(pipelines)
-            examples = self._training_examples(paths, records_per_pass, start_epoch, skip, epochs)
+            examples = self._training_examples(paths, records_per_pass, epoch, start_step * pipeline_batch)
         else:
             examples = self._evaluation_examples(paths, records_per_pass)
         return examples.batch(per_replica, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
@@ -125,25 +127,20 @@ class InputReader:
         return self._decode_fn(self._parse_fn(serialized), self.image_shape)
 
     def _decoded(self, paths):
+        if tuple(paths) in self._cached:
+            return self._cached[tuple(paths)]
         decoded = self._read(paths).map(self._decode, tf.data.AUTOTUNE, deterministic=self.config.deterministic)
-        return decoded.cache() if self.config.cache else decoded
+        if self.config.cache:
+            decoded = self._cached[tuple(paths)] = decoded.cache()
+        return decoded
 
-    def _training_examples(self, paths, records_per_epoch, start_epoch, skip, epochs):
-        cached = self._decoded(paths) if self.config.cache else None
-        buffer = self.config.shuffle_buffer_size
-
-        def one_epoch(epoch):
-            seed = self.config.seed * _EPOCH_SEED_STRIDE + epoch
-            if cached is None:
-                stream = self._read(paths, seed).shuffle(buffer, seed=seed, reshuffle_each_iteration=False)
-            else:
-                stream = cached.shuffle(buffer, seed=seed, reshuffle_each_iteration=False)
-            first = tf.where(epoch == start_epoch, tf.constant(skip, tf.int64), tf.constant(0, tf.int64))
-            return (stream.enumerate().take(records_per_epoch).skip(first)
-                    .map(lambda index, payload: (tf.stack([seed, index]), payload)))
-
-        positioned = tf.data.Dataset.range(start_epoch, epochs).flat_map(one_epoch)
-        return positioned.map(self._training_example, tf.data.AUTOTUNE, deterministic=self.config.deterministic)
+    def _training_examples(self, paths, records_per_epoch, epoch, skip):
+        seed = self.config.seed * _EPOCH_SEED_STRIDE + epoch
+        stream = self._decoded(paths) if self.config.cache else self._read(paths, seed)
+        shuffled = stream.shuffle(self.config.shuffle_buffer_size, seed=seed, reshuffle_each_iteration=False)
+        positioned = shuffled.enumerate().take(records_per_epoch).skip(skip)
+        return positioned.map(lambda index, payload: self._training_example(tf.stack([seed, index]), payload),
+                              tf.data.AUTOTUNE, deterministic=self.config.deterministic)
 
     def _training_example(self, seed, payload):
         image, label = payload if self.config.cache else self._decode(payload)

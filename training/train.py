@@ -14,6 +14,7 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')  # before TensorFlow loads: k
 
 import argparse  # noqa: E402
 import datetime  # noqa: E402
+import functools  # noqa: E402
 import logging  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
@@ -83,7 +84,7 @@ def _parser():
     device.add_argument('--jit_compile', action='store_true', help='compile the step with XLA on CPU/GPU')
     device.add_argument('--profile_input', action='store_true',
                         help='only iterate the training input pipeline and print its speed')
-    device.add_argument('--profile_steps', type=_positive, help='global batches to profile (default: one epoch)')
+    device.add_argument('--profile_steps', type=_positive, help='global batches to profile (default and most: one epoch)')
     return parser
 
 
@@ -125,9 +126,8 @@ def train(args):
     strategy = accelerator.strategy
 
     if args.profile_input:
-        distributed = strategy.distribute_datasets_from_function(
-            lambda context: train_reader.dataset(context, epochs=args.epochs))
-        steps = min(args.profile_steps or steps_per_epoch, steps_per_epoch * args.epochs)
+        distributed = strategy.distribute_datasets_from_function(train_reader.dataset)
+        steps = min(args.profile_steps or steps_per_epoch, steps_per_epoch)
         first, rate = input_profile.profile(distributed, steps, global_batch)
         print(f'input pipeline: first batch after {first:.2f} s, then {rate:.0f} images/s '
               f'over {steps - 1} batches of {global_batch}', flush=True)
@@ -153,18 +153,16 @@ def train(args):
     if start:
         log.info('resuming from step %d: epoch %d, step %d of %d', start, start_epoch + 1, start_step, steps_per_epoch)
 
-    train_data = strategy.distribute_datasets_from_function(
-        lambda context: train_reader.dataset(context, start_epoch=start_epoch, start_step=start_step,
-                                             epochs=args.epochs))
     eval_data = strategy.distribute_datasets_from_function(eval_reader.dataset)
     steps = loop.DistributedSteps(strategy, model, optimizer, global_batch, jit_compile=args.jit_compile and not on_tpu)
     execution = args.steps_per_execution or (TPU_STEPS_PER_EXECUTION if on_tpu else 1)
     writers = {name: tf.summary.create_file_writer(layout.join(model_dir, 'logs', name))
                for name in ('train', 'validation')}
-    train_iterator = iter(train_data)
     for epoch in range(start_epoch, args.epochs):
         epoch_start = time.perf_counter()
         done = start_step if epoch == start_epoch else 0
+        train_iterator = iter(strategy.distribute_datasets_from_function(
+            functools.partial(train_reader.dataset, epoch=epoch, start_step=done)))
         first_step, totals = done, tf.zeros([3])
         while done < steps_per_epoch:
             global_step = epoch * steps_per_epoch + done
