@@ -89,16 +89,17 @@ def _parser():
 
 
 def main(argv=None):
-    if not log.handlers:  # progress on stdout; TensorFlow's own INFO logging stays off
-        log.addHandler(logging.StreamHandler(sys.stdout))
-        log.setLevel(logging.INFO)
-        log.propagate = False
+    console = logging.StreamHandler(sys.stdout)  # our progress on stdout; TensorFlow's INFO logging stays off
+    log.addHandler(console)
+    log.setLevel(logging.INFO)
+    log.propagate = False
     try:
-        args = _parser().parse_args(argv)
-        train(args)
+        train(_parser().parse_args(argv))
     except UserError as error:
         print(f'train-model: error: {error}', file=sys.stderr)
         return 2
+    finally:
+        log.removeHandler(console)
     return 0
 
 
@@ -150,7 +151,9 @@ def train(args):
              source.root, source.version, steps_per_epoch, global_batch, eval_steps)
     log.info('model: %s, %d parameters, %s; model_dir %s', args.model, model.count_params(),
              keras.mixed_precision.global_policy().name, model_dir)
-    if start:
+    if start >= args.epochs * steps_per_epoch:
+        log.info('%s already holds all %d steps of %d epoch(s): nothing to train', model_dir, start, args.epochs)
+    elif start:
         log.info('resuming from step %d: epoch %d, step %d of %d', start, start_epoch + 1, start_step, steps_per_epoch)
 
     eval_data = strategy.distribute_datasets_from_function(eval_reader.dataset)
