@@ -1,7 +1,8 @@
 """A real GCS server for the tests: ``gcp-storage-emulator`` on a free loopback port.
 
 Use it from any test module with ``from tests.gcs_emulator import gcs_emulator  # noqa: F401`` and a
-``gcs_emulator`` argument. The session-scoped fixture starts the server, points this process and every
+``gcs_emulator`` argument (or list ``tests.gcs_emulator`` in conftest's ``pytest_plugins``). The first
+use in a session starts the server, points this process and every
 process it starts (the DirectRunner's workers, ``subprocess`` runs of the job) at it through
 ``STORAGE_EMULATOR_HOST`` with anonymous credentials, yields an ``Emulator`` to create buckets and move
 files, and stops the server at the end. Nothing can reach Google while it runs.
@@ -85,9 +86,16 @@ class Emulator:
         return str(folder)
 
 
+# Each test module that imports the fixture holds its own copy of it: they all share one server.
+_shared = {}
+
+
 @pytest.fixture(scope='session')
 def gcs_emulator(tmp_path_factory):
     """Yields an ``Emulator`` serving on a free loopback port, for the whole session."""
+    if _shared:
+        yield _shared['emulator']  # started by the first module's copy, which also stops it, last
+        return
     port = _free_loopback_port()
     url = f'http://127.0.0.1:{port}'
     log = tmp_path_factory.mktemp('gcs-emulator') / 'server.log'
@@ -105,7 +113,9 @@ def gcs_emulator(tmp_path_factory):
             # Should anything still look for credentials, it must not wait on a metadata server.
             environment.setenv('NO_GCE_CHECK', 'true')
             gcs.connect_anonymously_to_emulator()
-            yield Emulator(url)
+            _shared['emulator'] = Emulator(url)
+            yield _shared['emulator']
     finally:
+        _shared.clear()
         server.terminate()
         server.wait()
