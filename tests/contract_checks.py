@@ -51,7 +51,7 @@ def check_version(output, input_root=None, image_size=None):
     height, width, channels = metadata.image_shape(document)
     if image_size is not None:
         assert (height, width) == tuple(image_size)
-    expected_files = {layout.DATASET_JSON, layout.LABELS_TXT, layout.QUARANTINE_JSONL}
+    expected_files = {layout.DATASET_JSON, layout.LABELS_TXT, layout.QUARANTINE_JSONL, layout.DUPLICATES_JSONL}
     by_split = {}
     for split, info in document['splits'].items():
         records, class_counts = [], collections.Counter()

@@ -10,25 +10,10 @@ import pytest
 from apache_beam.metrics.metric import MetricsFilter
 
 from contract import layout
-from pipelines import build_dataset
 from tests.contract_checks import shard_files
-from tests.torture_fixtures import OPTIONS, check_every_fate, torture_corpus  # noqa: F401 (fixture)
+from tests.torture_fixtures import OPTIONS, build, check_every_fate, torture_build, torture_corpus  # noqa: F401
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def _build(input_root, output, *extra):
-    """Runs the job in this process; returns its PipelineResult."""
-    _, result = build_dataset.run(['--input', input_root, '--output', str(output), *OPTIONS, *extra])
-    return result
-
-
-@pytest.fixture(scope='session')
-def torture_build(torture_corpus, tmp_path_factory):
-    """(output folder, PipelineResult) of the corpus built once, in memory, as version v1."""
-    output = tmp_path_factory.mktemp('torture-out')
-    result = _build(torture_corpus[0], output, '--version', 'v1', '--direct_running_mode', 'in_memory')
-    return str(output), result
 
 
 def test_every_input_meets_its_fate(torture_corpus, torture_build):
@@ -60,7 +45,7 @@ def _comparable(version_dir):
 
 def test_two_builds_give_identical_bytes(torture_corpus, torture_build, tmp_path):
     output, _ = torture_build
-    _build(torture_corpus[0], tmp_path, '--version', 'v1', '--direct_running_mode', 'in_memory')
+    build(torture_corpus[0], tmp_path, '--version', 'v1', '--direct_running_mode', 'in_memory')
     first, second = _comparable(os.path.join(output, 'v1')), _comparable(os.path.join(tmp_path, 'v1'))
     assert len(shard_files(os.path.join(tmp_path, 'v1'))) == 3
     assert first[0] == second[0]  # shards, quarantine.jsonl, duplicates.jsonl, labels.txt

@@ -9,6 +9,7 @@ import pytest
 from PIL import Image
 
 from contract import features as F, layout, metadata
+from pipelines import build_dataset
 from samples import torture
 from transforms.splits import split_for
 
@@ -30,13 +31,36 @@ def colour_errors(jpeg, colours):
     return errors
 
 
+# Each test module importing a fixture below holds its own copy; this cache makes them share one corpus
+# and one build per session.
+_SESSION = {}
+
+
+def build(input_root, output, *extra):
+    """Runs the build job on the corpus in this process; returns its PipelineResult."""
+    _, result = build_dataset.run(['--input', input_root, '--output', str(output), *OPTIONS, *extra])
+    return result
+
+
 @pytest.fixture(scope='session')
 def torture_corpus(tmp_path_factory):
     """(input folder, {source: Expected}, {source: file bytes}) of the torture corpus."""
-    root = tmp_path_factory.mktemp('torture')
-    cases = torture.corpus()
-    expected = torture.write_corpus(str(root))
-    return str(root), expected, {source: data for source, (data, _) in cases.items()}
+    if 'corpus' not in _SESSION:
+        root = tmp_path_factory.mktemp('torture')
+        cases = torture.corpus()
+        expected = torture.write_corpus(str(root))
+        _SESSION['corpus'] = str(root), expected, {source: data for source, (data, _) in cases.items()}
+    return _SESSION['corpus']
+
+
+@pytest.fixture(scope='session')
+def torture_build(torture_corpus, tmp_path_factory):
+    """(output folder, PipelineResult) of the corpus built once, in memory, as version v1."""
+    if 'build' not in _SESSION:
+        output = tmp_path_factory.mktemp('torture-out')
+        result = build(torture_corpus[0], output, '--version', 'v1', '--direct_running_mode', 'in_memory')
+        _SESSION['build'] = str(output), result
+    return _SESSION['build']
 
 
 def _jsonl(path):
