@@ -13,7 +13,7 @@ from apache_beam.options.pipeline_options import (DirectOptions, GoogleCloudOpti
                                                   StandardOptions, WorkerOptions)
 
 from contract import layout, metadata
-from pipelines.options import UsageError, check_input, check_output, parse_args
+from pipelines.options import UsageError, check_input, check_output, check_temp_locations, parse_args
 from transforms import gcs, storage
 from transforms.decode import CountDecisions, DecodeResizeEncode
 from transforms.dedupe import Dedupe
@@ -125,7 +125,11 @@ def run(argv=None):
     options = pipeline_options(beam_args)
     check_input(config, options)
     check_output(config, options)
-    pipeline = beam.Pipeline(options=options)
+    check_temp_locations(options)
+    try:
+        pipeline = beam.Pipeline(options=options)
+    except ValueError as error:  # Beam's own checks of the options (runner name, project id...)
+        raise UsageError(' '.join(str(error).split())) from None
     build_pipeline(pipeline, config)
     result = pipeline.run()
     if not options.view_as(StandardOptions).no_wait_until_finish:

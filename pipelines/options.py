@@ -10,6 +10,7 @@ import os
 import re
 
 from apache_beam.io.filesystems import FileSystems
+from apache_beam.options.pipeline_options import GoogleCloudOptions
 from google.api_core.exceptions import GoogleAPICallError
 
 from contract import layout
@@ -164,6 +165,17 @@ def _check_gcs(url, options, probe=gcs.check_readable):
         return probe(gcs.client(options), url)
     except GoogleAPICallError as error:
         raise UsageError(gcs.describe_error(url, error)) from None
+
+
+def check_temp_locations(options):
+    """Refuses a gs:// --temp_location or --staging_location whose bucket cannot be read.
+
+    Dataflow would otherwise retry staging the job's files there for minutes before failing.
+    """
+    cloud = options.view_as(GoogleCloudOptions)
+    for location in (cloud.temp_location, cloud.staging_location):
+        if location and gcs.is_gcs(location):
+            _check_gcs(location, options)
 
 
 def check_output(config, options=None):

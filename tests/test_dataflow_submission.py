@@ -106,6 +106,22 @@ def test_dataflow_mistakes_are_one_line(sample_images, capsys, args, message):
     assert err.startswith('build-dataset: error: ') and message in err and '\n' not in err
 
 
+@pytest.mark.parametrize('args, message', [
+    (['--temp_location', 'gs://no-such-temp/tmp'], 'bucket gs://no-such-temp not found (for gs://no-such-temp/tmp)'),
+    (['--temp_location', '{bucket}/tmp', '--staging_location', 'gs://no-such-staging/s'],
+     'bucket gs://no-such-staging not found'),
+    (['--temp_location', '{bucket}/tmp', '--project', 'p'], 'Invalid Project ID (p)'),
+])
+def test_dataflow_mistakes_found_before_staging_are_one_line(template, capsys, args, message):
+    """Found before anything is staged: Beam would retry staging to a missing bucket for minutes."""
+    bucket = 'gs://dataflow-job'  # made by the ``template`` fixture
+    status = build_dataset.main(['--input', f'{bucket}/images', '--output', f'{bucket}/elsewhere', *DATAFLOW,
+                                 *(a.format(bucket=bucket) for a in args)])
+    err = capsys.readouterr().err.strip()
+    assert status == 2 and 'Traceback' not in err
+    assert err.splitlines()[-1].startswith('build-dataset: error: ') and message in err.splitlines()[-1]
+
+
 def test_flex_template_metadata_describes_every_option():
     text = (REPO / 'templates' / 'metadata.json').read_text()
     TemplateMetadata.from_json(text)  # the Dataflow API's own schema: no unknown or mistyped field
