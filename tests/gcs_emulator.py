@@ -109,7 +109,6 @@ def gcs_emulator(tmp_path_factory):
         with pytest.MonkeyPatch.context() as environment:
             # Inherited by every process the tests start: Beam's workers and the job run as a subprocess.
             environment.setenv(gcs.EMULATOR_HOST, url)
-            environment.setenv('GOOGLE_CLOUD_PROJECT', 'emulated-project')
             # Should anything still look for credentials, it must not wait on a metadata server.
             environment.setenv('NO_GCE_CHECK', 'true')
             gcs.connect_anonymously_to_emulator()

@@ -97,8 +97,8 @@ def describe_error(url, error):
     if isinstance(error, exceptions.Forbidden):
         return (f'permission denied on {url}: the account running the job needs Storage Object Admin '
                 f'(or Storage Object Viewer to read) on gs://{bucket}')
-    message = getattr(error, 'message', None) or str(error)
-    return f'cannot access {url}: {message.splitlines()[0] if message else type(error).__name__}'
+    message = getattr(error, 'message', None) or str(error) or type(error).__name__
+    return f'cannot access {url}: {message.splitlines()[0]}'
 
 
 connect_anonymously_to_emulator()
