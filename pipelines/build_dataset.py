@@ -4,6 +4,7 @@
 
 Runs on the DirectRunner (multi-processing, one worker per core) unless ``--runner`` says otherwise.
 """
+import contextlib
 import logging
 import os
 import sys
@@ -13,6 +14,7 @@ from apache_beam.options.pipeline_options import (DirectOptions, GoogleCloudOpti
                                                   StandardOptions, WorkerOptions)
 
 from contract import layout, metadata
+from pipelines import console
 from pipelines.options import UsageError, check_input, check_output, check_temp_locations, parse_args
 from transforms import gcs, storage
 from transforms.decode import CountDecisions, DecodeResizeEncode
@@ -107,6 +109,10 @@ def pipeline_options(beam_args):
         direct.direct_running_mode = 'multi_processing'
         if not any(arg.startswith('--direct_num_workers') for arg in beam_args):
             direct.direct_num_workers = os.cpu_count() or 1
+        worker = options.view_as(WorkerOptions)
+        if worker.default_sdk_harness_log_level is None:
+            # Local workers print to the user's terminal: only what main() would not report itself.
+            worker.default_sdk_harness_log_level = 'CRITICAL'
     if _is_dataflow(standard.runner):
         _dataflow_defaults(options)
     if os.environ.get(gcs.EMULATOR_HOST):
@@ -163,21 +169,27 @@ def summary(config):
 def main(argv=None):
     argv = argv if argv is not None else sys.argv[1:]
     logging.basicConfig(level=logging.WARNING, format='%(levelname)s %(name)s: %(message)s')
-    # The multi-process DirectRunner relays every worker's start-up warnings; they are not the user's.
-    logging.getLogger('apache_beam.runners.portability.local_job_service').setLevel(logging.ERROR)
+    # Runners log a failing step's traceback before raising; main() reports a BuildFailed in one line
+    # and lets any other error raise with its traceback.
+    logging.getLogger('apache_beam.runners').setLevel(logging.CRITICAL)
     # On Dataflow the runner's own log is the progress report: the job's id, states and messages.
     logging.getLogger('apache_beam.runners.dataflow.dataflow_runner').setLevel(logging.INFO)
-    try:
-        config, result = run(argv)
-    except UsageError as error:
-        print(f'build-dataset: error: {error}', file=sys.stderr)
-        return 2
-    except Exception as error:  # a runner wraps our BuildFailed in its own exception types
-        message = build_failure_message(error)
-        if message is None:
-            raise
-        print(f'build-dataset: failed: {message}', file=sys.stderr)
-        return 1
+    with console.held_stderr() if console.is_local_run(argv) else contextlib.nullcontext(lambda: None) as replay:
+        try:
+            config, result = run(argv)
+        except UsageError as error:
+            failure = f'build-dataset: error: {error}', 2
+        except Exception as error:  # a runner wraps our BuildFailed in its own exception types
+            message = build_failure_message(error)
+            if message is None:
+                replay()
+                raise
+            failure = f'build-dataset: failed: {message}', 1
+        else:
+            failure = None
+    if failure:
+        print(failure[0], file=sys.stderr)
+        return failure[1]
     print(_report(config, result, argv))
     return 0
 
