@@ -121,7 +121,7 @@ def _cmyk_without_adobe_marker(image):
     return data[:start] + data[start + 2 + length:]
 
 
-def _palette(image, transparent_quadrant=None):
+def palette_image(image, transparent_quadrant=None):
     """``image`` as a 'P' image whose palette index i is quadrant colour i (+ optional transparency)."""
     palette = Image.new('P', (1, 1))
     palette.putpalette([c for colour in QUADRANTS for c in colour] + [0, 0, 0] * 252)
@@ -185,16 +185,16 @@ def corpus():
     add('alpha/grey_alpha.png', _encode(la, 'PNG'),
         written('format=PNG', 'mode=LA', 'alpha_composited', colours=checks((BLACK, WHITE, WHITE, BLACK))))
     with_hole = checks((RED, WHITE, BLUE, YELLOW))
-    palette, options = _palette(upright, transparent_quadrant=1)
+    palette, options = palette_image(upright, transparent_quadrant=1)
     add('alpha/palette_transparent.gif', _encode(palette, 'GIF', **options),
         written('format=GIF', 'mode=P', 'alpha_composited', colours=with_hole))
     add('alpha/palette_transparent.png', _encode(palette, 'PNG', **options),
         written('format=PNG', 'mode=P', 'alpha_composited', colours=with_hole))
-    palette, _ = _palette(upright)
+    palette, _ = palette_image(upright)
     add('alpha/palette.bmp', _encode(palette, 'BMP'), written('format=BMP', 'mode=P'))
     add('alpha/bitmap.bmp', _encode(upright, 'BMP'), written('format=BMP', 'mode=RGB'))
     # Animations and multi-page files: the first frame.
-    add('alpha/animated.gif', _animation(_palette(upright)[0], 'GIF'), written('format=GIF', 'mode=P', 'animated'))
+    add('alpha/animated.gif', _animation(palette_image(upright)[0], 'GIF'), written('format=GIF', 'mode=P', 'animated'))
     add('alpha/animated.webp', _animation(upright, 'WEBP', lossless=True), written('format=WEBP', 'mode=RGB', 'animated'))
     add('alpha/animated.png', _animation(upright, 'PNG'), written('format=PNG', 'mode=RGB', 'animated'))
     add('alpha/multipage.tif', _animation(upright, 'TIFF'), written('format=TIFF', 'mode=RGB', 'animated'))

@@ -11,6 +11,7 @@ from PIL import Image
 from contract import features as F, layout, metadata
 from pipelines import build_dataset
 from samples import torture
+from transforms.records import REASONS
 from transforms.splits import split_for
 
 # Max difference per channel between a checked pixel and its expected colour (JPEG at quality 90).
@@ -97,6 +98,7 @@ def check_every_fate(version_dir, expected, contents):
     assert {source: item['reason'] for source, item in quarantined.items()} == {
         source: fate.reason for source, fate in fates[torture.QUARANTINED].items()}
     for source, item in quarantined.items():
+        assert item['reason'] in REASONS
         assert item['bytes'] == len(contents[source]) and item['message']
         assert item['split'] == split_for(source, SPLITS)
 

@@ -5,6 +5,10 @@ DCT scaling (``Image.draft``) to the smallest power-of-two reduction that still 
 and everything else is shrunk with ``reducing_gap`` (an integer ``reduce`` before the final filter).
 Both keep the result visually identical to a full decode (``benchmarks/build_throughput.py`` reports
 the PSNR against the naive path).
+
+Every format decision is made per image and returned in ``notes``; an input that cannot become a
+training image raises ImageRejected with a reason code, from its header alone where that suffices
+(format, pixel mode, pixel cap, minimum size), so a bomb is refused before a pixel is decoded.
 """
 import io
 import math
