@@ -111,10 +111,13 @@ def test_refuses_a_batch_larger_than_the_split(published):
         reader(root, batch=64).steps_per_epoch()
 
 
-def test_bfloat16_images_for_mixed_precision(published):
+def test_images_leave_the_reader_as_uint8_and_augmentation_changes_pixels_not_records(published):
     root, _ = published
-    images, _ = next(iter(reader(root, image_dtype=tf.bfloat16).dataset()))
-    assert images.dtype == tf.bfloat16
+    plain, _ = next(iter(reader(root, augment=False).dataset()))
+    augmented, _ = next(iter(reader(root, augment=True).dataset()))
+    assert plain.dtype == augmented.dtype == tf.uint8
+    assert list(fixtures.decode_ids(plain.numpy())) == list(fixtures.decode_ids(augmented.numpy()))
+    assert not np.array_equal(plain.numpy(), augmented.numpy())
 
 
 def test_opens_latest_or_a_named_version_and_explains_what_is_missing(tmp_path):

@@ -39,7 +39,7 @@ def _two_replica_report(data, model_dir):
                 per_replica[replica].append({'shape': list(image_batch.shape), 'ids': ids[real].tolist()})
         report[split] = per_replica
     report['train_exit'] = train.main(['--data', data, '--epochs', '2', '--batch_size', str(GLOBAL_BATCH),
-                                       '--model_dir', model_dir, '--steps_per_execution', '2', '--jit_compile'])
+                                       '--model_dir', model_dir, '--steps_per_execution', '2'])
     print('REPORT ' + json.dumps(report, default=lambda value: np.asarray(value).tolist()))
 
 

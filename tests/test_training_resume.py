@@ -42,11 +42,7 @@ def _recording_train(trace_path, delay_s, argv):
             with tf.control_dependencies([tf.py_function(record, [images], tf.int32)]):
                 return tf.identity(images)
 
-    def recording_cnn(input_shape, num_classes):
-        inputs = keras.Input(input_shape)
-        return keras.Model(inputs, model_lib.small_cnn(input_shape, num_classes)(RecordIds()(inputs)))
-
-    model_lib.MODELS['recording_cnn'] = recording_cnn
+    model_lib.MODELS['recording_cnn'] = lambda images: model_lib.small_cnn(RecordIds()(images))
     sys.exit(train.main([*argv, '--model', 'recording_cnn']))
 
 

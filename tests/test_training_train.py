@@ -13,7 +13,7 @@ import tensorflow as tf
 
 import training
 from contract import features as F, layout
-from training import dataset, dataset_version, export, images, model as model_lib, records, run_state, train
+from training import dataset, dataset_version, export, model as model_lib, records, run_state, train
 
 EPOCHS, BATCH = 2, 8
 
@@ -85,7 +85,7 @@ def test_saved_model_serves_jpeg_bytes_like_the_training_pipeline(trained, built
     model = model_lib.build_model('small_cnn', source.image_shape, len(source.labels))
     tf.train.Checkpoint(model=model).restore(
         tf.train.latest_checkpoint(f'{model_dir}/{run_state.CHECKPOINTS}')).expect_partial()
-    expected = tf.nn.softmax(model(images.to_model_input(tf.stack(expected_images)), training=False))
+    expected = tf.nn.softmax(model(tf.stack(expected_images), training=False))
     served = serve(image_bytes=tf.stack(encoded))['probabilities']
     np.testing.assert_allclose(served.numpy(), expected.numpy(), atol=1e-4)
 

@@ -1,7 +1,7 @@
 """Exports the trained model as a SavedModel that serves raw image bytes.
 
 The serving signature repeats the training input path (decode, fit to the dataset's size the way the
-build job did, scale to [-1, 1]), so clients send encoded JPEG (or PNG) bytes of any size and get class
+build job did; the model scales pixels itself), so clients send encoded JPEG (or PNG) bytes of any size and get class
 probabilities and label names back: no preprocessing code to copy.
 """
 import tensorflow as tf
@@ -19,7 +19,7 @@ class ImageClassifier(tf.Module):
         self.model = model
         self._labels = tf.constant(labels)
         self._size = tuple(image_shape[:2])
-        self._image_spec = tf.TensorSpec(image_shape, tf.float32)
+        self._image_spec = tf.TensorSpec(image_shape, tf.uint8)
         self._resize_mode = resize_mode
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name='image_bytes')])
@@ -35,7 +35,7 @@ class ImageClassifier(tf.Module):
         }
 
     def _preprocess(self, encoded):
-        return images.to_model_input(images.decode_and_fit(encoded, self._size, self._resize_mode))
+        return images.decode_and_fit(encoded, self._size, self._resize_mode)
 
 
 def export_saved_model(model, path, *, labels, image_shape, resize_mode):

@@ -1,22 +1,23 @@
-"""Pixel operations shared by the input pipeline and the serving signature, so both see the same values."""
+"""Pixel operations on uint8 images: training augmentation, and serving's decode-and-fit.
+
+Scaling to the model's range is not here: it is the first layer of every model (``training.model``),
+so the input pipeline ships one byte a pixel and serving cannot scale differently from training.
+"""
 import tensorflow as tf
 
 
-def to_model_input(image, dtype=tf.float32):
-    """Scales a uint8 image to [-1, 1] (the range Keras applications train in) as ``dtype``."""
-    return tf.cast(tf.cast(image, tf.float32) / 127.5 - 1.0, dtype)
-
-
 def augment(image, seed):
-    """Light, label-preserving augmentation of a [-1, 1] image: horizontal flip and brightness.
+    """Light, label-preserving augmentation of a uint8 image: a horizontal flip and a shift of up to 1/16.
 
-    Stateless ops keyed by ``seed`` (shape [2]) make the result a function of the record's position,
-    so it does not depend on parallelism and a resumed run sees what an uninterrupted one would.
+    Stateless ops keyed by ``seed`` (shape [2]) make the result a function of the record's position in
+    its epoch, independent of parallelism, so a resumed run sees what an uninterrupted one would.
     """
-    flip_seed, brightness_seed = tf.unstack(tf.random.experimental.stateless_split(seed, num=2))
+    flip_seed, shift_seed = tf.unstack(tf.random.experimental.stateless_split(seed, num=2))
     image = tf.image.stateless_random_flip_left_right(image, flip_seed)
-    delta = tf.random.stateless_uniform([], brightness_seed, -0.2, 0.2)
-    return tf.clip_by_value(image + delta, -1.0, 1.0)
+    height, width, _ = image.shape
+    margin_y, margin_x = max(1, height // 16), max(1, width // 16)
+    padded = tf.pad(image, [[margin_y, margin_y], [margin_x, margin_x], [0, 0]], mode='REFLECT')
+    return tf.image.stateless_random_crop(padded, image.shape, shift_seed)
 
 
 def decode_and_fit(encoded, size, mode='crop'):

@@ -58,7 +58,7 @@ def _parser():
     data.add_argument('--eval_split', default='validation')
     data.add_argument('--cache', action='store_true', help='keep decoded images in memory after the first epoch')
     data.add_argument('--augment', action=argparse.BooleanOptionalAction, default=True,
-                      help='random flips and brightness on training images (default on)')
+                      help='random flips and small shifts of training images (default on)')
     data.add_argument('--seed', type=int, default=0, help='seeds file order, shuffling and augmentation')
     data.add_argument('--shuffle_buffer', type=_positive, default=1024, help='records in the shuffle buffer')
     data.add_argument('--cycle_length', type=_positive, help='shards read at once (default: all, up to 16)')
@@ -192,8 +192,7 @@ def _input_config(args, split, global_batch, training):
     return dataset.InputConfig(
         split=split, global_batch_size=global_batch, is_training=training, seed=args.seed,
         shuffle_buffer_size=args.shuffle_buffer, cycle_length=args.cycle_length, block_length=args.block_length,
-        deterministic=args.deterministic, cache=args.cache, augment=args.augment,
-        image_dtype=tf.bfloat16 if keras.mixed_precision.global_policy().name == 'mixed_bfloat16' else tf.float32)
+        deterministic=args.deterministic, cache=args.cache, augment=args.augment)
 
 
 def _report(epoch, epochs, global_step, train_sums, eval_sums, train_seconds, epoch_seconds, images, writers):
