@@ -1,6 +1,7 @@
 """The accounting invariant and the error-rate check that guard LATEST (plain functions of publish)."""
 import pytest
 
+from pipelines.options import UsageError, parse_args
 from transforms.errors import BuildFailed
 from transforms.publish import account, check_error_rate, top_reasons
 from transforms.records import Duplicate, Rejected
@@ -36,3 +37,9 @@ def test_the_error_rate_counts_bad_inputs_not_excluded_classes():
 def test_top_reasons_rank_by_count_then_name():
     rejected = [Rejected(str(i), reason, '') for i, reason in enumerate('b a c c a d'.split())]
     assert top_reasons(rejected) == 'a (2), c (2), b (1)'
+
+
+@pytest.mark.parametrize('value', ['1.5', '-0.1', '5%'])
+def test_max_error_rate_must_be_a_fraction(value):
+    with pytest.raises(UsageError, match='max_error_rate'):
+        parse_args(['--input', 'in', '--output', 'out', '--max_error_rate', value])
