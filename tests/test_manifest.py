@@ -47,7 +47,8 @@ def test_bad_manifest_lines_are_quarantined_not_fatal(sample_images, tmp_path):
     image = os.path.join(sample_images, 'circle', 'circle_00000.jpg')
     manifest = tmp_path / 'list.csv'
     manifest.write_text(f'{image},circle\nno-label-here\n{image},\n')
-    output = run_build(tmp_path / 'out', '--manifest', manifest, '--num_shards', 'train=1,validation=1')
+    output = run_build(tmp_path / 'out', '--manifest', manifest, '--num_shards', 'train=1,validation=1',
+                       '--max_error_rate', '1')
     document, _ = check_version(output)
     assert document['counts']['written'] == 1
     assert document['quarantine']['by_reason'] == {'bad_manifest_line': 2}
