@@ -8,7 +8,8 @@ same tf.data parallelism, measured one after the other in one run:
   and record shuffling, parse, decode, scale, augment, batch);
 - per-file baseline: ``list_files -> read_file -> decode -> resize -> batch`` over the original images.
 Without ``--images`` it draws ``--count`` photo-sized images (640x480 to 1600x1200); without ``--data``
-it builds them with the real Beam job (``pipelines.build_dataset``) into ``--work``.
+it builds them with the real Beam job (``pipelines.build_dataset``). Both go to ``--work`` and are
+reused by the next run (delete it to start over).
 """
 import argparse
 import os
@@ -29,14 +30,12 @@ def sample_photos(root, count):
     from samples import generate
     generate.write_images(root, max(1, count // len(generate.CLASSES)), min_side=640, max_side=1600,
                           aspect=(1.33, 1.34), png_every=0)
-    return root
 
 
 def build_shards(images, output, image_size, num_shards):
     from pipelines import build_dataset
     build_dataset.run(['--input', images, '--output', output, '--image_size', str(image_size),
                        '--splits', f'{SPLIT}=100', '--num_shards', f'{SPLIT}={num_shards}'])
-    return output
 
 
 def per_file_pipeline(images, image_size, batch_size):
@@ -70,8 +69,12 @@ def main(argv=None):
     parser.add_argument('--work', default='benchmarks/out/read', help='where generated images and shards go')
     args = parser.parse_args(argv)
 
-    images = args.images or sample_photos(os.path.join(args.work, 'images'), args.count)
-    data = args.data or build_shards(images, os.path.join(args.work, 'records'), args.image_size, args.num_shards)
+    images = args.images or os.path.join(args.work, 'images')
+    if not os.path.isdir(images):
+        sample_photos(images, args.count)
+    data = args.data or os.path.join(args.work, 'records')
+    if not os.path.exists(os.path.join(data, 'LATEST')):
+        build_shards(images, data, args.image_size, args.num_shards)
     source = dataset_version.open_version(data)
     reader = dataset.InputReader(source, dataset.InputConfig(SPLIT, args.batch_size, is_training=True))
     if source.image_shape[:2] != (args.image_size, args.image_size):

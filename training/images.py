@@ -7,17 +7,13 @@ import tensorflow as tf
 
 
 def augment(image, seed):
-    """Light, label-preserving augmentation of a uint8 image: a horizontal flip and a shift of up to 1/16.
+    """Light, label-preserving augmentation of a uint8 image: a random horizontal flip.
 
-    Stateless ops keyed by ``seed`` (shape [2]) make the result a function of the record's position in
-    its epoch, independent of parallelism, so a resumed run sees what an uninterrupted one would.
+    Kept to what is nearly free on the host: a reflect-padded random shift measured 3x slower than the
+    flip on a CPU host. The stateless op keyed by ``seed`` (shape [2]) makes the result a function of
+    the record's position in its epoch, so a resumed run sees what an uninterrupted one would.
     """
-    flip_seed, shift_seed = tf.unstack(tf.random.experimental.stateless_split(seed, num=2))
-    image = tf.image.stateless_random_flip_left_right(image, flip_seed)
-    height, width, _ = image.shape
-    margin_y, margin_x = max(1, height // 16), max(1, width // 16)
-    padded = tf.pad(image, [[margin_y, margin_y], [margin_x, margin_x], [0, 0]], mode='REFLECT')
-    return tf.image.stateless_random_crop(padded, image.shape, shift_seed)
+    return tf.image.stateless_random_flip_left_right(image, seed)
 
 
 def decode_and_fit(encoded, size, mode='crop'):

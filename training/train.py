@@ -58,7 +58,7 @@ def _parser():
     data.add_argument('--eval_split', default='validation')
     data.add_argument('--cache', action='store_true', help='keep decoded images in memory after the first epoch')
     data.add_argument('--augment', action=argparse.BooleanOptionalAction, default=True,
-                      help='random flips and small shifts of training images (default on)')
+                      help='random horizontal flips of training images (default on)')
     data.add_argument('--seed', type=int, default=0, help='seeds file order, shuffling and augmentation')
     data.add_argument('--shuffle_buffer', type=_positive, default=1024, help='records in the shuffle buffer')
     data.add_argument('--cycle_length', type=_positive, help='shards read at once (default: all, up to 16)')
