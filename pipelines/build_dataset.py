@@ -160,7 +160,8 @@ def summary(config):
     document = metadata.loads(storage.read_bytes(layout.join(config.version_dir, layout.DATASET_JSON)))
     counts = document['counts']
     lines = [f"build-dataset: wrote {counts['written']} of {counts['inputs']} images to {config.version_dir} "
-             f"({counts['quarantined']} quarantined, {counts['ignored']} non-image files ignored)"]
+             f"({counts['quarantined']} quarantined, {counts['duplicates']} duplicates, "
+             f"{counts['ignored']} non-image files ignored)"]
     for name, split in document['splits'].items():
         lines.append(f"  {name}: {split['num_examples']} examples in {split['num_shards']} shard(s)")
     return '\n'.join(lines)

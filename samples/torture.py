@@ -237,8 +237,6 @@ def corpus():
     add('beta/error_page.jpg', b'<!DOCTYPE html><html><body><h1>403 Forbidden</h1></body></html>\n',
         quarantined(NOT_AN_IMAGE))
     add('beta/notes.png', 'just some text, saved under an image name\n'.encode(), quarantined(NOT_AN_IMAGE))
-    # macOS resource forks: hidden, image-named, not images.
-    add('alpha/._plain.jpg', b'\x00\x05\x16\x07\x00\x02\x00\x00Mac OS X        ' + bytes(64), quarantined(NOT_AN_IMAGE))
     add('beta/netpbm.png', _encode(upright, 'PPM'), quarantined(UNSUPPORTED_FORMAT))
     add('beta/paintbrush.tiff', _encode(upright, 'PCX'), quarantined(UNSUPPORTED_FORMAT))
     add('beta/lab.tif', _encode(upright.convert('LAB'), 'TIFF'), quarantined(UNSUPPORTED_FORMAT))
@@ -249,6 +247,8 @@ def corpus():
     add('beta/sliver_1x40.gif', _encode(Image.new('P', (1, 40)), 'GIF'), quarantined(TOO_SMALL))
     # Not image files: ignored, and counted.
     add('alpha/.DS_Store', b'\x00\x00\x00\x01Bud1' + bytes(100), Expected(IGNORED))
+    # A macOS resource fork beside every copied image: image-named, but metadata, so ignored.
+    add('alpha/._plain.jpg', b'\x00\x05\x16\x07\x00\x02\x00\x00Mac OS X        ' + bytes(64), Expected(IGNORED))
     add('alpha/notes.txt', b'photographer: someone\n', Expected(IGNORED))
     add('beta/Thumbs.db', bytes(64), Expected(IGNORED))
     add('README.md', b'# the torture corpus\n', Expected(IGNORED))

@@ -67,7 +67,7 @@ def test_too_many_errors_fail_the_build_in_one_line_and_leave_latest(torture_cor
     quarantined, inputs = document['counts']['quarantined'], document['counts']['inputs']
     assert lines[0].startswith(f'build-dataset: failed: {quarantined} of {inputs} input images quarantined')
     assert 'over --max_error_rate 5.0%' in lines[0]
-    assert 'top reasons: label_conflict (5), unsupported_format (4), not_an_image (3);' in lines[0]
+    assert 'top reasons: label_conflict (5), unsupported_format (4), truncated (3);' in lines[0]
     assert lines[0].endswith(f"see {os.path.join(output, 'v2', layout.QUARANTINE_JSONL)}")
     assert open(os.path.join(output, layout.LATEST)).read().strip() == 'v1'
     assert sorted(os.listdir(output)) == [layout.LATEST, 'v1', 'v2']

@@ -13,7 +13,8 @@ from transforms.splits import AssignSplit, split_for
 
 
 def _tree(root):
-    for path in ('cat/a.jpg', 'cat/deep/er/B.JPEG', 'dog/c.png', 'dog/notes.txt', 'stray.jpg', 'dog/.DS_Store'):
+    for path in ('cat/a.jpg', 'cat/deep/er/B.JPEG', 'dog/c.png', 'dog/notes.txt', 'stray.jpg', 'dog/.DS_Store',
+                 'dog/._c.png'):
         (root / path).parent.mkdir(parents=True, exist_ok=True)
         (root / path).write_bytes(b'bytes of ' + path.encode())
 
@@ -26,7 +27,8 @@ def test_list_images_labels_by_first_folder_and_counts_the_rest(tmp_path):
             ('cat/a.jpg', 'cat', str(tmp_path / 'cat/a.jpg')),
             ('cat/deep/er/B.JPEG', 'cat', str(tmp_path / 'cat/deep/er/B.JPEG')),
             ('dog/c.png', 'dog', str(tmp_path / 'dog/c.png'))]))
-        assert_that(listed['ignored'], equal_to(['dog/notes.txt', 'stray.jpg', 'dog/.DS_Store']), label='Ignored')
+        assert_that(listed['ignored'], equal_to(['dog/notes.txt', 'stray.jpg', 'dog/.DS_Store', 'dog/._c.png']),
+                    label='Ignored')
 
 
 def test_labels_are_discovered_sorted_or_pinned():

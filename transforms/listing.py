@@ -21,7 +21,9 @@ REJECTED = 'rejected'
 
 
 def is_image_name(path):
-    return os.path.splitext(path)[1].lower() in IMAGE_EXTENSIONS
+    """By extension, case-insensitively; macOS '._name' resource forks beside real images are not images."""
+    name = path.rsplit('/', 1)[-1]
+    return not name.startswith('._') and os.path.splitext(name)[1].lower() in IMAGE_EXTENSIONS
 
 
 def _is_local(path):
