@@ -13,6 +13,7 @@ import tensorflow as tf
 
 import training
 from contract import features as F, layout
+from tests import training_fixtures as fixtures
 from training import dataset, dataset_version, export, model as model_lib, records, run_state, train
 
 EPOCHS, BATCH = 2, 8
@@ -112,6 +113,20 @@ def test_profile_input_reports_throughput_and_first_batch(built_dataset, tmp_pat
     out = capsys.readouterr().out
     assert 'input pipeline: first batch after' in out and 'images/s' in out
     assert not os.path.exists(tmp_path / run_state.RUN_JSON), 'profiling must not start a run'
+
+
+def test_reads_data_and_writes_model_dir_through_tf_io_gfile(tmp_path, capsys):
+    """TensorFlow's in-memory ram:// filesystem stands in for gs://: no step may use the local disk API."""
+    fixtures.write_dataset(str(tmp_path), {'train': (16, 2), 'validation': (8, 2)})
+    tf.io.gfile.makedirs('ram://bucket/data/v1')
+    for name in [layout.LATEST] + [f'v1/{name}' for name in os.listdir(tmp_path / 'v1')]:
+        tf.io.gfile.copy(str(tmp_path / name), f'ram://bucket/data/{name}')
+    assert train.main(['--data', 'ram://bucket/data', '--epochs', '1', '--batch_size', '8',
+                       '--model_dir', 'ram://bucket/model']) == 0
+    assert 'epoch 1/1:' in capsys.readouterr().out
+    assert tf.io.gfile.exists('ram://bucket/model/checkpoints/ckpt-2.index')
+    assert tf.io.gfile.exists('ram://bucket/model/export/2/saved_model.pb')
+    assert tf.io.gfile.exists(f'ram://bucket/model/{run_state.RUN_JSON}')
 
 
 @pytest.mark.parametrize('argv, message', [

@@ -84,7 +84,8 @@ def _parser():
     device.add_argument('--jit_compile', action='store_true', help='compile the step with XLA on CPU/GPU')
     device.add_argument('--profile_input', action='store_true',
                         help='only iterate the training input pipeline and print its speed')
-    device.add_argument('--profile_steps', type=_positive, help='global batches to profile (default and most: one epoch)')
+    device.add_argument('--profile_steps', type=_positive,
+                        help='global batches to profile (default and most: one epoch)')
     return parser
 
 
@@ -107,92 +108,117 @@ def train(args):
     """Runs (or resumes, or only profiles) the training that ``args`` describe."""
     model_dir = args.model_dir or os.path.join('runs', datetime.datetime.now(datetime.timezone.utc).strftime(
         layout.VERSION_FORMAT))
+    source, accelerator = _resolve(args, model_dir)
+    train_reader, eval_reader, global_batch = _readers(args, source, accelerator)
+    if args.profile_input:
+        _profile_input(args, accelerator, train_reader, global_batch)
+        return
+    run_state.pin_settings(model_dir, {'dataset_version': source.version, 'global_batch_size': global_batch,
+                                       'seed': args.seed, 'num_input_pipelines': accelerator.num_input_pipelines,
+                                       'model': args.model})
+    steps_per_epoch = train_reader.steps_per_epoch(accelerator.num_input_pipelines)
+    model, optimizer = _model_and_optimizer(args, source, accelerator, steps_per_epoch)
+    checkpoints = run_state.Checkpoints(model_dir, model, optimizer)
+    start = checkpoints.restore()
+    log.info('data: %s version %s, %d training steps of %d images per epoch', source.root, source.version,
+             steps_per_epoch, global_batch)
+    log.info('model: %s, %d parameters, %s; model_dir %s', args.model, model.count_params(),
+             keras.mixed_precision.global_policy().name, model_dir)
+    if start >= args.epochs * steps_per_epoch:
+        log.info('%s already holds all %d steps of %d epoch(s): nothing to train', model_dir, start, args.epochs)
+    elif start:
+        log.info('resuming from step %d: epoch %d, step %d of %d', start, start // steps_per_epoch + 1,
+                 start % steps_per_epoch, steps_per_epoch)
+    _fit(args, accelerator, model, optimizer, checkpoints, train_reader, eval_reader, global_batch, model_dir)
+    path = export.export_saved_model(model, layout.join(model_dir, 'export', str(int(checkpoints.step.numpy()))),
+                                     labels=source.labels, image_shape=source.image_shape,
+                                     resize_mode=source.resize_mode)
+    print(f'exported SavedModel to {path}', flush=True)
+
+
+def _resolve(args, model_dir):
+    """(dataset version, accelerator), checking paths and splits before any TPU is contacted."""
     target = strategy_lib.find_tpu(args.tpu)
     strategy_lib.check_storage(target, data=args.data, model_dir=model_dir)
     pinned_version = run_state.read_settings(model_dir).get('dataset_version')
     source = dataset_version.open_version(args.data, args.version or pinned_version)
     for split in (args.train_split, args.eval_split):
         source.check_split(split)
-
     accelerator = strategy_lib.create(target)
-    on_tpu = accelerator.kind == 'tpu'
-    keras.mixed_precision.set_global_policy(args.mixed_precision or ('mixed_bfloat16' if on_tpu else 'float32'))
-    global_batch = args.batch_size or (TPU_PER_REPLICA_BATCH if on_tpu else DEFAULT_PER_REPLICA_BATCH) * accelerator.num_replicas
+    keras.mixed_precision.set_global_policy(
+        args.mixed_precision or ('mixed_bfloat16' if accelerator.kind == 'tpu' else 'float32'))
+    return source, accelerator
+
+
+def _readers(args, source, accelerator):
+    """(training reader, evaluation reader, global batch size)."""
+    per_replica = TPU_PER_REPLICA_BATCH if accelerator.kind == 'tpu' else DEFAULT_PER_REPLICA_BATCH
+    global_batch = args.batch_size or per_replica * accelerator.num_replicas
     if global_batch % accelerator.num_replicas:
         raise UserError(f'--batch_size {global_batch} is not divisible by the {accelerator.num_replicas} replicas')
-    train_reader, eval_reader = (dataset.InputReader(source, _input_config(args, split, global_batch, training))
-                                 for split, training in ((args.train_split, True), (args.eval_split, False)))
-    pipelines = accelerator.num_input_pipelines
-    steps_per_epoch, eval_steps = train_reader.steps_per_epoch(pipelines), eval_reader.steps_per_epoch(pipelines)
-    strategy = accelerator.strategy
+    readers = [dataset.InputReader(source, dataset.InputConfig(
+        split=split, global_batch_size=global_batch, is_training=training, seed=args.seed,
+        shuffle_buffer_size=args.shuffle_buffer, cycle_length=args.cycle_length, block_length=args.block_length,
+        deterministic=args.deterministic, cache=args.cache, augment=args.augment))
+        for split, training in ((args.train_split, True), (args.eval_split, False))]
+    for reader in readers:
+        reader.steps_per_epoch(accelerator.num_input_pipelines)  # refuses too few shards or records now
+    return (*readers, global_batch)
 
-    if args.profile_input:
-        distributed = strategy.distribute_datasets_from_function(train_reader.dataset)
-        steps = min(args.profile_steps or steps_per_epoch, steps_per_epoch)
-        first, rate = input_profile.profile(distributed, steps, global_batch)
-        print(f'input pipeline: first batch after {first:.2f} s, then {rate:.0f} images/s '
-              f'over {steps - 1} batches of {global_batch}', flush=True)
-        return
 
-    run_state.pin_settings(model_dir, {'dataset_version': source.version, 'global_batch_size': global_batch,
-                                       'seed': args.seed, 'num_input_pipelines': pipelines, 'model': args.model})
+def _profile_input(args, accelerator, reader, global_batch):
+    steps_per_epoch = reader.steps_per_epoch(accelerator.num_input_pipelines)
+    steps = min(args.profile_steps or steps_per_epoch, steps_per_epoch)
+    first, rate = input_profile.profile(accelerator.strategy.distribute_datasets_from_function(reader.dataset),
+                                        steps, global_batch)
+    print(f'input pipeline: first batch after {first:.2f} s, then {rate:.0f} images/s '
+          f'over {steps - 1} batches of {global_batch}', flush=True)
+
+
+def _model_and_optimizer(args, source, accelerator, steps_per_epoch):
     keras.utils.set_random_seed(args.seed)  # the same --seed starts from the same weights
-    with strategy.scope():
+    with accelerator.strategy.scope():
         model = model_lib.build_model(args.model, source.image_shape, len(source.labels))
         schedule = keras.optimizers.schedules.CosineDecay(args.learning_rate, args.epochs * steps_per_epoch)
         optimizer = keras.optimizers.Adam(schedule)
         if keras.mixed_precision.global_policy().name == 'mixed_float16':
             optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
         optimizer.build(model.trainable_variables)
-    checkpoints = run_state.Checkpoints(model_dir, model, optimizer)
-    start = checkpoints.restore()
-    start_epoch, start_step = divmod(start, steps_per_epoch)
-    log.info('data: %s version %s, %d training steps of %d images per epoch, %d evaluation steps',
-             source.root, source.version, steps_per_epoch, global_batch, eval_steps)
-    log.info('model: %s, %d parameters, %s; model_dir %s', args.model, model.count_params(),
-             keras.mixed_precision.global_policy().name, model_dir)
-    if start >= args.epochs * steps_per_epoch:
-        log.info('%s already holds all %d steps of %d epoch(s): nothing to train', model_dir, start, args.epochs)
-    elif start:
-        log.info('resuming from step %d: epoch %d, step %d of %d', start, start_epoch + 1, start_step, steps_per_epoch)
+    return model, optimizer
 
-    eval_data = strategy.distribute_datasets_from_function(eval_reader.dataset)
+
+def _fit(args, accelerator, model, optimizer, checkpoints, train_reader, eval_reader, global_batch, model_dir):
+    """Trains from the checkpointed step to the last epoch, evaluating and reporting after each."""
+    strategy, pipelines = accelerator.strategy, accelerator.num_input_pipelines
+    steps_per_epoch, eval_steps = train_reader.steps_per_epoch(pipelines), eval_reader.steps_per_epoch(pipelines)
+    on_tpu = accelerator.kind == 'tpu'
     steps = loop.DistributedSteps(strategy, model, optimizer, global_batch, jit_compile=args.jit_compile and not on_tpu)
     execution = args.steps_per_execution or (TPU_STEPS_PER_EXECUTION if on_tpu else 1)
+    eval_data = strategy.distribute_datasets_from_function(eval_reader.dataset)
     writers = {name: tf.summary.create_file_writer(layout.join(model_dir, 'logs', name))
                for name in ('train', 'validation')}
-    for epoch in range(start_epoch, args.epochs):
+    start = int(checkpoints.step.numpy())
+    for epoch in range(start // steps_per_epoch, args.epochs):
         epoch_start = time.perf_counter()
-        done = start_step if epoch == start_epoch else 0
-        train_iterator = iter(strategy.distribute_datasets_from_function(
+        first = done = start % steps_per_epoch if epoch == start // steps_per_epoch else 0
+        iterator = iter(strategy.distribute_datasets_from_function(
             functools.partial(train_reader.dataset, epoch=epoch, start_step=done)))
-        first_step, totals = done, tf.zeros([3])
+        totals = tf.zeros([3])
         while done < steps_per_epoch:
-            global_step = epoch * steps_per_epoch + done
+            # One host call runs up to `execution` steps, ending at the epoch and at every step checkpoint.
+            step = epoch * steps_per_epoch + done
             count = min(execution, steps_per_epoch - done)
             if args.checkpoint_steps > 0:
-                count = min(count, args.checkpoint_steps - global_step % args.checkpoint_steps)
-            totals += steps.train(train_iterator, tf.constant(count))
+                count = min(count, args.checkpoint_steps - step % args.checkpoint_steps)
+            totals += steps.train(iterator, tf.constant(count))
             done += count
-            if args.checkpoint_steps > 0 and (global_step + count) % args.checkpoint_steps == 0 and done < steps_per_epoch:
-                checkpoints.save(global_step + count)
+            if args.checkpoint_steps > 0 and (step + count) % args.checkpoint_steps == 0 and done < steps_per_epoch:
+                checkpoints.save(step + count)
         train_seconds = time.perf_counter() - epoch_start
         checkpoints.save((epoch + 1) * steps_per_epoch)
         evaluation = steps.evaluate(iter(eval_data), tf.constant(eval_steps))
         _report(epoch, args.epochs, (epoch + 1) * steps_per_epoch, totals.numpy(), evaluation.numpy(),
-                train_seconds, time.perf_counter() - epoch_start, (done - first_step) * global_batch, writers)
-
-    path = export.export_saved_model(model, layout.join(model_dir, 'export', str(args.epochs * steps_per_epoch)),
-                                     labels=source.labels, image_shape=source.image_shape,
-                                     resize_mode=source.resize_mode)
-    print(f'exported SavedModel to {path}', flush=True)
-
-
-def _input_config(args, split, global_batch, training):
-    return dataset.InputConfig(
-        split=split, global_batch_size=global_batch, is_training=training, seed=args.seed,
-        shuffle_buffer_size=args.shuffle_buffer, cycle_length=args.cycle_length, block_length=args.block_length,
-        deterministic=args.deterministic, cache=args.cache, augment=args.augment)
+                train_seconds, time.perf_counter() - epoch_start, (done - first) * global_batch, writers)
 
 
 def _report(epoch, epochs, global_step, train_sums, eval_sums, train_seconds, epoch_seconds, images, writers):
@@ -216,7 +242,8 @@ def _report(epoch, epochs, global_step, train_sums, eval_sums, train_seconds, ep
 
 # TensorBoard's scalar plugin marker. ``tf.summary.scalar`` lives in the tensorboard package, which
 # tensorflow-cpu no longer installs; the core ``tf.summary.write`` with this metadata writes the same event.
-_SCALAR_METADATA = summary_pb2.SummaryMetadata(plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name='scalars'))
+_SCALAR_METADATA = summary_pb2.SummaryMetadata(
+    plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name='scalars'))
 
 
 def _scalar(name, value):
