@@ -1,6 +1,6 @@
 """Read benchmark: images/s of ``training.dataset`` over TFRecord shards vs a per-file tf.data pipeline.
 
-    python benchmarks/read_throughput.py [--images DIR] [--data OUTPUT] [--count 800] [--image_size 224]
+    python benchmarks/read_throughput.py [--images DIR] [--data OUTPUT] [--count 2000] [--image_size 224]
 
 Both sides deliver the same thing, batches of ``image_size`` images, with the same batch size and the
 same tf.data parallelism, measured one after the other in one run:
@@ -61,7 +61,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--images', help='class-folder image tree (default: generate --count photos)')
     parser.add_argument('--data', help='built dataset output for --images (default: build one with the Beam job)')
-    parser.add_argument('--count', type=int, default=800)
+    parser.add_argument('--count', type=int, default=2000)
     parser.add_argument('--image_size', type=int, default=224)
     parser.add_argument('--batch_size', type=int, default=64)
     parser.add_argument('--num_shards', type=int, default=8)
