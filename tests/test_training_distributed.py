@@ -48,7 +48,7 @@ def report(tmp_path_factory):
     root = str(tmp_path_factory.mktemp('two_replicas'))
     ids = fixtures.write_dataset(root + '/data', {'train': (48, 4), 'validation': (21, 2)})
     result = subprocess.run([sys.executable, '-m', 'tests.test_training_distributed', root + '/data', root + '/model'],
-                            capture_output=True, text=True, timeout=300)
+                            capture_output=True, text=True, timeout=300, cwd=fixtures.REPO_ROOT)
     assert result.returncode == 0, result.stderr[-3000:]
     line = next(line for line in result.stdout.splitlines() if line.startswith('REPORT '))
     return json.loads(line[len('REPORT '):]), ids, result.stdout

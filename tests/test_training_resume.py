@@ -54,7 +54,7 @@ def _trace(path):
 def _start(tmp_path, name, delay_s, argv):
     out = open(tmp_path / f'{name}.out', 'w')
     process = subprocess.Popen([sys.executable, '-m', 'tests.test_training_resume', str(tmp_path / f'{name}.trace'),
-                                str(delay_s), *argv], stdout=out, stderr=subprocess.STDOUT)
+                                str(delay_s), *argv], stdout=out, stderr=subprocess.STDOUT, cwd=fixtures.REPO_ROOT)
     return process, tmp_path / f'{name}.out'
 
 

@@ -17,6 +17,7 @@ from PIL import Image
 from contract import example, features as F, layout, metadata, tfrecord
 from samples import generate
 
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # cwd for `python -m tests.<module>`
 ID_BITS = 8
 _GRID = 4  # 4x4 blocks: 4 rows x 2 mirrored columns = 8 bits
 
