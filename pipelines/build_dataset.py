@@ -13,6 +13,8 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import (DirectOptions, GoogleCloudOptions, PipelineOptions, SetupOptions,
                                                   StandardOptions, WorkerOptions)
 
+from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+
 from contract import layout, metadata
 from pipelines import console
 from pipelines.options import UsageError, check_input, check_output, check_temp_locations, parse_args
@@ -94,6 +96,9 @@ def _dataflow_defaults(options):
         setup.setup_file = SETUP_FILE
 
 
+_DIRECT_RUNNER_NAMES = ('DirectRunner', 'direct')
+
+
 def pipeline_options(beam_args):
     """Beam options from the leftover arguments, defaulting to a multi-process DirectRunner.
 
@@ -105,7 +110,7 @@ def pipeline_options(beam_args):
     if standard.runner is None:
         standard.runner = 'DirectRunner'
     direct = options.view_as(DirectOptions)
-    if standard.runner in ('DirectRunner', 'direct') and '--direct_running_mode' not in ' '.join(beam_args):
+    if standard.runner in _DIRECT_RUNNER_NAMES and '--direct_running_mode' not in ' '.join(beam_args):
         direct.direct_running_mode = 'multi_processing'
         if not any(arg.startswith('--direct_num_workers') for arg in beam_args):
             direct.direct_num_workers = os.cpu_count() or 1
@@ -122,6 +127,17 @@ def pipeline_options(beam_args):
     return options
 
 
+def local_runner(options):
+    """Beam's Python FnApiRunner when the DirectRunner is asked for, else None (Beam resolves the name).
+
+    Beam's DirectRunner now first tries Prism, a binary it downloads at run time; our local runs must
+    work offline and honour ``--direct_running_mode`` and ``--direct_num_workers``, which Prism ignores.
+    """
+    if options.view_as(StandardOptions).runner in _DIRECT_RUNNER_NAMES:
+        return FnApiRunner()
+    return None
+
+
 def run(argv=None):
     """Builds a dataset; returns (BuildConfig, PipelineResult). Raises UsageError, or the runner's error.
 
@@ -133,7 +149,7 @@ def run(argv=None):
     check_output(config, options)
     check_temp_locations(options)
     try:
-        pipeline = beam.Pipeline(options=options)
+        pipeline = beam.Pipeline(runner=local_runner(options), options=options)
     except ValueError as error:  # Beam's own checks of the options (runner name, project id...)
         raise UsageError(' '.join(str(error).split())) from None
     build_pipeline(pipeline, config)
