@@ -204,6 +204,7 @@ def main(argv=None):
             failure = f'build-dataset: failed: {message}', 1
         else:
             failure = None
+            replay()  # warnings of a run that went well (retried reads, say) are the user's to see
     if failure:
         print(failure[0], file=sys.stderr)
         return failure[1]

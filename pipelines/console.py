@@ -2,7 +2,7 @@
 
 Local Beam workers are separate processes that print a failing step's traceback straight to file
 descriptor 2. For a user mistake the job reports one line instead, so during a local run fd 2 is held
-in a temporary file and handed back only when something unexpected happened.
+in a temporary file, and handed back unless the run ended in a reported mistake or failure.
 """
 import contextlib
 import os
