@@ -10,9 +10,7 @@ fixed start-up cost, measured on a small run, so its per-image rate can be read 
 """
 import argparse
 import io
-import multiprocessing
 import os
-import random
 import shutil
 import sys
 import tempfile
@@ -23,39 +21,16 @@ from PIL import Image, ImageOps
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from contract import features as F  # noqa: E402
+from contract import features as F, layout  # noqa: E402
 from contract.tfrecord import read_records  # noqa: E402
 from pipelines import build_dataset  # noqa: E402
-from samples.generate import CLASSES, draw_image  # noqa: E402
+from samples.generate import photo_corpus  # noqa: E402
 from transforms.image_ops import parse_image_size  # noqa: E402
 
 # The job's start-up (imports, graph construction, worker processes, ~28 stages) does not grow with the
 # input; a second run on this many images measures it, so the per-image rate can be reported apart.
 SMALL_RUN = 40
 CACHE = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'out')
-
-
-def _write_photo(job):
-    path, kind, width, height, seed = job
-    draw_image(kind, width, height, random.Random(seed)).save(path, quality=90)
-
-
-def photos(count, seed=0):
-    """``count`` photo-sized JPEGs (640x480 to 1600x1200) in class folders, generated once and cached."""
-    root = os.path.join(CACHE, f'photos-{count}-{seed}')
-    if os.path.isdir(root):
-        return root
-    rng, jobs = random.Random(seed), []
-    for i in range(count):
-        kind = CLASSES[i % len(CLASSES)]
-        width = rng.randint(640, 1600)
-        height = max(480, min(1200, round(width * rng.choice((0.75, 0.5625, 1.333)))))
-        os.makedirs(os.path.join(root + '.partial', kind), exist_ok=True)
-        jobs.append((os.path.join(root + '.partial', kind, f'{i:06d}.jpg'), kind, width, height, seed + i))
-    with multiprocessing.Pool() as pool:
-        pool.map(_write_photo, jobs, chunksize=16)
-    os.rename(root + '.partial', root)
-    return root
 
 
 def baseline(root, size):
@@ -83,7 +58,7 @@ def job(root, size_text, workers):
         outputs = {}
         import tensorflow as tf  # only to read back what was written
         for name in os.listdir(os.path.join(output, 'bench')):
-            if name.endswith('.tfrecord'):
+            if layout.parse_shard_file_name(name):
                 with open(os.path.join(output, 'bench', name), 'rb') as stream:
                     for record in read_records(stream):
                         feature = tf.train.Example.FromString(record).features.feature
@@ -116,7 +91,7 @@ def main():
     parser.add_argument('--image_size', default='192')
     parser.add_argument('--workers', type=int, default=os.cpu_count())
     args = parser.parse_args()
-    root = photos(args.images)
+    root = photo_corpus(CACHE, args.images)
     size = parse_image_size(args.image_size)
     print(f'{args.images} photos (640x480 to 1600x1200) -> {size[0]}x{size[1]}, {args.workers} worker(s), '
           f'{os.cpu_count()} core(s)')

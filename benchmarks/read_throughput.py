@@ -7,9 +7,9 @@ same tf.data parallelism, measured one after the other in one run:
 - shards: ``training.dataset.InputReader`` on the ``train`` split (training configuration: file-order
   and record shuffling, parse, decode, scale, augment, batch);
 - per-file baseline: ``list_files -> read_file -> decode -> resize -> batch`` over the original images.
-Without ``--images`` it draws ``--count`` photo-sized images (640x480 to 1600x1200); without ``--data``
-it builds them with the real Beam job (``pipelines.build_dataset``). Both go to ``--work`` and are
-reused by the next run (delete it to start over).
+Without ``--images`` it uses the build benchmark's corpus of ``--count`` photo-sized images (640x480
+to 1600x1200, ``samples.generate.photo_corpus``); without ``--data`` it builds them with the real Beam
+job (``pipelines.build_dataset``) into ``--work``. Both are reused by the next run.
 """
 import argparse
 import os
@@ -21,15 +21,11 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
 import tensorflow as tf  # noqa: E402
 
+from contract import layout  # noqa: E402
+from samples.generate import photo_corpus  # noqa: E402
 from training import dataset, dataset_version  # noqa: E402
 
 SPLIT = 'train'
-
-
-def sample_photos(root, count):
-    from samples import generate
-    generate.write_images(root, max(1, count // len(generate.CLASSES)), min_side=640, max_side=1600,
-                          aspect=(1.33, 1.34), png_every=0)
 
 
 def build_shards(images, output, image_size, num_shards):
@@ -69,11 +65,9 @@ def main(argv=None):
     parser.add_argument('--work', default='benchmarks/out/read', help='where generated images and shards go')
     args = parser.parse_args(argv)
 
-    images = args.images or os.path.join(args.work, 'images')
-    if not os.path.isdir(images):
-        sample_photos(images, args.count)
-    data = args.data or os.path.join(args.work, 'records')
-    if not os.path.exists(os.path.join(data, 'LATEST')):
+    images = args.images or photo_corpus(os.path.dirname(args.work), args.count)
+    data = args.data or os.path.join(args.work, f'records-{args.count}-{args.image_size}')
+    if not os.path.exists(os.path.join(data, layout.LATEST)):
         build_shards(images, data, args.image_size, args.num_shards)
     source = dataset_version.open_version(data)
     reader = dataset.InputReader(source, dataset.InputConfig(SPLIT, args.batch_size, is_training=True))

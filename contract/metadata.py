@@ -11,7 +11,7 @@ FORMAT_VERSION = 1
 
 
 def build_metadata(*, name, version, created, options, image_size, labels, splits, counts, quarantine,
-                   duplicates=None, decoding=None):
+                   duplicates, decoding):
     """Returns the ``dataset.json`` document.
 
     ``splits`` maps split name -> {'class_counts': {label: n}, 'shards': [{'file', 'records', 'bytes'}],
@@ -36,7 +36,7 @@ def build_metadata(*, name, version, created, options, image_size, labels, split
                 'num_shards': len(info['shards']),
                 'inputs': info['inputs'],
                 'quarantined': info['quarantined'],
-                'duplicates': info.get('duplicates', 0),
+                'duplicates': info['duplicates'],
                 'class_counts': {label: info['class_counts'].get(label, 0) for label in labels},
                 'shards': info['shards'],
             }
@@ -66,13 +66,6 @@ def image_shape(metadata):
     """(height, width, channels) of every decoded image in the dataset."""
     image = metadata['image']
     return image['height'], image['width'], image['channels']
-
-
-def shard_files(metadata, split):
-    """File names of a split's shards, in index order."""
-    if split not in metadata['splits']:
-        raise KeyError(f"split {split!r} not in dataset (has {', '.join(sorted(metadata['splits']))})")
-    return [shard['file'] for shard in metadata['splits'][split]['shards']]
 
 
 def num_examples(metadata, split):

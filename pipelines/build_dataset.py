@@ -99,6 +99,11 @@ def _dataflow_defaults(options):
 _DIRECT_RUNNER_NAMES = ('DirectRunner', 'direct')
 
 
+def _given(args, flag):
+    """Whether the user passed ``flag`` (as ``--flag value`` or ``--flag=value``)."""
+    return any(arg == flag or arg.startswith(flag + '=') for arg in args)
+
+
 def pipeline_options(beam_args):
     """Beam options from the leftover arguments, defaulting to a multi-process DirectRunner.
 
@@ -110,9 +115,10 @@ def pipeline_options(beam_args):
     if standard.runner is None:
         standard.runner = 'DirectRunner'
     direct = options.view_as(DirectOptions)
-    if standard.runner in _DIRECT_RUNNER_NAMES and '--direct_running_mode' not in ' '.join(beam_args):
-        direct.direct_running_mode = 'multi_processing'
-        if not any(arg.startswith('--direct_num_workers') for arg in beam_args):
+    if standard.runner in _DIRECT_RUNNER_NAMES:
+        if not _given(beam_args, '--direct_running_mode'):
+            direct.direct_running_mode = 'multi_processing'
+        if direct.direct_running_mode == 'multi_processing' and not _given(beam_args, '--direct_num_workers'):
             direct.direct_num_workers = os.cpu_count() or 1
         worker = options.view_as(WorkerOptions)
         if worker.default_sdk_harness_log_level is None:

@@ -52,6 +52,7 @@ class BuildConfig:
     def describe(self):
         """The options as recorded in dataset.json."""
         options = dataclasses.asdict(self)
+        del options['created']  # the document's own field, not a choice of the user's
         options['image_size'] = list(self.image_size)
         options['splits'] = dict(self.splits)
         options['labels'] = list(self.labels) if self.labels else None

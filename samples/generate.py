@@ -5,6 +5,7 @@ coloured shapes on textured backgrounds, one shape per class, at varied sizes an
 small CNN can learn them in a few epochs while the images still look like real JPEGs to the decoder.
 """
 import argparse
+import multiprocessing
 import os
 import random
 
@@ -65,6 +66,32 @@ def write_images(output, per_class, *, seed=0, classes=CLASSES, min_side=96, max
             image.save(path, quality=92) if not png else image.save(path)
             paths.append(path)
     return sorted(paths)
+
+
+def _write_photo(job):
+    path, kind, width, height, seed = job
+    draw_image(kind, width, height, random.Random(seed)).save(path, quality=90)
+
+
+def photo_corpus(cache_dir, count, seed=0):
+    """``count`` photo-sized JPEGs (640x480 to 1600x1200) in class folders under ``cache_dir``.
+
+    The benchmarks' corpus: generated once on every core, reused while the folder exists.
+    """
+    root = os.path.join(cache_dir, f'photos-{count}-{seed}')
+    if os.path.isdir(root):
+        return root
+    rng, jobs = random.Random(seed), []
+    for i in range(count):
+        kind = CLASSES[i % len(CLASSES)]
+        width = rng.randint(640, 1600)
+        height = max(480, min(1200, round(width * rng.choice((0.75, 0.5625, 1.333)))))
+        os.makedirs(os.path.join(root + '.partial', kind), exist_ok=True)
+        jobs.append((os.path.join(root + '.partial', kind, f'{i:06d}.jpg'), kind, width, height, seed + i))
+    with multiprocessing.Pool() as pool:
+        pool.map(_write_photo, jobs, chunksize=16)
+    os.rename(root + '.partial', root)
+    return root
 
 
 def main(argv=None):

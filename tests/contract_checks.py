@@ -13,9 +13,8 @@ import tensorflow as tf
 from PIL import Image
 
 from contract import features as F, layout, metadata
+from training.records import parse_example
 
-_TF_TYPES = {F.INT64: tf.int64, F.BYTES: tf.string}
-PARSE_SPEC = {key: tf.io.FixedLenFeature([], _TF_TYPES[dtype]) for key, dtype in F.FEATURES.items()}
 
 
 def read_shard(path):
@@ -25,7 +24,7 @@ def read_shard(path):
         example = tf.train.Example.FromString(serialised.numpy())
         # Our writer's bytes are exactly protobuf's deterministic serialisation.
         assert example.SerializeToString(deterministic=True) == serialised.numpy()
-        parsed = tf.io.parse_single_example(serialised, PARSE_SPEC)
+        parsed = parse_example(serialised)
         records.append({key: value.numpy() for key, value in parsed.items()})
     return records
 

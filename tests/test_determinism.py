@@ -11,8 +11,7 @@ def _outputs(output):
     """(shard bytes, dataset.json less what names the run, labels.txt) of the latest version."""
     version_dir, document = load_version(output)
     document.pop('created')
-    for volatile in ('created', 'output'):
-        document['options'].pop(volatile)
+    document['options'].pop('output')
     return shard_files(version_dir), document, open(os.path.join(version_dir, 'labels.txt')).read()
 
 

@@ -38,7 +38,6 @@ def _comparable(version_dir):
     files = {name: open(os.path.join(version_dir, name), 'rb').read() for name in sorted(os.listdir(version_dir))}
     document = json.loads(files.pop(layout.DATASET_JSON))
     document.pop('created')
-    document['options'].pop('created')
     document['options'].pop('output')
     return files, document
 

@@ -93,12 +93,13 @@ def write_dataset(output, splits, *, image_size=32, labels=('circle', 'square', 
                 f.write(data)
             shard_entries.append({'file': name, 'records': len(shard), 'bytes': len(data)})
         split_info[split] = {'class_counts': class_counts, 'shards': shard_entries, 'inputs': count,
-                             'quarantined': 0}
+                             'quarantined': 0, 'duplicates': 0}
     document = metadata.build_metadata(
         name='fixture', version=version, created='2026-01-01T00:00:00Z', options={'resize': 'crop'},
         image_size=(image_size, image_size), labels=list(labels), splits=split_info,
-        counts={'inputs': next_id, 'written': next_id, 'quarantined': 0, 'ignored': 0},
-        quarantine={'file': layout.QUARANTINE_JSONL, 'by_reason': {}})
+        counts={'inputs': next_id, 'written': next_id, 'quarantined': 0, 'duplicates': 0, 'ignored': 0},
+        quarantine={'file': layout.QUARANTINE_JSONL, 'by_reason': {}},
+        duplicates={'file': layout.DUPLICATES_JSONL, 'count': 0}, decoding={'background': [255, 255, 255], 'decisions': {}})
     with open(layout.join(version_dir, layout.DATASET_JSON), 'w') as f:
         f.write(metadata.dumps(document))
     with open(layout.join(version_dir, layout.LABELS_TXT), 'w') as f:

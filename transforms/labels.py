@@ -1,7 +1,7 @@
 """Decides the class list and drops images whose class is not in it."""
 import apache_beam as beam
 
-from transforms.records import Rejected
+from transforms.records import UNKNOWN_LABEL, Rejected
 
 REJECTED = 'rejected'
 
@@ -34,7 +34,7 @@ class ResolveLabels(beam.PTransform):
                 yield ref
             else:
                 yield beam.pvalue.TaggedOutput(REJECTED, Rejected(
-                    ref.source, 'unknown_label', f'class {ref.label!r} is not in the --labels file'))
+                    ref.source, UNKNOWN_LABEL, f'class {ref.label!r} is not in the --labels file'))
 
         checked = refs | 'CheckLabels' >> beam.FlatMap(check).with_outputs(REJECTED, main='images')
         labels = refs.pipeline | 'PinnedLabels' >> beam.Create([self._pinned])

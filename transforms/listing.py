@@ -12,8 +12,9 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
+from contract import layout
 from transforms import gcs
-from transforms.records import ImageRef, Rejected
+from transforms.records import BAD_MANIFEST_LINE, ImageRef, Rejected
 
 IMAGE_EXTENSIONS = frozenset(('.jpg', '.jpeg', '.png', '.gif', '.bmp', '.webp', '.tif', '.tiff'))
 IGNORED = 'ignored'
@@ -115,7 +116,7 @@ def parse_manifest_line(line, manifest_dir):
         return None
     full = path
     if FileSystems.get_scheme(path) is None and not os.path.isabs(path):
-        full = (os.path.join if _is_local(manifest_dir) else posixpath.join)(manifest_dir, path)
+        full = layout.join(manifest_dir, path)
     return ImageRef(path=full, source=path, label=label)
 
 
@@ -130,7 +131,7 @@ class _ParseManifestLine(beam.DoFn):
             ref = parse_manifest_line(line, self._manifest_dir)
         except ValueError as error:
             self.bad_lines.inc()
-            yield beam.pvalue.TaggedOutput(REJECTED, Rejected(source=line, reason='bad_manifest_line',
+            yield beam.pvalue.TaggedOutput(REJECTED, Rejected(source=line, reason=BAD_MANIFEST_LINE,
                                                                message=str(error)))
             return
         if ref is not None:
