@@ -1,81 +1,157 @@
-"""Images/s of the build job against a naive one-process Pillow loop, measured in the same run.
+"""The build job against a naive one-process Pillow loop, measured in the same run: throughput, start-up
+cost, CPU utilisation, peak memory of the whole process tree, and bytes through the shuffles.
 
-    python benchmarks/build_throughput.py [--images 2000] [--image_size 192]
+    python benchmarks/build_throughput.py [--images 2400] [--image_size 224] [--workers N]
+    python benchmarks/build_throughput.py --images 20000    # 2,000 photos copied with distinct trailing bytes
 
 The baseline does, for each file: Image.open -> convert('RGB') -> ImageOps.fit(size, BILINEAR) -> JPEG
-save at quality 90. The job runs on the DirectRunner with one worker process per core, end to end
-(listing, decoding, sharding, writing, publishing). Also reports the PSNR of the job's images against
-the baseline's, to show draft decoding and reducing_gap keep them visually identical, and the job's
-fixed start-up cost, measured on a small run, so its per-image rate can be read apart from it.
+save at quality 90, on up to 2,400 of the images (its rate per image does not depend on the count). The
+job runs as a user runs it, ``python -m pipelines.build_dataset`` in a process of its own (DirectRunner,
+one worker process per core), timed from process start to exit. A second job on 40 images measures the
+fixed start-up cost. Memory is sampled every 0.2 s over the job's process and all its descendants.
 """
 import argparse
 import io
+import json
 import os
+import resource
 import shutil
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 import numpy as np
+import psutil
 from PIL import Image, ImageOps
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
 
-from contract import features as F, layout  # noqa: E402
+from contract import features as F, index as I, layout  # noqa: E402
 from contract.tfrecord import read_records  # noqa: E402
-from pipelines import build_dataset  # noqa: E402
 from samples.generate import photo_corpus  # noqa: E402
 from transforms.image_ops import parse_image_size  # noqa: E402
 
-# The job's start-up (imports, graph construction, worker processes, ~28 stages) does not grow with the
-# input; a second run on this many images measures it, so the per-image rate can be reported apart.
 SMALL_RUN = 40
+BASE_CORPUS = 2000
+MAX_BASELINE = 2400
+# Each record's reference crosses three shuffles: to its sha256 group, its rank bucket, its shard.
+SHUFFLES_PER_RECORD = 3
 CACHE = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'out')
 
 
-def baseline(root, size):
+def corpus(count):
+    """``count`` distinct photo files: the generated corpus, or copies of it with distinct trailing bytes
+    (JPEG decoders stop at the end-of-image marker, so copies decode to the same pixels)."""
+    if count <= MAX_BASELINE:
+        return photo_corpus(CACHE, count)
+    base = photo_corpus(CACHE, BASE_CORPUS)
+    root = os.path.join(CACHE, f'copies-{count}')
+    if os.path.isdir(root):
+        return root
+    files = sorted(os.path.join(kind, name) for kind in os.listdir(base) for name in os.listdir(os.path.join(base, kind)))
+    for i in range(count):
+        name = files[i % len(files)]
+        target = os.path.join(root + '.partial', os.path.dirname(name), f'{i:06d}.jpg')
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with open(os.path.join(base, name), 'rb') as source, open(target, 'wb') as out:
+            out.write(source.read() + f'copy {i}'.encode())
+    os.rename(root + '.partial', root)
+    return root
+
+
+def listed(root):
+    return [os.path.join(kind, name) for kind in sorted(os.listdir(root)) for name in sorted(os.listdir(os.path.join(root, kind)))]
+
+
+def baseline(root, names, size):
     """The naive loop; returns ({source: jpeg bytes}, seconds)."""
     height, width = size
     outputs, start = {}, time.perf_counter()
-    for kind in sorted(os.listdir(root)):
-        for name in sorted(os.listdir(os.path.join(root, kind))):
-            image = Image.open(os.path.join(root, kind, name)).convert('RGB')
-            image = ImageOps.fit(image, (width, height), Image.Resampling.BILINEAR)
-            out = io.BytesIO()
-            image.save(out, 'JPEG', quality=90)
-            outputs[f'{kind}/{name}'] = out.getvalue()
+    for name in names:
+        image = Image.open(os.path.join(root, name)).convert('RGB')
+        image = ImageOps.fit(image, (width, height), Image.Resampling.BILINEAR)
+        out = io.BytesIO()
+        image.save(out, 'JPEG', quality=90)
+        outputs[name] = out.getvalue()
     return outputs, time.perf_counter() - start
 
 
-def job(root, size_text, workers):
-    """The build job end to end; returns ({source: jpeg bytes}, seconds)."""
-    output = tempfile.mkdtemp(prefix='build-bench-')
-    try:
-        start = time.perf_counter()
-        build_dataset.run(['--input', root, '--output', output, '--image_size', size_text, '--version', 'bench',
-                           '--direct_running_mode', 'multi_processing', '--direct_num_workers', str(workers)])
-        seconds = time.perf_counter() - start
-        outputs = {}
-        import tensorflow as tf  # only to read back what was written
-        for name in os.listdir(os.path.join(output, 'bench')):
-            if layout.parse_shard_file_name(name):
-                with open(os.path.join(output, 'bench', name), 'rb') as stream:
-                    for record in read_records(stream):
-                        feature = tf.train.Example.FromString(record).features.feature
-                        outputs[feature[F.SOURCE].bytes_list.value[0].decode()] = feature[F.IMAGE_ENCODED].bytes_list.value[0]
-        return outputs, seconds
-    finally:
-        shutil.rmtree(output)
+class TreeSampler(threading.Thread):
+    """Peak RSS of a process and of it plus every descendant, summed, sampled every ``interval`` s."""
+
+    def __init__(self, pid, interval=0.2):
+        super().__init__(daemon=True)
+        self._process = psutil.Process(pid)
+        self._interval = interval
+        self._stop = threading.Event()
+        self.peak_tree = self.peak_root = 0
+
+    def run(self):
+        while not self._stop.is_set():
+            try:
+                root = self._process.memory_info().rss
+                tree = root + sum(child.memory_info().rss for child in self._process.children(recursive=True))
+            except psutil.Error:
+                tree = root = 0
+            self.peak_tree, self.peak_root = max(self.peak_tree, tree), max(self.peak_root, root)
+            self._stop.wait(self._interval)
+
+    def stop(self):
+        self._stop.set()
+        self.join()
 
 
-def subset(root, count):
-    """A folder of symlinks to the first ``count`` images of ``root`` (same classes), for the fixed cost."""
-    folder = tempfile.mkdtemp(prefix='build-bench-subset-')
-    names = [(kind, name) for kind in sorted(os.listdir(root)) for name in sorted(os.listdir(os.path.join(root, kind)))]
-    for kind, name in names[::max(1, len(names) // count)][:count]:
-        os.makedirs(os.path.join(folder, kind), exist_ok=True)
-        os.symlink(os.path.join(root, kind, name), os.path.join(folder, kind, name))
-    return folder
+def job(root, size_text, workers, output):
+    """The build as a user runs it; returns the measurements of its process tree."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    process = subprocess.Popen(
+        [sys.executable, os.path.abspath(__file__), '--_job', root, output, size_text, str(workers)],
+        cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    sampler = TreeSampler(process.pid)
+    sampler.start()
+    stdout, _ = process.communicate()
+    seconds = time.perf_counter() - start
+    sampler.stop()
+    if process.returncode:
+        raise SystemExit(f'the build failed with status {process.returncode}')
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    report = json.loads(stdout.strip().splitlines()[-1])
+    return dict(report, seconds=seconds, cpu_seconds=cpu, peak_tree=sampler.peak_tree, peak_root=sampler.peak_root)
+
+
+def run_job(root, output, size_text, workers):
+    """Inside the job's own process: the build, then its counters as one JSON line."""
+    from apache_beam.metrics.metric import MetricsFilter  # noqa: E402
+    from pipelines import build_dataset  # noqa: E402
+    config, result = build_dataset.run(['--input', root, '--output', output, '--image_size', size_text,
+                                        '--version', 'bench', '--direct_running_mode', 'multi_processing',
+                                        '--direct_num_workers', workers])
+    counters = {}
+    for counter in result.metrics().query(MetricsFilter())['counters']:
+        counters[counter.key.metric.name] = counters.get(counter.key.metric.name, 0) + counter.committed
+    print(json.dumps({'version_dir': config.version_dir, 'counters': counters}))
+
+
+def written_images(version_dir, sources):
+    """{source: JPEG bytes} of ``sources``, each found through the record index and read by offset."""
+    import pyarrow.parquet as pq  # pylint: disable=import-outside-toplevel
+    import tensorflow as tf  # only to read back what was written
+    document = json.load(open(os.path.join(version_dir, layout.DATASET_JSON)))
+    wanted, images = set(sources), {}
+    for name in document['index']['files']:
+        for row in pq.read_table(os.path.join(version_dir, name)).to_pylist():
+            if row[I.SOURCE] in wanted:
+                with open(os.path.join(version_dir, row[I.SHARD]), 'rb') as stream:
+                    stream.seek(row[I.OFFSET])
+                    (record,) = read_records(io.BytesIO(stream.read(row[I.LENGTH])))
+                feature = tf.train.Example.FromString(record).features.feature
+                images[row[I.SOURCE]] = feature[F.IMAGE_ENCODED].bytes_list.value[0]
+    return images, document
 
 
 def psnr(a, b):
@@ -85,33 +161,63 @@ def psnr(a, b):
     return float('inf') if mse == 0 else 10 * np.log10(255 ** 2 / mse)
 
 
+def subset(root, names):
+    folder = tempfile.mkdtemp(prefix='build-bench-subset-')
+    for name in names:
+        os.makedirs(os.path.join(folder, os.path.dirname(name)), exist_ok=True)
+        os.symlink(os.path.join(root, name), os.path.join(folder, name))
+    return folder
+
+
 def main():
+    if len(sys.argv) > 1 and sys.argv[1] == '--_job':
+        run_job(*sys.argv[2:6])
+        return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('--images', type=int, default=2000)
-    parser.add_argument('--image_size', default='192')
+    parser.add_argument('--images', type=int, default=MAX_BASELINE)
+    parser.add_argument('--image_size', default='224')
     parser.add_argument('--workers', type=int, default=os.cpu_count())
     args = parser.parse_args()
-    root = photo_corpus(CACHE, args.images)
+    root = corpus(args.images)
+    names = listed(root)
     size = parse_image_size(args.image_size)
-    print(f'{args.images} photos (640x480 to 1600x1200) -> {size[0]}x{size[1]}, {args.workers} worker(s), '
-          f'{os.cpu_count()} core(s)')
-    naive, naive_seconds = baseline(root, size)
-    built, job_seconds = job(root, args.image_size, args.workers)
-    assert set(naive) == set(built), 'the job did not write every image'
-    small_root = subset(root, SMALL_RUN)
+    cores = os.cpu_count()
+    print(f'{len(names)} photos (640x480 to 1600x1200) -> {size[0]}x{size[1]}, {args.workers} worker(s), {cores} core(s)')
+    sample = names[::max(1, len(names) // MAX_BASELINE)][:MAX_BASELINE]
+    naive, naive_seconds = baseline(root, sample, size)
+    naive_rate = len(naive) / naive_seconds
+    output = tempfile.mkdtemp(prefix='build-bench-')
+    small_root = subset(root, names[::max(1, len(names) // SMALL_RUN)][:SMALL_RUN])
     try:
-        _, small_seconds = job(small_root, args.image_size, args.workers)
+        run = job(root, args.image_size, args.workers, os.path.join(output, 'full'))
+        small = job(small_root, args.image_size, args.workers, os.path.join(output, 'small'))
+        built, document = written_images(run['version_dir'], sample)
     finally:
         shutil.rmtree(small_root)
-    scores = [psnr(built[source], naive[source]) for source in sorted(naive)]
-    naive_rate, job_rate = len(naive) / naive_seconds, len(built) / job_seconds
-    marginal_rate = (len(built) - SMALL_RUN) / (job_seconds - small_seconds)
-    print(f'baseline (one process, full decode): {naive_rate:8.1f} images/s  ({naive_seconds:.1f} s)')
-    print(f'build job (DirectRunner):            {job_rate:8.1f} images/s  ({job_seconds:.1f} s)')
-    print(f'speed-up, end to end:                {job_rate / naive_rate:8.2f}x')
-    print(f'fixed cost of a local job ({SMALL_RUN} images): {small_seconds:.1f} s; beyond it the job runs at '
-          f'{marginal_rate:.1f} images/s, {marginal_rate / naive_rate:.2f}x the baseline')
-    print(f'PSNR of job vs baseline images: mean {np.mean(scores):.1f} dB, min {np.min(scores):.1f} dB')
+    try:
+        counters = run['counters']
+        written = document['counts']['written']
+        assert written == len(names), f"the job wrote {written} of {len(names)} images"
+        scores = [psnr(built[name], naive[name]) for name in sample]
+        job_rate = written / run['seconds']
+        marginal = (written - SMALL_RUN) / (run['seconds'] - small['seconds'])
+        ref_bytes = counters.get('record_ref_bytes', 0) / max(1, counters.get('examples_built', 1))
+        shard_bytes = sum(s['bytes'] for split in document['splits'].values() for s in split['shards'])
+        print(f"baseline (one process, full decode, {len(naive)} images): {naive_rate:8.1f} images/s")
+        print(f"build job, whole process:                     {job_rate:8.1f} images/s  ({run['seconds']:.1f} s)  "
+              f"= {job_rate / naive_rate:.2f}x the baseline")
+        print(f"start-up (a {SMALL_RUN}-image job, whole process):          {small['seconds']:.1f} s; beyond it "
+              f"{marginal:.1f} images/s = {marginal / naive_rate:.2f}x the baseline")
+        print(f"CPU utilisation:                              {run['cpu_seconds'] / (run['seconds'] * cores):8.0%} "
+              f"of {cores} cores ({run['cpu_seconds']:.0f} CPU s)")
+        print(f"peak memory, runner + workers:                {run['peak_tree'] / 2**20:8.0f} MB "
+              f"(runner process {run['peak_root'] / 2**20:.0f} MB); shards {shard_bytes / 2**20:.0f} MB")
+        print(f"bytes through shuffles per image:             {ref_bytes * SHUFFLES_PER_RECORD:8.0f} "
+              f"({ref_bytes:.0f} B a reference x {SHUFFLES_PER_RECORD} shuffles)")
+        print(f"shards: " + ', '.join(f"{name} {split['num_shards']}" for name, split in document['splits'].items()))
+        print(f'PSNR of job vs baseline images: mean {np.mean(scores):.1f} dB, min {np.min(scores):.1f} dB')
+    finally:
+        shutil.rmtree(output)
 
 
 if __name__ == '__main__':

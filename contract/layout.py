@@ -6,6 +6,12 @@
 <output>/<version>/quarantine.jsonl   inputs that could not be used, with a reason, one JSON object a line
 <output>/<version>/duplicates.jsonl   inputs not written because the same bytes were, one JSON object a line
 <output>/<version>/{split}-{index:05d}-of-{count:05d}.tfrecord
+<output>/<version>/index/part-{index:05d}-of-{count:05d}.parquet   record index (contract.index)
+
+A build writes its version under a staging name, ``<version>.incomplete-<build id>``, which holds the
+spill files (``spill/``: encoded records before they are dealt into shards) too; publishing removes the
+spill files and moves the staging folder to ``<version>``, then LATEST. Readers follow LATEST, so they
+never see a staging folder.
 """
 import re
 
@@ -15,6 +21,9 @@ LABELS_TXT = 'labels.txt'
 QUARANTINE_JSONL = 'quarantine.jsonl'
 DUPLICATES_JSONL = 'duplicates.jsonl'
 VERSION_FORMAT = '%Y%m%dT%H%M%SZ'
+INDEX_DIR = 'index'
+SPILL_DIR = 'spill'
+STAGING_MARK = '.incomplete-'
 
 _SHARD_NAME = re.compile(r'^(?P<split>[A-Za-z0-9_]+)-(?P<index>\d{5})-of-(?P<count>\d{5})\.tfrecord$')
 SPLIT_NAME = re.compile(r'^[A-Za-z0-9_]+$')
@@ -27,6 +36,19 @@ def join(base, *parts):
 
 def shard_file_name(split, index, count):
     return f'{split}-{index:05d}-of-{count:05d}.tfrecord'
+
+
+def index_file_name(index, count):
+    return f'{INDEX_DIR}/part-{index:05d}-of-{count:05d}.parquet'
+
+
+def staging_name(version, build_id):
+    """The folder a build writes ``version`` into until it publishes it."""
+    return f'{version}{STAGING_MARK}{build_id}'
+
+
+def is_staging_name(name):
+    return STAGING_MARK in name
 
 
 def parse_shard_file_name(name):

@@ -11,13 +11,13 @@ FORMAT_VERSION = 1
 
 
 def build_metadata(*, name, version, created, options, image_size, labels, splits, counts, quarantine,
-                   duplicates, decoding):
+                   duplicates, decoding, index=None):
     """Returns the ``dataset.json`` document.
 
     ``splits`` maps split name -> {'class_counts': {label: n}, 'shards': [{'file', 'records', 'bytes'}],
     'inputs': n, 'quarantined': n, 'duplicates': n}. ``counts`` holds inputs = written + quarantined +
     duplicates, and ignored (non-image files). ``quarantine`` = {'file', 'by_reason'}, ``duplicates`` =
-    {'file', 'count'}, ``decoding`` = {'background': [r, g, b], 'decisions': {decision: images}}.
+    {'file', 'count'}, ``decoding`` = {'background': [r, g, b], 'decisions': {decision: images}}; ``index`` = ``contract.index.describe(...)``.
     """
     height, width = image_size
     return {
@@ -46,6 +46,7 @@ def build_metadata(*, name, version, created, options, image_size, labels, split
         'quarantine': quarantine,
         'duplicates': duplicates or {},
         'decoding': decoding or {},
+        'index': index,
     }
 
 

@@ -1,8 +1,9 @@
-"""The build job: labelled images -> balanced, deterministic TFRecord shards + dataset.json.
+"""Launches the build job: options, runner, pre-flight checks, the run, and the report.
 
     python -m pipelines.build_dataset --input DIR_OR_GS_PREFIX --output DIR_OR_GS_PREFIX [options]
 
 Runs on the DirectRunner (multi-processing, one worker per core) unless ``--runner`` says otherwise.
+The graph itself is ``pipelines.graph``.
 """
 import contextlib
 import logging
@@ -12,62 +13,17 @@ import sys
 import apache_beam as beam
 from apache_beam.options.pipeline_options import (DirectOptions, GoogleCloudOptions, PipelineOptions, SetupOptions,
                                                   StandardOptions, WorkerOptions)
-
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
 from contract import layout, metadata
-from pipelines import console
-from pipelines.options import UsageError, check_input, check_output, check_temp_locations, parse_args
+from pipelines import console, preflight
+from pipelines.graph import build_pipeline
+from pipelines.options import DATAFLOW_RUNNER, DIRECT_RUNNER, UsageError, parse_args, runner_name
 from transforms import gcs, storage
-from transforms.decode import CountDecisions, DecodeResizeEncode
-from transforms.dedupe import Dedupe
 from transforms.errors import build_failure_message
-from transforms.examples import ToExample
-from transforms.labels import ResolveLabels
-from transforms.listing import ListImages
-from transforms.publish import Publish
-from transforms.quarantine import Quarantine
-from transforms.sharding import AssignBalancedShards
-from transforms.splits import AssignSplit
-from transforms.write import WriteShards
 
 # Dataflow workers install the project from this file (with requirements/worker.txt only: no TensorFlow).
 SETUP_FILE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'setup.py')
-
-
-def build_pipeline(pipeline, config):
-    """Adds the build's transforms to ``pipeline``; returns the one-element PCollection of dataset.json."""
-    listed = pipeline | 'ListImages' >> ListImages(input_root=config.input, manifest=config.manifest)
-    resolved = listed['images'] | 'ResolveLabels' >> ResolveLabels(config.labels)
-    labels = resolved['labels']
-    images = resolved['images'] | 'AssignSplit' >> AssignSplit(config.splits)
-    encoded = (images
-               | 'Reshuffle' >> beam.Reshuffle()
-               | 'DecodeResize' >> DecodeResizeEncode(config.image_size, config.resize, config.jpeg_quality,
-                                                      config.max_pixels, config.min_size))
-    deduped = encoded['images'] | 'Dedupe' >> Dedupe()
-    examples = deduped['images'] | 'ToExample' >> ToExample(beam.pvalue.AsSingleton(labels))
-    sharded = examples | 'AssignShards' >> AssignBalancedShards(
-        [name for name, _ in config.splits], beam.pvalue.AsSingleton(labels),
-        num_shards=config.num_shards or {}, target_shard_bytes=config.target_shard_mb * 1e6)
-    written = sharded['assigned'] | 'WriteShards' >> WriteShards(config.version_dir, sharded['shard_counts'])
-    rejected = ((listed['rejected'], resolved['rejected'], encoded['rejected'], deduped['rejected'])
-                | 'Quarantine' >> Quarantine())
-    listed_per_split = (images
-                        | 'SplitOf' >> beam.Map(lambda ref: (ref.split, 1))
-                        | 'CountPerSplit' >> beam.CombinePerKey(sum))
-    ignored = listed['ignored'] | 'CountIgnored' >> beam.combiners.Count.Globally()
-    return written | 'Publish' >> Publish(
-        config.output, config.version,
-        {'name': config.name, 'created': config.created, 'options': config.describe(),
-         'image_size': config.image_size},
-        labels=labels, listed_per_split=listed_per_split, ignored=ignored, rejected=rejected,
-        duplicates=deduped['duplicates'], decisions=deduped['images'] | 'CountDecisions' >> CountDecisions(),
-        max_error_rate=config.max_error_rate)
-
-
-def _is_dataflow(runner):
-    return str(runner).lower() in ('dataflowrunner', 'dataflow')
 
 
 def _dataflow_defaults(options):
@@ -96,9 +52,6 @@ def _dataflow_defaults(options):
         setup.setup_file = SETUP_FILE
 
 
-_DIRECT_RUNNER_NAMES = ('DirectRunner', 'direct')
-
-
 def _given(args, flag):
     """Whether the user passed ``flag`` (as ``--flag value`` or ``--flag=value``)."""
     return any(arg == flag or arg.startswith(flag + '=') for arg in args)
@@ -112,10 +65,9 @@ def pipeline_options(beam_args):
     """
     options = PipelineOptions(beam_args)
     standard = options.view_as(StandardOptions)
-    if standard.runner is None:
-        standard.runner = 'DirectRunner'
+    standard.runner = runner_name(beam_args)
     direct = options.view_as(DirectOptions)
-    if standard.runner in _DIRECT_RUNNER_NAMES:
+    if is_local(options):
         if not _given(beam_args, '--direct_running_mode'):
             direct.direct_running_mode = 'multi_processing'
         if direct.direct_running_mode == 'multi_processing' and not _given(beam_args, '--direct_num_workers'):
@@ -124,7 +76,7 @@ def pipeline_options(beam_args):
         if worker.default_sdk_harness_log_level is None:
             # Local workers print to the user's terminal: only what main() would not report itself.
             worker.default_sdk_harness_log_level = 'CRITICAL'
-    if _is_dataflow(standard.runner):
+    if standard.runner == DATAFLOW_RUNNER:
         _dataflow_defaults(options)
     if os.environ.get(gcs.EMULATOR_HOST):
         gcs.connect_anonymously_to_emulator()
@@ -133,27 +85,37 @@ def pipeline_options(beam_args):
     return options
 
 
+def is_local(options):
+    return options.view_as(StandardOptions).runner == DIRECT_RUNNER
+
+
 def local_runner(options):
     """Beam's Python FnApiRunner when the DirectRunner is asked for, else None (Beam resolves the name).
 
     Beam's DirectRunner now first tries Prism, a binary it downloads at run time; our local runs must
     work offline and honour ``--direct_running_mode`` and ``--direct_num_workers``, which Prism ignores.
     """
-    if options.view_as(StandardOptions).runner in _DIRECT_RUNNER_NAMES:
-        return FnApiRunner()
-    return None
+    return FnApiRunner() if is_local(options) else None
+
+
+def parse(argv):
+    """(BuildConfig, PipelineOptions) of a command line; raises UsageError."""
+    config, beam_args = parse_args(argv)
+    return config, pipeline_options(beam_args)
 
 
 def run(argv=None):
-    """Builds a dataset; returns (BuildConfig, PipelineResult). Raises UsageError, or the runner's error.
+    """Builds a dataset; returns (BuildConfig, PipelineResult). Raises UsageError, or the runner's error."""
+    config, options = parse(argv)
+    return launch(config, options)
+
+
+def launch(config, options):
+    """Checks the destinations, then runs the job; returns (BuildConfig as run, PipelineResult).
 
     Waits for the job to finish unless ``--no_wait_until_finish`` (Beam's option) is given.
     """
-    config, beam_args = parse_args(argv)
-    options = pipeline_options(beam_args)
-    check_input(config, options)
-    check_output(config, options)
-    check_temp_locations(options)
+    config = preflight.check(config, options)
     try:
         pipeline = beam.Pipeline(runner=local_runner(options), options=options)
     except ValueError as error:  # Beam's own checks of the options (runner name, project id...)
@@ -165,9 +127,8 @@ def run(argv=None):
     return config, result
 
 
-def _report(config, result, argv):
+def report(config, result, options):
     """The summary of a finished build, or one line about a Dataflow job or template that was not waited for."""
-    options = PipelineOptions(argv)
     cloud = options.view_as(GoogleCloudOptions)
     if cloud.template_location:
         return f'build-dataset: wrote the Dataflow job as a template to {cloud.template_location}'
@@ -197,9 +158,14 @@ def main(argv=None):
     logging.getLogger('apache_beam.runners').setLevel(logging.CRITICAL)
     # On Dataflow the runner's own log is the progress report: the job's id, states and messages.
     logging.getLogger('apache_beam.runners.dataflow.dataflow_runner').setLevel(logging.INFO)
-    with console.held_stderr() if console.is_local_run(argv) else contextlib.nullcontext(lambda: None) as replay:
+    try:
+        config, options = parse(argv)
+    except UsageError as error:
+        print(f'build-dataset: error: {error}', file=sys.stderr)
+        return 2
+    with console.held_stderr() if is_local(options) else contextlib.nullcontext(lambda: None) as replay:
         try:
-            config, result = run(argv)
+            config, result = launch(config, options)
         except UsageError as error:
             failure = f'build-dataset: error: {error}', 2
         except Exception as error:  # a runner wraps our BuildFailed in its own exception types
@@ -214,7 +180,7 @@ def main(argv=None):
     if failure:
         print(failure[0], file=sys.stderr)
         return failure[1]
-    print(_report(config, result, argv))
+    print(report(config, result, options))
     return 0
 
 

@@ -29,14 +29,3 @@ def held_stderr():
             sys.stderr.flush()
             os.dup2(saved, 2)
             os.close(saved)
-
-
-def is_local_run(argv):
-    """True unless ``argv`` names a runner other than the DirectRunner."""
-    runner = None
-    for index, arg in enumerate(argv):
-        if arg == '--runner' and index + 1 < len(argv):
-            runner = argv[index + 1]
-        elif arg.startswith('--runner='):
-            runner = arg.split('=', 1)[1]
-    return runner is None or runner.lower() in ('directrunner', 'direct')

@@ -1,24 +1,28 @@
-"""Command-line options of the build job, parsed and checked apart from the graph.
+"""Command-line options of the build job, parsed apart from the graph and from any I/O.
 
 Every option the job does not know is left for Beam (``--runner``, ``--direct_num_workers``,
-Dataflow's options...). A mistake raises UsageError with a one-line message.
+Dataflow's options...). A mistake raises UsageError with a one-line message. Checks that need the
+file system or the network (inputs, outputs, buckets, the labels file) are ``pipelines.preflight``'s.
 """
 import argparse
 import dataclasses
 import datetime
 import os
 import re
-
-from apache_beam.io.filesystems import FileSystems
-from apache_beam.options.pipeline_options import GoogleCloudOptions
-from google.api_core.exceptions import GoogleAPICallError
+import uuid
 
 from contract import layout
-from transforms import gcs, image_ops
-from transforms.listing import is_image_name, iter_files, list_top_level, parse_manifest_line
+from transforms import image_ops
+from transforms.sharding import MAX_SHARDS, ShardConfig
 
 DEFAULT_SPLITS = 'train=90,validation=10'
+MAX_IMAGE_SIDE = 8192
 _VERSION = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.-]*$')
+# Runner names, compared case-insensitively, and the name Beam is given for each.
+_RUNNERS = {'directrunner': 'DirectRunner', 'direct': 'DirectRunner',
+            'dataflowrunner': 'DataflowRunner', 'dataflow': 'DataflowRunner'}
+DIRECT_RUNNER = 'DirectRunner'
+DATAFLOW_RUNNER = 'DataflowRunner'
 
 
 class UsageError(Exception):
@@ -44,15 +48,25 @@ class BuildConfig:
     min_size: int = 1
     max_error_rate: float = 0.05
     name: str = ''
+    build_id: str = ''  # names this build's staging folder
+    previous: object = None  # publication.Latest read by the pre-flight checks: LATEST when the build started
 
     @property
     def version_dir(self):
         return layout.join(self.output, self.version)
 
+    @property
+    def staging_dir(self):
+        return layout.join(self.output, layout.staging_name(self.version, self.build_id))
+
+    def shard_config(self):
+        return ShardConfig(fixed=dict(self.num_shards or {}), target_bytes=self.target_shard_mb * 1e6)
+
     def describe(self):
         """The options as recorded in dataset.json."""
         options = dataclasses.asdict(self)
-        del options['created']  # the document's own field, not a choice of the user's
+        for field in ('created', 'build_id', 'previous'):  # facts of this run, not choices of the user's
+            del options[field]
         options['image_size'] = list(self.image_size)
         options['splits'] = dict(self.splits)
         options['labels'] = list(self.labels) if self.labels else None
@@ -75,9 +89,10 @@ def _parser():
                         help='crop: fill and centre-crop (default); pad: fit and pad; stretch: ignore aspect')
     parser.add_argument('--jpeg_quality', type=int, default=90, help='1-100, default 90')
     parser.add_argument('--splits', default=DEFAULT_SPLITS, help=f'NAME=WEIGHT,... default {DEFAULT_SPLITS}')
-    shards = parser.add_mutually_exclusive_group()
-    shards.add_argument('--target_shard_mb', type=float, default=100.0, help='shard size to aim for')
-    shards.add_argument('--num_shards', help='NAME=N,... fixed shard counts; other splits use the target size')
+    parser.add_argument('--target_shard_mb', type=float, default=100.0,
+                        help='shard size to aim for, default 100; a split of a few thousand images still gets '
+                             '16 shards (of at least 64 records each) for parallel reads')
+    parser.add_argument('--num_shards', help='NAME=N,... fixed shard counts; other splits follow --target_shard_mb')
     parser.add_argument('--labels', dest='labels_file', help='file of class names, one a line: pins label order')
     parser.add_argument('--version', help='version folder name; default: UTC time YYYYMMDDTHHMMSSZ')
     parser.add_argument('--name', help='dataset name recorded in dataset.json; default: the input folder name')
@@ -107,84 +122,18 @@ def _parse_pairs(text, option):
     return tuple(pairs)
 
 
-def _read_labels(path):
-    if not FileSystems.exists(path):
-        raise UsageError(f'--labels file not found: {path}')
-    with FileSystems.open(path) as stream:
-        labels = [line.strip() for line in stream.read().decode('utf-8').splitlines() if line.strip()]
-    if not labels:
-        raise UsageError(f'--labels file is empty: {path}')
-    if len(set(labels)) != len(labels):
-        raise UsageError(f'--labels file names a class twice: {path}')
-    return tuple(labels)
+def runner_name(beam_args):
+    """The runner the job runs on, decided once: Beam's name for it, DirectRunner when none is given.
 
-
-def _first_image_on_gcs(storage_client, root):
-    """True once any class folder below the gs:// ``root`` holds an image; stops at the first one."""
-    for kind, folder in list_top_level(root, storage_client):
-        if kind == gcs.PREFIX and any(is_image_name(path) for path in iter_files(folder, storage_client)):
-            return True
-    return False
-
-
-def check_input(config, options=None):
-    """Fails fast, before any worker starts, on an input that is missing, unreadable or holds no image.
-
-    ``options`` (the job's PipelineOptions) make the gs:// checks authenticate as the job will.
+    Names are compared case-insensitively (``directrunner``, ``direct``, ``Dataflow``...); other runners
+    are passed to Beam as given.
     """
-    if config.manifest:
-        if gcs.is_gcs(config.manifest):
-            _check_gcs(config.manifest, options)
-        if not FileSystems.exists(config.manifest):
-            raise UsageError(f'manifest not found: {config.manifest}')
-        with FileSystems.open(config.manifest) as stream:
-            for line in stream:
-                try:
-                    if parse_manifest_line(line.decode('utf-8'), '.') is not None:
-                        return
-                except ValueError:
-                    continue
-        raise UsageError(f'manifest lists no image: {config.manifest}')
-    no_images = (f'no images found under {config.input} (expected <class>/<image> files with extensions '
-                 f'jpg, jpeg, png, gif, bmp, webp, tif or tiff)')
-    if gcs.is_gcs(config.input):
-        if not _check_gcs(config.input, options, _first_image_on_gcs):
-            raise UsageError(no_images)
-        return
-    if FileSystems.get_scheme(config.input) is None:
-        if not os.path.isdir(config.input):
-            raise UsageError(f'input folder not found: {config.input}')
-        for directory, _, names in os.walk(config.input):
-            if directory != config.input and any(is_image_name(name) for name in names):
-                return
-        raise UsageError(no_images)
-
-
-def _check_gcs(url, options, probe=gcs.check_readable):
-    """Returns ``probe(client, url)``, turning a GCS error (missing bucket, no permission) into a UsageError."""
-    try:
-        return probe(gcs.client(options), url)
-    except GoogleAPICallError as error:
-        raise UsageError(gcs.describe_error(url, error)) from None
-
-
-def check_temp_locations(options):
-    """Refuses a gs:// --temp_location or --staging_location whose bucket cannot be read.
-
-    Dataflow would otherwise retry staging the job's files there for minutes before failing.
-    """
-    cloud = options.view_as(GoogleCloudOptions)
-    for location in (cloud.temp_location, cloud.staging_location):
-        if location and gcs.is_gcs(location):
-            _check_gcs(location, options)
-
-
-def check_output(config, options=None):
-    """Refuses an output bucket that cannot be read, and a version that was already published."""
-    if gcs.is_gcs(config.output):
-        _check_gcs(config.output, options)
-    if FileSystems.exists(layout.join(config.version_dir, layout.DATASET_JSON)):
-        raise UsageError(f'version {config.version} already exists in {config.output}; pass another --version')
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument('--runner')
+    runner = parser.parse_known_args(beam_args)[0].runner
+    if runner is None:
+        return DIRECT_RUNNER
+    return _RUNNERS.get(runner.lower(), runner)
 
 
 def parse_args(argv, now=None):
@@ -194,6 +143,8 @@ def parse_args(argv, now=None):
         image_size = image_ops.parse_image_size(args.image_size)
     except ValueError as error:
         raise UsageError(str(error)) from None
+    if max(image_size) > MAX_IMAGE_SIDE:
+        raise UsageError(f'--image_size must be at most {MAX_IMAGE_SIDE} a side, got {args.image_size!r}')
     if not 1 <= args.jpeg_quality <= 100:
         raise UsageError(f'--jpeg_quality must be between 1 and 100, got {args.jpeg_quality}')
     if args.target_shard_mb <= 0:
@@ -204,20 +155,23 @@ def parse_args(argv, now=None):
         raise UsageError(f'--max_error_rate is a fraction between 0 and 1 (0.05 is 5%), got {args.max_error_rate}')
     splits = _parse_pairs(args.splits, '--splits')
     num_shards = dict(_parse_pairs(args.num_shards, '--num_shards')) if args.num_shards else None
+    too_many = sorted(name for name, count in (num_shards or {}).items() if count > MAX_SHARDS)
+    if too_many:
+        raise UsageError(f"--num_shards allows at most {MAX_SHARDS} shards a split: {', '.join(too_many)}")
     unknown = sorted(set(num_shards or ()) - {name for name, _ in splits})
     if unknown:
         raise UsageError(f"--num_shards names split(s) not in --splits: {', '.join(unknown)}")
     now = now or datetime.datetime.now(datetime.timezone.utc)
     version = args.version or now.strftime(layout.VERSION_FORMAT)
-    if not _VERSION.match(version):
-        raise UsageError(f'--version may hold letters, digits, _, . and - only, got {version!r}')
+    if not _VERSION.match(version) or layout.is_staging_name(version):
+        raise UsageError(f'--version may hold letters, digits, _, . and - only (and not '
+                         f'{layout.STAGING_MARK!r}), got {version!r}')
     source = args.input or args.manifest
     config = BuildConfig(
         input=args.input, manifest=args.manifest, output=args.output, version=version,
         created=now.strftime('%Y-%m-%dT%H:%M:%SZ'), image_size=image_size, splits=splits,
         resize=args.resize, jpeg_quality=args.jpeg_quality, target_shard_mb=args.target_shard_mb,
-        num_shards=num_shards, labels=_read_labels(args.labels_file) if args.labels_file else None,
-        labels_file=args.labels_file, max_pixels=args.max_pixels, min_size=args.min_size,
+        num_shards=num_shards, labels_file=args.labels_file, build_id=uuid.uuid4().hex[:12], max_pixels=args.max_pixels, min_size=args.min_size,
         max_error_rate=args.max_error_rate,
         name=args.name or os.path.basename(source.rstrip('/')).rsplit('.', 1)[0] or 'dataset')
     return config, beam_args

@@ -9,12 +9,13 @@ import io
 import json
 import os
 
+import pyarrow.parquet as pq
 import tensorflow as tf
 from PIL import Image
 
-from contract import features as F, layout, metadata
+from contract import features as F, index, layout, metadata
+from contract.tfrecord import read_records
 from training.records import parse_example
-
 
 
 def read_shard(path):
@@ -69,7 +70,8 @@ def check_version(output, input_root=None, image_size=None):
         assert info['num_examples'] == len(records)
         assert info['class_counts'] == {label: class_counts.get(label, 0) for label in labels}
         by_split[split] = records
-    assert set(os.listdir(version_dir)) == expected_files
+    assert set(os.listdir(version_dir)) == expected_files | {layout.INDEX_DIR}
+    check_index(version_dir, document, input_root)
     for record in (r for records in by_split.values() for r in records):
         assert record[F.IMAGE_FORMAT] == F.IMAGE_FORMAT_JPEG
         assert (record[F.IMAGE_HEIGHT], record[F.IMAGE_WIDTH], record[F.IMAGE_CHANNELS]) == (height, width, channels)
@@ -87,6 +89,41 @@ def check_version(output, input_root=None, image_size=None):
         quarantined = [json.loads(line) for line in stream]
     assert document['counts']['quarantined'] == len(quarantined)
     return document, by_split
+
+
+def check_index(version_dir, document, input_root=None):
+    """Every written record has exactly one index row, in the part its source hashes to, and each row's
+    offset and length frame exactly that record in its shard (read with one ranged read)."""
+    files = document['index']['files']
+    assert files == [layout.index_file_name(i, len(files)) for i in range(len(files))]
+    assert set(os.listdir(os.path.join(version_dir, layout.INDEX_DIR))) == {f.split('/')[1] for f in files}
+    rows = []
+    for part, name in enumerate(files):
+        part_rows = pq.read_table(os.path.join(version_dir, name)).to_pylist()
+        assert [row[index.SOURCE] for row in part_rows] == sorted(row[index.SOURCE] for row in part_rows)
+        assert all(index.index_part(row[index.SOURCE], len(files)) == part for row in part_rows)
+        rows.extend(part_rows)
+    written = {shard['file']: shard['records'] for split in document['splits'].values() for shard in split['shards']}
+    assert len(rows) == document['index']['num_records'] == sum(written.values())
+    assert len({row[index.SOURCE] for row in rows}) == len(rows)
+    for row in rows:
+        with open(os.path.join(version_dir, row[index.SHARD]), 'rb') as stream:
+            stream.seek(row[index.OFFSET])
+            frame = stream.read(row[index.LENGTH])
+        (record,) = read_records(io.BytesIO(frame))  # exactly one whole, CRC-clean record
+        feature = tf.train.Example.FromString(record).features.feature
+        assert feature[F.SOURCE].bytes_list.value[0].decode() == row[index.SOURCE]
+        assert feature[F.SHA256].bytes_list.value[0].decode() == row[index.SHA256]
+        assert feature[F.LABEL].int64_list.value[0] == row[index.LABEL]
+        assert row[index.SHARD].startswith(row[index.SPLIT] + '-')
+        if input_root is not None:  # a local copy of the input: sizes agree; local stamps too
+            stat = os.stat(os.path.join(input_root, row[index.SOURCE]))
+            assert row[index.SOURCE_SIZE] == stat.st_size
+            if row[index.SOURCE_GENERATION] is None:
+                assert row[index.SOURCE_MTIME_NS] == stat.st_mtime_ns
+            else:  # the input was on gs://
+                assert row[index.SOURCE_MTIME_NS] is None and row[index.SOURCE_GENERATION] > 0
+    return rows
 
 
 def shard_files(version_dir):

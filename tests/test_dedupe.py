@@ -6,13 +6,14 @@ from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from transforms.dedupe import Dedupe
-from transforms.records import Duplicate, EncodedImage, ImageRef
+from transforms.records import Duplicate, RecordRef
 
 
 def _image(source, label, content, split='train'):
-    sha = content * 64
-    return EncodedImage(ImageRef(f'/in/{source}', source, label, split), sha, b'jpeg of ' + source.encode(), 8, 8,
-                        source_bytes=100 + len(source), decisions=('format=JPEG',))
+    return RecordRef(source=source, label_text=label, split=split, label=ord(label) - ord('a'),
+                     order_key=(0, source), sha256=content * 64, source_size=100 + len(source), mtime_ns=1,
+                     generation=None, decisions=('format=JPEG',), payload_file=f'spill/{source}', payload_offset=0,
+                     payload_length=40)
 
 
 IMAGES = [
@@ -34,7 +35,7 @@ def test_copies_are_resolved_by_content_and_name_only():
             images = list(IMAGES)
             random.Random(seed).shuffle(images)
             result = p | f'Images{seed}' >> beam.Create(images) | f'Dedupe{seed}' >> Dedupe()
-            assert_that(result['images'] | f'Kept{seed}' >> beam.Map(lambda image: image.ref.source),
+            assert_that(result['images'] | f'Kept{seed}' >> beam.Map(lambda record: record.source),
                         equal_to(['a/only.jpg', 'a/deeper/b.jpg']), label=f'Written{seed}')
             assert_that(result['duplicates'], equal_to([
                 Duplicate('a/m.jpg', 'a/deeper/b.jpg', 'a', '1' * 64, 107, 'train'),
@@ -52,7 +53,7 @@ def test_a_path_listed_twice_is_written_once():
     twice = [_image('a/same.jpg', 'a', '3'), _image('a/same.jpg', 'a', '3')]
     with TestPipeline() as p:
         result = p | beam.Create(twice) | Dedupe()
-        assert_that(result['images'] | 'Kept' >> beam.Map(lambda image: image.ref.source), equal_to(['a/same.jpg']),
+        assert_that(result['images'] | 'Kept' >> beam.Map(lambda record: record.source), equal_to(['a/same.jpg']),
                     label='Written')
         assert_that(result['duplicates'] | 'Of' >> beam.Map(lambda d: (d.source, d.duplicate_of)),
                     equal_to([('a/same.jpg', 'a/same.jpg')]), label='Duplicates')

@@ -1,13 +1,21 @@
 """The real build from gs:// to gs:// on a real GCS server, checked with the same contract as local builds."""
+import io
+import json
+
+import pyarrow.parquet as pq
 import pytest
+import tensorflow as tf
+from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics.metric import MetricsFilter
 
-from contract import features as F, layout
+from contract import features as F, index, layout
+from contract.tfrecord import read_records
 from pipelines import build_dataset
 from samples.generate import write_images
 from tests.conftest import SMALL
 from tests.contract_checks import check_version
 from tests.gcs_emulator import gcs_emulator  # noqa: F401  (the fixture)
+from transforms import gcs
 
 
 @pytest.fixture(scope='module')
@@ -69,3 +77,28 @@ def test_build_from_a_gcs_manifest(gcs_emulator, flowers, tmp_path):
     assert document['labels'] == ['circle', 'square']
     sources = sorted(r[F.SOURCE].decode() for split in records.values() for r in split)
     assert sources == sorted(line.split(',')[0] for line in absolute + relative)
+
+
+def test_the_index_finds_a_record_on_gcs_with_one_ranged_read(gcs_emulator, flowers):
+    _, prefix = flowers
+    output = gcs_emulator.create_bucket('index-out') + '/ds'
+    config, _ = build_dataset.run(['--input', prefix, '--output', output, '--image_size', '32', '--version', 'v1',
+                                   '--direct_running_mode', 'in_memory'])
+    document = json.loads(gcs_emulator.read_bytes(f'{config.version_dir}/{layout.DATASET_JSON}'))
+    client = gcs.client()
+    sources = []
+    for name in document['index']['files']:
+        with FileSystems.open(f'{config.version_dir}/{name}') as stream:
+            sources.extend(row[index.SOURCE] for row in pq.read_table(stream).to_pylist())
+    assert len(sources) == document['counts']['written'] > 0
+    for source in sources:
+        row = index.find_record(config.version_dir, document, source, FileSystems.open)
+        assert row[index.SOURCE_GENERATION] > 0 and row[index.SOURCE_MTIME_NS] is None
+        frame = gcs.read_range(client, f"{config.version_dir}/{row[index.SHARD]}", row[index.OFFSET],
+                               row[index.OFFSET] + row[index.LENGTH])
+        (record,) = read_records(io.BytesIO(frame))
+        feature = tf.train.Example.FromString(record).features.feature
+        assert feature[F.SOURCE].bytes_list.value[0].decode() == source
+    # Published: no spill files or staging objects are left in the bucket.
+    names = gcs_emulator.list(output + '/')
+    assert not [name for name in names if layout.is_staging_name(name) or f'/{layout.SPILL_DIR}/' in name]

@@ -35,7 +35,8 @@ def test_each_quarantine_reason_is_a_beam_metric(torture_build):
 
 def _comparable(version_dir):
     """Every file of a version, with dataset.json less what names the run (time, output folder)."""
-    files = {name: open(os.path.join(version_dir, name), 'rb').read() for name in sorted(os.listdir(version_dir))}
+    files = {os.path.relpath(os.path.join(folder, name), version_dir): open(os.path.join(folder, name), 'rb').read()
+             for folder, _, names in os.walk(version_dir) for name in names}
     document = json.loads(files.pop(layout.DATASET_JSON))
     document.pop('created')
     document['options'].pop('output')
@@ -47,7 +48,7 @@ def test_two_builds_give_identical_bytes(torture_corpus, torture_build, tmp_path
     build(torture_corpus[0], tmp_path, '--version', 'v1', '--direct_running_mode', 'in_memory')
     first, second = _comparable(os.path.join(output, 'v1')), _comparable(os.path.join(tmp_path, 'v1'))
     assert len(shard_files(os.path.join(tmp_path, 'v1'))) == 3
-    assert first[0] == second[0]  # shards, quarantine.jsonl, duplicates.jsonl, labels.txt
+    assert first[0] == second[0]  # shards, index, quarantine.jsonl, duplicates.jsonl, labels.txt
     assert first[1] == second[1]
 
 
@@ -67,9 +68,12 @@ def test_too_many_errors_fail_the_build_in_one_line_and_leave_latest(torture_cor
     assert lines[0].startswith(f'build-dataset: failed: {quarantined} of {inputs} input images quarantined')
     assert 'over --max_error_rate 5.0%' in lines[0]
     assert 'top reasons: label_conflict (5), unsupported_format (4), truncated (3);' in lines[0]
-    assert lines[0].endswith(f"see {os.path.join(output, 'v2', layout.QUARANTINE_JSONL)}")
     assert open(os.path.join(output, layout.LATEST)).read().strip() == 'v1'
-    assert sorted(os.listdir(output)) == [layout.LATEST, 'v1', 'v2']
-    assert not os.path.exists(os.path.join(output, 'v2', layout.DATASET_JSON))
+    # The failed version stays in its staging folder, where no reader looks.
+    (staging,) = [name for name in os.listdir(output) if layout.is_staging_name(name)]
+    assert staging.startswith('v2' + layout.STAGING_MARK)
+    assert sorted(os.listdir(output)) == [layout.LATEST, 'v1', staging]
+    assert lines[0].endswith(f"see {os.path.join(output, staging, layout.QUARANTINE_JSONL)}")
+    assert not os.path.exists(os.path.join(output, staging, layout.DATASET_JSON))
     # The quarantine list is there to say why, and the failed version can be built again under its name.
-    assert os.path.exists(os.path.join(output, 'v2', layout.QUARANTINE_JSONL))
+    assert os.path.exists(os.path.join(output, staging, layout.QUARANTINE_JSONL))

@@ -1,11 +1,15 @@
-"""Local runs default to one worker process per core, whichever way the user spells the flags."""
+"""The runner is decided once, whatever its spelling; local runs default to one worker process per core; the
+options module parses without touching the file system."""
 import os
 
 import pytest
-from apache_beam.options.pipeline_options import DirectOptions, WorkerOptions
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.options.pipeline_options import DirectOptions, StandardOptions, WorkerOptions
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
-from pipelines.build_dataset import local_runner, pipeline_options
+from pipelines import options as options_module
+from pipelines.build_dataset import is_local, local_runner, pipeline_options
+from pipelines.options import runner_name
 
 
 @pytest.mark.parametrize('args', [[], ['--direct_running_mode', 'multi_processing'],
@@ -23,3 +27,52 @@ def test_explicit_choices_are_kept():
     assert direct.direct_running_mode == 'in_memory' and direct.direct_num_workers in (None, 1)
     direct = pipeline_options(['--direct_num_workers=3']).view_as(DirectOptions)
     assert (direct.direct_running_mode, direct.direct_num_workers) == ('multi_processing', 3)
+
+
+@pytest.mark.parametrize('spelling, runner', [
+    ('DirectRunner', 'DirectRunner'), ('directrunner', 'DirectRunner'), ('direct', 'DirectRunner'),
+    ('DIRECT', 'DirectRunner'), ('DataflowRunner', 'DataflowRunner'), ('dataflow', 'DataflowRunner'),
+    ('dataflowrunner', 'DataflowRunner'), ('PortableRunner', 'PortableRunner')])
+@pytest.mark.parametrize('form', ['separate', 'joined'])
+def test_one_runner_decision_whatever_the_spelling(spelling, runner, form):
+    args = ['--runner', spelling] if form == 'separate' else [f'--runner={spelling}']
+    assert runner_name(args) == runner
+    if runner == 'DirectRunner':  # the local path: Beam never resolves the name itself
+        options = pipeline_options(args + ['--direct_running_mode', 'in_memory'])
+        assert options.view_as(StandardOptions).runner == 'DirectRunner' and is_local(options)
+        assert isinstance(local_runner(options), FnApiRunner)
+
+
+def test_no_runner_is_the_direct_runner():
+    assert runner_name([]) == 'DirectRunner' and runner_name(['--project', 'p']) == 'DirectRunner'
+
+
+def test_the_options_module_parses_without_touching_the_file_system(monkeypatch):
+    """Any look at the paths it is given (argparse itself may look for its message catalogue)."""
+    def guarded(function):
+        def call(*args, **kwargs):
+            if any(str(arg).startswith(('/no/', 'gs://')) for arg in args):
+                raise AssertionError(f'file system access during parsing: {args}')
+            return function(*args, **kwargs)
+        return call
+    with monkeypatch.context() as patched:
+        for name in ('open', 'stat', 'lstat', 'listdir', 'scandir', 'walk', 'access'):
+            patched.setattr(os, name, guarded(getattr(os, name)))
+        for name in ('exists', 'isdir', 'isfile'):
+            patched.setattr(os.path, name, guarded(getattr(os.path, name)))
+        patched.setattr('builtins.open', guarded(open))
+        for name in ('exists', 'open', 'match'):
+            patched.setattr(FileSystems, name, guarded(getattr(FileSystems, name)))
+        config, beam_args = options_module.parse_args(
+            ['--input', '/no/such/input', '--output', 'gs://no-such-bucket/out', '--labels', '/no/labels.txt',
+             '--num_shards', 'train=4', '--target_shard_mb', '50', '--runner', 'direct', '--direct_num_workers', '2'])
+    assert config.labels_file == '/no/labels.txt' and config.labels is None  # read by the pre-flight checks
+    assert beam_args == ['--runner', 'direct', '--direct_num_workers', '2']
+
+
+def test_num_shards_and_target_size_together():
+    config, _ = options_module.parse_args(['--input', 'in', '--output', 'out', '--splits', 'train=9,validation=1',
+                                           '--num_shards', 'train=4', '--target_shard_mb', '0.001'])
+    shards = config.shard_config()
+    assert shards.num_shards('train', 1000, 10**6) == 4  # fixed
+    assert shards.num_shards('validation', 1000, 10**6) == 1000  # 1 kB a shard, capped at one record each

@@ -13,7 +13,7 @@ from tests.conftest import build
 from tests.contract_checks import check_version
 from transforms import sharding
 from transforms.hashing import stable_hash
-from transforms.records import ShardRecord
+from transforms.records import RecordRef
 
 LABELS = ['a', 'b', 'c', 'd']
 
@@ -24,8 +24,11 @@ def _records(counts_per_label, split='train', seed=0):
     for label, count in enumerate(counts_per_label):
         for i in range(count):
             source = f'{LABELS[label]}/{i}.jpg'
-            records.append(ShardRecord(split, label, (stable_hash('order', source), source),
-                                       b'x' * rng.randint(10, 200)))
+            records.append(RecordRef(
+                source=source, label_text=LABELS[label], split=split, label=label,
+                order_key=(stable_hash('order', source), source), sha256='0' * 64, source_size=1, mtime_ns=None,
+                generation=None, decisions=(), payload_file='spill', payload_offset=0,
+                payload_length=rng.randint(10, 200)))
     return records
 
 
@@ -52,7 +55,8 @@ def test_shards_are_balanced_and_stratified(monkeypatch, bucket_target):
     with TestPipeline() as p:
         labels = p | 'Labels' >> beam.Create([LABELS])
         result = (p | beam.Create(records)
-                  | sharding.AssignBalancedShards(['train'], beam.pvalue.AsSingleton(labels), num_shards={'train': 7}))
+                  | sharding.AssignBalancedShards(['train'], beam.pvalue.AsSingleton(labels),
+                                                sharding.ShardConfig(fixed={'train': 7})))
         _assert_balanced(result['assigned'], 7)
         assert_that(result['shard_counts'], lambda counts: counts == [{'train': 7}], label='ShardCount')
 
@@ -75,16 +79,31 @@ def test_bucketed_ranking_matches_a_global_sort(monkeypatch, bucket_target):
     with TestPipeline() as p:
         labels = p | 'Labels' >> beam.Create([LABELS])
         result = (p | beam.Create(records)
-                  | sharding.AssignBalancedShards(['train'], beam.pvalue.AsSingleton(labels), num_shards={'train': 5}))
+                  | sharding.AssignBalancedShards(['train'], beam.pvalue.AsSingleton(labels),
+                                                sharding.ShardConfig(fixed={'train': 5})))
         assert_that(result['assigned'] | beam.Map(lambda kv: (kv[1].order_key[1], kv[0][1])),
                     equal_to(sorted(expected.items())))
 
 
 def test_shard_count_follows_target_size():
-    assert sharding.shard_count(1000, 250e6, target_bytes=100e6) == 3
-    assert sharding.shard_count(2, 250e6, target_bytes=100e6) == 2  # never more shards than records
-    assert sharding.shard_count(0, 0, target_bytes=100e6) == 1
-    assert sharding.shard_count(5, 10, fixed=8, target_bytes=100e6) == 8
+    config = sharding.ShardConfig(fixed={'test': 8}, target_bytes=100e6, min_shards=1)
+    assert config.num_shards('train', 1000, 250e6) == 3
+    assert config.num_shards('train', 2, 250e6) == 2  # never more shards than records
+    assert config.num_shards('train', 0, 0) == 1
+    assert config.num_shards('test', 5, 10) == 8
+
+
+def test_default_shard_counts_serve_parallel_reads():
+    config = sharding.ShardConfig()  # 100 MB, at least 16 shards of at least 64 records
+    assert config.num_shards('train', 1_800, 60e6) == 16   # a few thousand images: 16 shards, not 1
+    assert config.num_shards('train', 3_300, 110e6) == 16
+    assert config.num_shards('validation', 200, 6e6) == 3  # no shard cut to a handful of records
+    assert config.num_shards('validation', 40, 1e6) == 1
+    assert config.num_shards('train', 1_000_000, 150e9) == 1_500  # large splits follow the byte target
+    assert config.num_shards('train', 10**9, 10**14) == sharding.MAX_SHARDS
+    for records in (1, 63, 64, 65, 1_023, 1_024, 5_000):  # every shard keeps 64 records or the split is small
+        shards = config.num_shards('train', records, records * 30e3)
+        assert shards == 1 or records // shards >= 64, (records, shards)
 
 
 def test_bucket_bits_keep_buckets_near_the_target():

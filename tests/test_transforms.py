@@ -1,10 +1,13 @@
 """Unit tests of the build's transforms with Beam's TestPipeline and assert_that."""
+import os
+
 import apache_beam as beam
 import tensorflow as tf
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from contract import features as F
+from contract.tfrecord import frame
 from transforms.examples import ToExample, to_example
 from transforms.labels import ResolveLabels
 from transforms.listing import ListImages
@@ -54,13 +57,24 @@ def test_assign_split_uses_the_source_hash():
                     equal_to([(r.source, split_for(r.source, weights)) for r in refs]))
 
 
-def test_to_example_writes_every_contract_feature():
-    image = EncodedImage(ImageRef('/in/dog/x.jpg', 'dog/x.jpg', 'dog', 'train'), 'ab' * 32, b'\xff\xd8jpeg', 24, 48)
+def test_to_example_spills_every_contract_feature_and_passes_a_reference(tmp_path):
+    image = EncodedImage(ImageRef('/in/dog/x.jpg', 'dog/x.jpg', 'dog', 'train', size=7, mtime_ns=5),
+                         'ab' * 32, b'\xff\xd8jpeg', 24, 48, source_bytes=7)
+    spill_dir = str(tmp_path / 'spill')
+
+    def spilled(refs):
+        (ref,) = refs
+        assert (ref.split, ref.label, ref.order_key[1], ref.sha256, ref.mtime_ns) == ('train', 1, 'dog/x.jpg',
+                                                                                      'ab' * 32, 5)
+        with open(ref.payload_file, 'rb') as stream:
+            stream.seek(ref.payload_offset)
+            assert stream.read(ref.payload_length) == frame(to_example(image, 1))
+
     with TestPipeline() as p:
         labels = p | 'Labels' >> beam.Create([['cat', 'dog']])
-        records = p | beam.Create([image]) | ToExample(beam.pvalue.AsSingleton(labels))
-        assert_that(records | beam.Map(lambda r: (r.split, r.label, r.order_key[1], r.example)),
-                    equal_to([('train', 1, 'dog/x.jpg', to_example(image, 1))]))
+        records = p | beam.Create([image]) | ToExample(beam.pvalue.AsSingleton(labels), spill_dir)
+        assert_that(records, spilled)
+    assert os.listdir(spill_dir)
     feature = tf.train.Example.FromString(to_example(image, 1)).features.feature
     assert feature[F.LABEL].int64_list.value == [1]
     assert feature[F.LABEL_TEXT].bytes_list.value == [b'dog']

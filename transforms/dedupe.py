@@ -2,8 +2,8 @@
 
 Same bytes under one label: the copy with the smallest source name is written, the others are recorded
 as duplicates. Same bytes under several labels: nobody can tell which label is right, so every copy is
-quarantined as ``label_conflict``. Images are grouped by their sha256 (a keyed GroupByKey, so only the
-copies of one file meet on a worker); the group is read twice, the first pass holding names only.
+quarantined as ``label_conflict``. Records are grouped by their sha256 (a keyed GroupByKey of light
+references, so only the copies of one file meet on a worker, and no image bytes move).
 """
 import apache_beam as beam
 from apache_beam.metrics import Metrics
@@ -27,37 +27,37 @@ class _ResolveCopiesFn(beam.DoFn):
         self.duplicates = Metrics.counter('dedupe', 'duplicates')
         self.conflicts = Metrics.counter('dedupe', 'label_conflicts')
 
-    def process(self, keyed_images):
-        sha256, images = keyed_images
-        members = sorted((image.ref.source, image.ref.label) for image in images)
+    def process(self, keyed_records):
+        sha256, records = keyed_records
+        records = list(records)
+        members = sorted((record.source, record.label_text) for record in records)
         if len(members) == 1:
-            yield from images
+            yield from records
             return
         kept_source = members[0][0]
         conflict = len({label for _, label in members}) > 1
         kept = False
-        for image in images:
-            ref = image.ref
+        for ref in records:
             if conflict:
                 self.conflicts.inc()
                 yield beam.pvalue.TaggedOutput(REJECTED, Rejected(
                     ref.source, LABEL_CONFLICT, f'same bytes as {_others(members, ref.source)}',
-                    image.source_bytes, ref.split))
+                    ref.source_size, ref.split))
             elif ref.source == kept_source and not kept:  # a manifest may list one path twice
                 kept = True
-                yield image
+                yield ref
             else:
                 self.duplicates.inc()
                 yield beam.pvalue.TaggedOutput(DUPLICATES, Duplicate(
-                    ref.source, kept_source, ref.label, sha256, image.source_bytes, ref.split))
+                    ref.source, kept_source, ref.label_text, sha256, ref.source_size, ref.split))
 
 
 class Dedupe(beam.PTransform):
-    """EncodedImage -> {'images': one EncodedImage per content, 'duplicates': Duplicate, 'rejected': Rejected}."""
+    """RecordRef -> {'images': one RecordRef per content, 'duplicates': Duplicate, 'rejected': Rejected}."""
 
-    def expand(self, images):
-        results = (images
-                   | 'KeyBySha256' >> beam.Map(lambda image: (image.sha256, image))
+    def expand(self, records):
+        results = (records
+                   | 'KeyBySha256' >> beam.Map(lambda record: (record.sha256, record))
                    | 'GroupCopies' >> beam.GroupByKey()
                    | 'ResolveCopies' >> beam.ParDo(_ResolveCopiesFn()).with_outputs(
                        REJECTED, DUPLICATES, main='images'))

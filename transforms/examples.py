@@ -1,11 +1,18 @@
-"""Turns encoded images into serialised ``tf.train.Example``s (deterministic bytes, no TensorFlow)."""
+"""Turns encoded images into serialised ``tf.train.Example``s (deterministic bytes, no TensorFlow).
+
+The Examples leave the graph at once: each bundle appends their TFRecord frames to a spill file of its
+own, and only a light ``RecordRef`` (where the frame is) goes on through the shuffles.
+"""
 import apache_beam as beam
+from apache_beam.coders import coders
 from apache_beam.metrics import Metrics
 
 from contract import features as F
 from contract.example import encode_example
+from contract.tfrecord import frame
+from transforms import spill
 from transforms.hashing import stable_hash
-from transforms.records import ShardRecord
+from transforms.records import RecordRef
 
 _ORDER_SALT = 'order'
 
@@ -25,11 +32,24 @@ def to_example(image, label_index):
     })
 
 
+def order_key(source):
+    """(salted hash, source): the deterministic shuffled order of records inside a shard."""
+    return stable_hash(_ORDER_SALT, source), source
+
+
 class _ToExampleFn(beam.DoFn):
-    def __init__(self):
+    def __init__(self, spill_dir):
+        self._spill_dir = spill_dir
         self.examples = Metrics.counter('examples', 'examples_built')
         self.example_bytes = Metrics.counter('examples', 'example_bytes')
+        # What one record costs each shuffle it crosses: the encoded size of its RecordRef.
+        self.ref_bytes = Metrics.counter('shuffle', 'record_ref_bytes')
+        self._coder = coders.FastPrimitivesCoder()
         self._labels = self._index_of = None
+        self._spill = None
+
+    def start_bundle(self):
+        self._spill = spill.SpillFile(self._spill_dir)
 
     def process(self, image, labels):
         if labels is not self._labels:  # the side input is the same object for a whole bundle
@@ -38,16 +58,31 @@ class _ToExampleFn(beam.DoFn):
         example = to_example(image, index)
         self.examples.inc()
         self.example_bytes.inc(len(example))
-        order_key = (stable_hash(_ORDER_SALT, image.ref.source), image.ref.source)
-        yield ShardRecord(split=image.ref.split, label=index, order_key=order_key, example=example)
+        path, offset, length = self._spill.append(frame(example))
+        ref = image.ref
+        record = RecordRef(
+            source=ref.source, label_text=ref.label, split=ref.split, label=index, order_key=order_key(ref.source),
+            sha256=image.sha256, source_size=image.source_bytes, mtime_ns=ref.mtime_ns, generation=ref.generation,
+            decisions=image.decisions, payload_file=path, payload_offset=offset, payload_length=length)
+        self.ref_bytes.inc(len(self._coder.encode(record)))
+        yield record
+
+    def finish_bundle(self):
+        # Downstream reads the spill file only after this bundle is committed, so after this close.
+        self._spill.close()
+        self._spill = None
 
 
 class ToExample(beam.PTransform):
-    """EncodedImage -> ShardRecord, with ``labels`` (a singleton side input: the ordered class list)."""
+    """EncodedImage -> RecordRef, the Example's frame appended to a spill file under ``spill_dir``.
 
-    def __init__(self, labels):
+    ``labels`` is a singleton side input: the ordered class list.
+    """
+
+    def __init__(self, labels, spill_dir):
         super().__init__()
         self._labels = labels
+        self._spill_dir = spill_dir
 
     def expand(self, images):
-        return images | 'Serialise' >> beam.ParDo(_ToExampleFn(), labels=self._labels)
+        return images | 'SerialiseAndSpill' >> beam.ParDo(_ToExampleFn(self._spill_dir), labels=self._labels)

@@ -48,7 +48,7 @@ def client(options=None):
     return gcsio.create_storage_client(options or PipelineOptions([]))
 
 
-def _split(url):
+def split_url(url):
     """'gs://bucket/some/name' -> ('bucket', 'some/name'); the name may be empty."""
     return gcsio.parse_gcs_path(url, object_optional=True)
 
@@ -64,7 +64,7 @@ def iter_level(storage_client, url):
     One page of the listing is in memory at a time. Folder placeholder objects (names ending in '/')
     are skipped: they hold no data.
     """
-    bucket, prefix = _split(as_folder(url))
+    bucket, prefix = split_url(as_folder(url))
     blobs = storage_client.list_blobs(bucket, prefix=prefix, delimiter='/', page_size=PAGE_SIZE)
     for page in blobs.pages:
         for blob in page:
@@ -75,23 +75,23 @@ def iter_level(storage_client, url):
 
 
 def iter_objects(storage_client, url):
-    """Yields the url of every object below ``url``, at any depth, one page in memory at a time."""
-    bucket, prefix = _split(as_folder(url))
+    """Yields (url, size, generation) of every object below ``url``, at any depth, one page in memory at a time."""
+    bucket, prefix = split_url(as_folder(url))
     for blob in storage_client.list_blobs(bucket, prefix=prefix, page_size=PAGE_SIZE):
         if not blob.name.endswith('/'):
-            yield f'gs://{bucket}/{blob.name}'
+            yield f'gs://{bucket}/{blob.name}', blob.size, blob.generation
 
 
 def check_readable(storage_client, url):
     """Raises ``exceptions.GoogleAPICallError`` unless the objects under ``url`` can be listed."""
-    bucket, prefix = _split(as_folder(url))
+    bucket, prefix = split_url(as_folder(url))
     for _ in storage_client.list_blobs(bucket, prefix=prefix, max_results=1):
         break
 
 
 def describe_error(url, error):
     """One line naming what went wrong with ``url``, for a GCS API error."""
-    bucket, _ = _split(url)
+    bucket, _ = split_url(url)
     if isinstance(error, exceptions.NotFound):
         return f'bucket gs://{bucket} not found (for {url})'
     if isinstance(error, exceptions.Forbidden):
@@ -99,6 +99,15 @@ def describe_error(url, error):
                 f'(or Storage Object Viewer to read) on gs://{bucket}')
     message = getattr(error, 'message', None) or str(error) or type(error).__name__
     return f'cannot access {url}: {message.splitlines()[0]}'
+
+
+def read_range(storage_client, url, start, end):
+    """Bytes ``start`` to ``end`` (exclusive) of the object at ``url``: one ranged GET."""
+    bucket, name = split_url(url)
+    data = storage_client.bucket(bucket).blob(name).download_as_bytes(start=start, end=end - 1, checksum=None)
+    if len(data) != end - start:
+        raise IOError(f'{url} ends at {start + len(data)}, before byte {end} of a record')
+    return data
 
 
 connect_anonymously_to_emulator()

@@ -7,6 +7,7 @@ at a time (``transforms.gcs``), so no worker holds the whole listing, even of mi
 import csv
 import os
 import posixpath
+import typing
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -25,6 +26,14 @@ def is_image_name(path):
     """By extension, case-insensitively; macOS '._name' resource forks beside real images are not images."""
     name = path.rsplit('/', 1)[-1]
     return not name.startswith('._') and os.path.splitext(name)[1].lower() in IMAGE_EXTENSIONS
+
+
+class ListedFile(typing.NamedTuple):
+    """A file as the listing saw it, without reading it: what a refresh compares with the index."""
+    path: str
+    size: int
+    mtime_ns: int = None     # local files
+    generation: int = None   # gs:// objects
 
 
 def _is_local(path):
@@ -47,13 +56,20 @@ def list_top_level(root, storage_client=None):
 
 
 def iter_files(folder, storage_client=None):
-    """Yields every file path below ``folder``, at any depth, without holding the listing in memory."""
+    """Yields a ListedFile for every file below ``folder``, at any depth, without holding the listing."""
     if not _is_local(folder):
-        yield from gcs.iter_objects(storage_client, folder)
+        for url, size, generation in gcs.iter_objects(storage_client, folder):
+            yield ListedFile(url, size, generation=generation)
         return
     for directory, _, names in os.walk(folder):
         for name in names:
-            yield os.path.join(directory, name)
+            path = os.path.join(directory, name)
+            try:
+                stat = os.stat(path)
+            except OSError:  # gone since the walk, or a broken link: the read will say which
+                yield ListedFile(path, -1)
+                continue
+            yield ListedFile(path, stat.st_size, mtime_ns=stat.st_mtime_ns)
 
 
 def relative_source(root, path):
@@ -91,11 +107,12 @@ class _ListTopLevel(_ListingFn):
 class _ListClassFolder(_ListingFn):
     def process(self, folder):
         label = relative_source(self._root, folder)
-        for path in iter_files(folder, self._client):
-            source = relative_source(self._root, path)
-            if is_image_name(path):
+        for listed in iter_files(folder, self._client):
+            source = relative_source(self._root, listed.path)
+            if is_image_name(listed.path):
                 self.listed.inc()
-                yield ImageRef(path=path, source=source, label=label)
+                yield ImageRef(path=listed.path, source=source, label=label, size=listed.size,
+                               mtime_ns=listed.mtime_ns, generation=listed.generation)
             else:
                 self.ignored.inc()
                 yield beam.pvalue.TaggedOutput(IGNORED, source)
@@ -120,9 +137,24 @@ def parse_manifest_line(line, manifest_dir):
     return ImageRef(path=full, source=path, label=label)
 
 
+def stat_file(path, storage_client_of):
+    """The ListedFile of one path named by a manifest: one stat, or one metadata request on gs://."""
+    if _is_local(path):
+        try:
+            stat = os.stat(path)
+        except OSError:  # missing or unreadable: the read will quarantine it with the reason
+            return ListedFile(path, -1)
+        return ListedFile(path, stat.st_size, mtime_ns=stat.st_mtime_ns)
+    bucket, name = gcs.split_url(path)
+    blob = storage_client_of().bucket(bucket).get_blob(name)
+    return ListedFile(path, -1) if blob is None else ListedFile(path, blob.size, generation=blob.generation)
+
+
 class _ParseManifestLine(beam.DoFn):
-    def __init__(self, manifest_dir):
+    def __init__(self, manifest_dir, options):
         self._manifest_dir = manifest_dir
+        self._options = options
+        self._client = None
         self.listed = Metrics.counter('listing', 'images_listed')
         self.bad_lines = Metrics.counter('listing', 'bad_manifest_lines')
 
@@ -136,7 +168,13 @@ class _ParseManifestLine(beam.DoFn):
             return
         if ref is not None:
             self.listed.inc()
-            yield ref
+            listed = stat_file(ref.path, self._storage_client)
+            yield ref._replace(size=listed.size, mtime_ns=listed.mtime_ns, generation=listed.generation)
+
+    def _storage_client(self):
+        if self._client is None:
+            self._client = gcs.client(self._options)
+        return self._client
 
 
 class ListImages(beam.PTransform):
@@ -154,16 +192,16 @@ class ListImages(beam.PTransform):
         self._manifest = manifest
 
     def expand(self, pbegin):
+        # The job's options reach the workers' storage clients (credentials, impersonation, audit labels).
+        options = pbegin.pipeline.options.get_all_options(drop_default=True)
         if self._manifest is not None:
             manifest_dir = posixpath.dirname(self._manifest) if not _is_local(self._manifest) \
                 else os.path.dirname(os.path.abspath(self._manifest))
             lines = pbegin | 'ReadManifest' >> beam.io.ReadFromText(self._manifest)
-            parsed = lines | 'ParseLines' >> beam.ParDo(_ParseManifestLine(manifest_dir)).with_outputs(
+            parsed = lines | 'ParseLines' >> beam.ParDo(_ParseManifestLine(manifest_dir, options)).with_outputs(
                 REJECTED, main='images')
             ignored = pbegin | 'NoIgnoredFiles' >> beam.Create([])
             return {'images': parsed.images, IGNORED: ignored, REJECTED: parsed[REJECTED]}
-        # The job's options reach the workers' storage clients (credentials, impersonation, audit labels).
-        options = pbegin.pipeline.options.get_all_options(drop_default=True)
         root = self._input_root
         top = (pbegin
                | 'Root' >> beam.Create([root])

@@ -1,15 +1,18 @@
-"""Checks the accounting and the error rate, then writes the version's files and, last, LATEST.
+"""Checks the accounting and the error rate, writes the version's metadata, then publishes it.
 
-Runs on the gathered per-shard stats, so it starts only after every shard is written: a reader that
-follows LATEST never sees a half-written version, and a build that fails a check never moves LATEST.
+Runs on the gathered per-shard and per-index-part stats, so it starts only after every shard and the
+index are written. Everything is written into the staging folder; publishing deletes the spill files,
+moves the staging folder to its version name and, last, moves LATEST (``transforms.publication``). A
+reader that follows LATEST never sees a half-written version, and a build that fails a check never
+moves LATEST.
 """
 import collections
 import json
 
 import apache_beam as beam
 
-from contract import layout, metadata
-from transforms import image_ops, storage
+from contract import index, layout, metadata
+from transforms import gcs, image_ops, publication, storage
 from transforms.errors import BuildFailed
 from transforms.records import NOT_ERRORS
 
@@ -65,17 +68,20 @@ def jsonl(items):
 
 
 class _PublishFn(beam.DoFn):
-    def __init__(self, output, version, describe, max_error_rate):
+    def __init__(self, output, version, staging_dir, previous, describe, max_error_rate, options):
         self._output = output
         self._version = version
+        self._staging_dir = staging_dir
+        self._previous = previous  # publication.Latest: what LATEST held when the build started
         self._describe = describe  # name, created, options, image_size
         self._max_error_rate = max_error_rate
+        self._options = options
 
-    def process(self, shard_stats, labels, listed_per_split, ignored, rejected, duplicates, decisions):
+    def process(self, shard_stats, labels, listed_per_split, ignored, rejected, duplicates, decisions, index_parts):
         rejected = sorted(rejected, key=lambda item: (item.source, item.reason))
         duplicates = sorted(duplicates)
         per_split, totals = account(shard_stats, listed_per_split, rejected, duplicates)
-        version_dir = layout.join(self._output, self._version)
+        version_dir = self._staging_dir
         quarantine_path = layout.join(version_dir, layout.QUARANTINE_JSONL)
         storage.write_bytes(quarantine_path, jsonl(rejected))  # first, so a failed build can be diagnosed
         check_error_rate(totals, rejected, self._max_error_rate, quarantine_path)
@@ -98,34 +104,46 @@ class _PublishFn(beam.DoFn):
                         'by_reason': dict(sorted(collections.Counter(r.reason for r in rejected).items()))},
             duplicates={'file': layout.DUPLICATES_JSONL, 'count': len(duplicates)},
             decoding={'background': list(image_ops.BACKGROUND), 'decisions': dict(sorted(decisions.items()))},
+            index=index.describe([part['file'] for part in sorted(index_parts, key=lambda p: p['file'])],
+                                 sum(part['rows'] for part in index_parts)),
             **self._describe)
         storage.write_bytes(layout.join(version_dir, layout.LABELS_TXT), ''.join(f'{l}\n' for l in labels).encode())
         storage.write_bytes(layout.join(version_dir, layout.DUPLICATES_JSONL), jsonl(duplicates))
         storage.write_bytes(layout.join(version_dir, layout.DATASET_JSON), metadata.dumps(document).encode())
-        storage.replace(layout.join(self._output, layout.LATEST), f'{self._version}\n'.encode())
+        self._publish()
         yield document
+
+    def _publish(self):
+        client = gcs.client(self._options) if gcs.is_gcs(self._output) else None
+        publication.delete_tree(layout.join(self._staging_dir, layout.SPILL_DIR))
+        publication.promote(self._staging_dir, layout.join(self._output, self._version))
+        publication.replace_latest(self._output, self._version, self._previous, client)
 
 
 class Publish(beam.PTransform):
-    """Per-shard stats -> the dataset.json document, once written with LATEST pointing at it.
+    """Per-shard stats -> the dataset.json document, once published with LATEST pointing at it.
 
-    Side inputs: ``labels`` (singleton list), ``listed_per_split`` (PCollection of (split, count)),
+    ``previous`` is the ``publication.Latest`` read when the build started: LATEST moves only if it still
+    holds it. Side inputs: ``labels`` (singleton list), ``listed_per_split`` (PCollection of (split, count)),
     ``ignored`` (singleton count), ``rejected`` (Rejected items), ``duplicates`` (Duplicate items) and
-    ``decisions`` (singleton {decision: count} of the written images). Fails the build, before LATEST,
+    ``decisions`` (singleton {decision: count} of the written images) and ``index_parts`` ({'file', 'rows'}
+    of each index part). Fails the build, before LATEST,
     when the accounting does not add up or more than ``max_error_rate`` of the inputs were quarantined.
     Quarantined and duplicate items are gathered here, on one worker: the first are bounded by
     ``max_error_rate``, the second take ~200 bytes each.
     """
 
-    def __init__(self, output, version, describe, *, labels, listed_per_split, ignored, rejected, duplicates,
-                 decisions, max_error_rate):
+    def __init__(self, output, version, staging_dir, previous, describe, *, labels, listed_per_split, ignored,
+                 rejected, duplicates, decisions, index_parts, max_error_rate):
         super().__init__()
-        self._fn = _PublishFn(output, version, describe, max_error_rate)
+        self._fn_args = (output, version, staging_dir, previous, describe, max_error_rate)
         self._sides = (beam.pvalue.AsSingleton(labels), beam.pvalue.AsDict(listed_per_split),
                        beam.pvalue.AsSingleton(ignored), beam.pvalue.AsList(rejected),
-                       beam.pvalue.AsList(duplicates), beam.pvalue.AsSingleton(decisions))
+                       beam.pvalue.AsList(duplicates), beam.pvalue.AsSingleton(decisions),
+                       beam.pvalue.AsList(index_parts))
 
     def expand(self, shard_stats):
+        options = shard_stats.pipeline.options.get_all_options(drop_default=True)
         return (shard_stats
                 | 'GatherStats' >> beam.combiners.ToList()
-                | 'WriteMetadata' >> beam.ParDo(self._fn, *self._sides))
+                | 'WriteMetadata' >> beam.ParDo(_PublishFn(*self._fn_args, options), *self._sides))

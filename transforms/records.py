@@ -36,6 +36,9 @@ class ImageRef(typing.NamedTuple):
     source: str  # relative to --input, or the manifest's path as written
     label: str   # class name
     split: str = ''
+    size: int = -1   # bytes, from the listing; -1 when not known
+    mtime_ns: int = None     # local files: modification time, from the listing
+    generation: int = None   # gs:// objects: generation, from the listing
 
 
 class EncodedImage(typing.NamedTuple):
@@ -49,12 +52,26 @@ class EncodedImage(typing.NamedTuple):
     decisions: tuple = ()  # what decoding did, e.g. ('format=PNG', 'mode=P', 'alpha_composited')
 
 
-class ShardRecord(typing.NamedTuple):
-    """A serialised Example with what the shard assignment needs to know about it."""
+class RecordRef(typing.NamedTuple):
+    """A serialised Example by reference: everything the graph needs, and where its bytes are.
+
+    Only these light records cross the shuffles; the TFRecord frame itself lies in ``payload_file``
+    (a spill file, or a shard) at ``payload_offset``, ``payload_length`` bytes long. An Example's bytes
+    do not depend on the shard it lands in, so copying the frame is all a shard writer does.
+    """
+    source: str
+    label_text: str
     split: str
     label: int
     order_key: tuple  # (salted hash of the source, source): sorts records deterministically
-    example: bytes
+    sha256: str       # hex digest of the source file's bytes
+    source_size: int
+    mtime_ns: int     # of the source, as listed (local inputs), or None
+    generation: int   # of the source, as listed (gs:// inputs), or None
+    decisions: tuple  # what decoding did, e.g. ('format=PNG', 'mode=P', 'alpha_composited')
+    payload_file: str
+    payload_offset: int
+    payload_length: int
 
 
 class Rejected(typing.NamedTuple):

@@ -7,7 +7,10 @@ each label's count per shard within 1 too. Ranking needs no global sort: records
 top bits of their hash (enough buckets that each holds about ``BUCKET_TARGET`` records), buckets are
 sorted locally, and a record's rank is the count of its label's records in earlier buckets (a small
 side input) plus its position in its bucket. Only counts are global.
+
+How many shards a split gets is the ``ShardConfig``'s decision, from the split's record count and bytes.
 """
+import dataclasses
 import math
 
 import apache_beam as beam
@@ -16,8 +19,7 @@ from apache_beam.transforms.combiners import TupleCombineFn
 
 BUCKET_TARGET = 4096
 _HASH_BITS = 64
-# Bytes a record adds to a TFRecord file beyond its payload (length, two checksums).
-RECORD_OVERHEAD = 16
+MAX_SHARDS = 10_000
 
 
 def bucket_bits(count):
@@ -30,14 +32,27 @@ def bucket_of(hash_value, count):
     return hash_value >> (_HASH_BITS - bits) if bits else 0
 
 
-def shard_count(num_records, num_bytes, *, fixed=None, target_bytes=None):
-    """Shards for a split: ``fixed`` when given, else enough to keep shards near ``target_bytes``.
+@dataclasses.dataclass(frozen=True)
+class ShardConfig:
+    """How many shards each split gets.
 
-    Never more shards than records (no empty files), but at least one, so every split has a file.
+    A split named in ``fixed`` gets that count. Any other split gets the larger of:
+    - enough shards to keep each near ``target_bytes`` (record bytes include the TFRecord framing), and
+    - ``min_shards``, for parallel interleaved reads and one shard per host on a multi-host TPU, but
+      only as far as every shard keeps at least ``min_records_per_shard`` records;
+    never more than the split's records or ``MAX_SHARDS``, and at least one, so every split has a file.
     """
-    if fixed is not None:
-        return fixed
-    return max(1, min(num_records, math.ceil(num_bytes / target_bytes)))
+    fixed: dict = dataclasses.field(default_factory=dict)
+    target_bytes: float = 100e6
+    min_shards: int = 16
+    min_records_per_shard: int = 64
+
+    def num_shards(self, split, num_records, num_bytes):
+        if split in self.fixed:
+            return self.fixed[split]
+        by_size = math.ceil(num_bytes / self.target_bytes)
+        for_reads = min(self.min_shards, num_records // self.min_records_per_shard)
+        return max(1, min(max(by_size, for_reads), num_records, MAX_SHARDS))
 
 
 def label_offsets(label_counts, split, num_labels):
@@ -83,35 +98,33 @@ class _RankInBucketFn(beam.DoFn):
 
 
 class AssignBalancedShards(beam.PTransform):
-    """ShardRecord -> ((split, shard index), ShardRecord), plus the shard count of every split.
+    """RecordRef -> ((split, shard index), RecordRef), plus the shard count of every split.
 
-    ``labels`` is a singleton side input of the ordered class list. ``num_shards`` fixes the count of
-    the splits it names; the others get enough shards of about ``target_shard_bytes``. Returns {'assigned': ..., 'shard_counts': one-element PCollection {split: count}}. Every split in
-    ``splits`` gets at least one shard, even when it received no record.
+    ``labels`` is a singleton side input of the ordered class list; ``config`` a ShardConfig. Returns
+    {'assigned': ..., 'shard_counts': one-element PCollection {split: count}}. Every split in ``splits``
+    gets at least one shard, even when it received no record.
     """
 
-    def __init__(self, splits, labels, *, num_shards=None, target_shard_bytes=None):
+    def __init__(self, splits, labels, config):
         super().__init__()
         self._splits = tuple(splits)
         self._labels = labels
-        self._num_shards = dict(num_shards or {})
-        self._target = target_shard_bytes
+        self._config = config
 
     def expand(self, records):
-        splits, fixed, target = self._splits, self._num_shards, self._target
+        splits, config = self._splits, self._config
         label_counts = beam.pvalue.AsDict(
             records
             | 'KeyByLabel' >> beam.Map(lambda r: ((r.split, r.label), 1))
             | 'CountPerLabel' >> beam.CombinePerKey(sum))
         split_sizes = (records
-                       | 'SizeBySplit' >> beam.Map(lambda r: (r.split, (1, len(r.example) + RECORD_OVERHEAD)))
+                       | 'SizeBySplit' >> beam.Map(lambda r: (r.split, (1, r.payload_length)))
                        | 'SumPerSplit' >> beam.CombinePerKey(TupleCombineFn(sum, sum))
                        | 'AsPairs' >> beam.combiners.ToList())
 
         def count_shards(sizes):
             sizes = dict(sizes)
-            return {split: shard_count(*sizes.get(split, (0, 0)), fixed=fixed.get(split), target_bytes=target)
-                    for split in splits}
+            return {split: config.num_shards(split, *sizes.get(split, (0, 0))) for split in splits}
 
         shard_counts = split_sizes | 'ShardCounts' >> beam.Map(count_shards)
         keyed = records | 'KeyByBucket' >> beam.Map(

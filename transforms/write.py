@@ -1,47 +1,107 @@
-"""Writes one TFRecord file per (split, shard), records sorted by their order key."""
+"""Writes one TFRecord file per (split, shard), streaming frames copied by reference, in order-key order.
+
+A writer holds its shard's light references and one window of frames, never the shard: frames are
+fetched a window at a time (``frames.FrameReader``: coalesced, parallel ranged reads) and streamed to
+the file. Every record written also gives its index row (``contract.index``).
+"""
 import collections
+import os
 
 import apache_beam as beam
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
-from contract import layout
-from contract.tfrecord import frame
-from transforms import storage
+from contract import index as I, layout
+from transforms.frames import FrameReader
+
+INDEX_ROWS = 'index_rows'
+# A writer fetches at most this many bytes of frames (or records) before streaming them out.
+WINDOW_BYTES = 32 * 1024 * 1024
+WINDOW_RECORDS = 4096
 
 
-def shard_bytes(records):
-    """The file content of one shard: its records in order-key order, TFRecord-framed."""
-    return b''.join(frame(record.example) for record in sorted(records, key=lambda r: r.order_key))
+def windows(records, max_bytes, max_records):
+    """Consecutive runs of ``records`` of bounded total payload."""
+    window, size = [], 0
+    for record in records:
+        if window and (size + record.payload_length > max_bytes or len(window) >= max_records):
+            yield window
+            window, size = [], 0
+        window.append(record)
+        size += record.payload_length
+    if window:
+        yield window
+
+
+def _payload(record):
+    return record.payload_file, record.payload_offset, record.payload_length
+
+
+def index_row(record, shard_file, offset):
+    return {I.SOURCE: record.source, I.SHA256: record.sha256, I.SOURCE_SIZE: record.source_size,
+            I.SOURCE_MTIME_NS: record.mtime_ns, I.SOURCE_GENERATION: record.generation, I.SPLIT: record.split,
+            I.LABEL: record.label, I.SHARD: shard_file, I.OFFSET: offset, I.LENGTH: record.payload_length}
+
+
+def write_shard(path, records, reader):
+    """Streams the frames of ``records`` (sorted here by order key) into ``path``.
+
+    Returns (bytes written, [(record, offset in the shard)]).
+    """
+    placed, offset = [], 0
+    if FileSystems.get_scheme(path) is None:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with FileSystems.create(path, mime_type='application/octet-stream',
+                            compression_type=CompressionTypes.UNCOMPRESSED) as stream:
+        for window in windows(sorted(records, key=lambda r: r.order_key), WINDOW_BYTES, WINDOW_RECORDS):
+            frames = reader.read([_payload(record) for record in window])
+            for record in window:
+                data = frames[_payload(record)]
+                stream.write(data)
+                placed.append((record, offset))
+                offset += len(data)
+    return offset, placed
 
 
 class _WriteShardFn(beam.DoFn):
-    def __init__(self, version_dir):
+    def __init__(self, version_dir, options):
         self._version_dir = version_dir
+        self._options = options
+        self._reader = None
         self.shards = Metrics.counter('write', 'shards_written')
         self.records = Metrics.counter('write', 'records_written')
         self.bytes = Metrics.counter('write', 'bytes_written')
+
+    def setup(self):
+        self._reader = FrameReader(self._options)
+
+    def teardown(self):
+        if self._reader is not None:
+            self._reader.close()
 
     def process(self, keyed_records, shard_counts):
         (split, index), records = keyed_records
         records = [record for record in records if record is not None]
         name = layout.shard_file_name(split, index, shard_counts[split])
-        data = shard_bytes(records)
-        storage.write_bytes(layout.join(self._version_dir, name), data)
+        size, placed = write_shard(layout.join(self._version_dir, name), records, self._reader)
         self.shards.inc()
         self.records.inc(len(records))
-        self.bytes.inc(len(data))
+        self.bytes.inc(size)
+        for record, offset in placed:
+            yield beam.pvalue.TaggedOutput(INDEX_ROWS, index_row(record, name, offset))
         yield {
             'split': split,
             'index': index,
             'file': name,
             'records': len(records),
-            'bytes': len(data),
+            'bytes': size,
             'label_counts': dict(collections.Counter(record.label for record in records)),
         }
 
 
 class WriteShards(beam.PTransform):
-    """((split, shard), ShardRecord) -> one stats dict per shard file written.
+    """((split, shard), RecordRef) -> {'stats': one dict per shard file, 'index_rows': one dict per record}.
 
     ``shard_counts`` (one-element PCollection {split: count}) also names shards that received no
     record, so they are written too, empty, and every file of ``-of-N`` exists.
@@ -53,10 +113,13 @@ class WriteShards(beam.PTransform):
         self._shard_counts = shard_counts
 
     def expand(self, assigned):
+        options = assigned.pipeline.options.get_all_options(drop_default=True)
         slots = self._shard_counts | 'AllShardSlots' >> beam.FlatMap(
             lambda counts: [((split, index), None) for split, n in counts.items() for index in range(n)])
-        return ((assigned, slots)
-                | 'WithEmptyShards' >> beam.Flatten()
-                | 'GroupByShard' >> beam.GroupByKey()
-                | 'Write' >> beam.ParDo(_WriteShardFn(self._version_dir),
-                                        beam.pvalue.AsSingleton(self._shard_counts)))
+        results = ((assigned, slots)
+                   | 'WithEmptyShards' >> beam.Flatten()
+                   | 'GroupByShard' >> beam.GroupByKey()
+                   | 'Write' >> beam.ParDo(_WriteShardFn(self._version_dir, options),
+                                           beam.pvalue.AsSingleton(self._shard_counts)).with_outputs(
+                       INDEX_ROWS, main='stats'))
+        return {'stats': results.stats, INDEX_ROWS: results[INDEX_ROWS]}

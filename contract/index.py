@@ -1,0 +1,65 @@
+"""The record index: one row per written record, saying which shard holds it and where.
+
+A version's index is ``index/part-{i:05d}-of-{n:05d}.parquet`` (``layout.index_file_name``), listed in
+``dataset.json`` under ``index``. A source's row lives in part ``index_part(source, n)``, and each part is
+sorted by source, so finding a record reads one small file, and reading it is one ranged read of
+``length`` bytes at ``offset`` in ``shard``: a whole TFRecord frame (length, CRC, Example, CRC).
+Reading the index needs pyarrow (which Apache Beam brings), not TensorFlow.
+"""
+import hashlib
+
+from contract import layout
+
+FORMAT = 'parquet'
+# Rows per index part to aim for: a part is read whole when a user looks a source up.
+ROWS_PER_PART = 200_000
+
+SOURCE = 'source'
+SHA256 = 'sha256'
+SOURCE_SIZE = 'source_size'
+SOURCE_MTIME_NS = 'source_mtime_ns'      # local inputs: modification time, ns since the epoch
+SOURCE_GENERATION = 'source_generation'  # gs:// inputs: the object's generation
+SPLIT = 'split'
+LABEL = 'label'
+SHARD = 'shard'                          # shard file name, relative to the version folder
+OFFSET = 'offset'                        # of the record's TFRecord frame in the shard
+LENGTH = 'length'                        # of the whole frame: 16 bytes of framing + the Example
+
+# Column -> type; the two source stamps are null where they do not apply.
+COLUMNS = {
+    SOURCE: 'string', SHA256: 'string', SOURCE_SIZE: 'int64', SOURCE_MTIME_NS: 'int64',
+    SOURCE_GENERATION: 'int64', SPLIT: 'string', LABEL: 'int64', SHARD: 'string', OFFSET: 'int64',
+    LENGTH: 'int64',
+}
+
+
+def num_parts(num_records):
+    return max(1, -(-num_records // ROWS_PER_PART))
+
+
+def index_part(source, parts):
+    """The part that holds ``source``'s row: a stable hash, the same on every machine."""
+    digest = hashlib.sha256(f'index\0{source}'.encode('utf-8')).digest()
+    return int.from_bytes(digest[:8], 'big') % parts
+
+
+def schema():
+    import pyarrow  # pylint: disable=import-outside-toplevel
+    return pyarrow.schema([(name, getattr(pyarrow, kind)()) for name, kind in COLUMNS.items()])
+
+
+def describe(files, num_records):
+    """The ``index`` entry of dataset.json."""
+    return {'format': FORMAT, 'files': list(files), 'num_records': num_records, 'columns': dict(COLUMNS),
+            'partition': 'part index_part(source, len(files)): sha256 of "index\\0" + source, first 8 bytes '
+                         'big-endian, modulo the number of parts'}
+
+
+def find_record(version_dir, document, source, open_file):
+    """The index row of ``source`` (a dict), or None. ``open_file(path)`` returns a binary stream."""
+    import pyarrow.parquet as pq  # pylint: disable=import-outside-toplevel
+    files = document['index']['files']
+    with open_file(layout.join(version_dir, files[index_part(source, len(files))])) as stream:
+        table = pq.read_table(stream, filters=[(SOURCE, '=', source)])
+    rows = table.to_pylist()
+    return rows[0] if rows else None

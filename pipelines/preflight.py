@@ -1,0 +1,113 @@
+"""Checks made before any worker starts: the input, the output, the temp buckets and the labels file.
+
+Each failure is a UsageError with one line naming it, so a mistake costs seconds, not a run. ``check``
+also reads what the build needs from them: the pinned labels, and what LATEST names now (publication
+is a compare-and-swap against it).
+"""
+import dataclasses
+import os
+
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.options.pipeline_options import GoogleCloudOptions
+from google.api_core.exceptions import GoogleAPICallError
+
+from contract import layout
+from pipelines.options import UsageError
+from transforms import gcs, publication
+from transforms.listing import is_image_name, iter_files, list_top_level, parse_manifest_line
+
+
+def check(config, options):
+    """Runs every check; returns ``config`` with the pinned labels and the current LATEST filled in."""
+    check_input(config, options)
+    check_output(config, options)
+    check_temp_locations(options)
+    labels = read_labels(config.labels_file) if config.labels_file else None
+    return dataclasses.replace(config, labels=labels, previous=read_latest(config.output, options))
+
+
+def read_labels(path):
+    if not FileSystems.exists(path):
+        raise UsageError(f'--labels file not found: {path}')
+    with FileSystems.open(path) as stream:
+        labels = [line.strip() for line in stream.read().decode('utf-8').splitlines() if line.strip()]
+    if not labels:
+        raise UsageError(f'--labels file is empty: {path}')
+    if len(set(labels)) != len(labels):
+        raise UsageError(f'--labels file names a class twice: {path}')
+    return tuple(labels)
+
+
+def read_latest(output, options):
+    """What LATEST of ``output`` names now (a ``publication.Latest``)."""
+    if not gcs.is_gcs(output):
+        return publication.read_latest(output)
+    return _check_gcs(output, options, lambda client, _: publication.read_latest(output, client))
+
+
+def _first_image_on_gcs(storage_client, root):
+    """True once any class folder below the gs:// ``root`` holds an image; stops at the first one."""
+    for kind, folder in list_top_level(root, storage_client):
+        if kind == gcs.PREFIX and any(is_image_name(listed.path) for listed in iter_files(folder, storage_client)):
+            return True
+    return False
+
+
+def check_input(config, options=None):
+    """Fails fast on an input that is missing, unreadable or holds no image.
+
+    ``options`` (the job's PipelineOptions) make the gs:// checks authenticate as the job will.
+    """
+    if config.manifest:
+        if gcs.is_gcs(config.manifest):
+            _check_gcs(config.manifest, options)
+        if not FileSystems.exists(config.manifest):
+            raise UsageError(f'manifest not found: {config.manifest}')
+        with FileSystems.open(config.manifest) as stream:
+            for line in stream:
+                try:
+                    if parse_manifest_line(line.decode('utf-8'), '.') is not None:
+                        return
+                except ValueError:
+                    continue
+        raise UsageError(f'manifest lists no image: {config.manifest}')
+    no_images = (f'no images found under {config.input} (expected <class>/<image> files with extensions '
+                 f'jpg, jpeg, png, gif, bmp, webp, tif or tiff)')
+    if gcs.is_gcs(config.input):
+        if not _check_gcs(config.input, options, _first_image_on_gcs):
+            raise UsageError(no_images)
+        return
+    if FileSystems.get_scheme(config.input) is None:
+        if not os.path.isdir(config.input):
+            raise UsageError(f'input folder not found: {config.input}')
+        for directory, _, names in os.walk(config.input):
+            if directory != config.input and any(is_image_name(name) for name in names):
+                return
+        raise UsageError(no_images)
+
+
+def _check_gcs(url, options, probe=gcs.check_readable):
+    """Returns ``probe(client, url)``, turning a GCS error (missing bucket, no permission) into a UsageError."""
+    try:
+        return probe(gcs.client(options), url)
+    except GoogleAPICallError as error:
+        raise UsageError(gcs.describe_error(url, error)) from None
+
+
+def check_temp_locations(options):
+    """Refuses a gs:// --temp_location or --staging_location whose bucket cannot be read.
+
+    Dataflow would otherwise retry staging the job's files there for minutes before failing.
+    """
+    cloud = options.view_as(GoogleCloudOptions)
+    for location in (cloud.temp_location, cloud.staging_location):
+        if location and gcs.is_gcs(location):
+            _check_gcs(location, options)
+
+
+def check_output(config, options=None):
+    """Refuses an output bucket that cannot be read, and a version that was already published."""
+    if gcs.is_gcs(config.output):
+        _check_gcs(config.output, options)
+    if FileSystems.exists(layout.join(config.version_dir, layout.DATASET_JSON)):
+        raise UsageError(f'version {config.version} already exists in {config.output}; pass another --version')

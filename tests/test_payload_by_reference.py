@@ -1,0 +1,117 @@
+"""Image bytes travel through files, not the graph: spill files, ranged frame reads, the streaming shard
+writer, and what a build leaves behind when it publishes or fails."""
+import io
+import os
+
+import pytest
+
+from contract import index, layout
+from contract.tfrecord import frame, read_records
+from tests.conftest import build
+from tests.contract_checks import check_index, load_version
+from transforms import frames, write
+from transforms.errors import BuildFailed
+from transforms.records import RecordRef
+from transforms.spill import SpillFile
+
+
+def test_nearby_frames_of_a_file_are_fetched_by_one_read():
+    refs = [('a', 0, 10), ('a', 10, 5), ('a', 100, 7), ('b', 0, 3), ('a', 5000, 4)]
+    reads = frames.plan_reads(refs, gap=100, max_read=10_000)
+    assert [(f, start, end, len(members)) for f, start, end, members in reads] == [
+        ('a', 0, 107, 3), ('a', 5000, 5004, 1), ('b', 0, 3, 1)]
+    # No read grows past max_read, however close the frames lie.
+    assert [(start, end) for _, start, end, _ in frames.plan_reads(refs[:3], gap=100, max_read=20)] == [
+        (0, 15), (100, 107)]
+
+
+def test_spilled_frames_read_back_by_reference(tmp_path):
+    spill = SpillFile(str(tmp_path / 'spill'))
+    payloads = [bytes([i]) * (i * 37 + 1) for i in range(40)]
+    refs = [spill.append(frame(payload)) for payload in payloads]
+    spill.close()
+    assert len({ref[0] for ref in refs}) == 1 and [ref[1] for ref in refs] == sorted(ref[1] for ref in refs)
+    reader = frames.FrameReader(threads=3)
+    try:
+        got = reader.read(list(reversed(refs)))
+    finally:
+        reader.close()
+    assert [list(read_records(io.BytesIO(got[ref]))) for ref in refs] == [[payload] for payload in payloads]
+
+
+class _CountingReader(frames.FrameReader):
+    def __init__(self):
+        super().__init__()
+        self.calls = []
+
+    def read(self, refs):
+        self.calls.append(len(refs))
+        return super().read(refs)
+
+
+def _ref(source, payload_ref, order):
+    path, offset, length = payload_ref
+    return RecordRef(source=source, label_text='a', split='train', label=0, order_key=(order, source),
+                     sha256='0' * 64, source_size=1, mtime_ns=1, generation=None, decisions=(),
+                     payload_file=path, payload_offset=offset, payload_length=length)
+
+
+def test_the_shard_writer_streams_a_bounded_window_in_order_key_order(tmp_path, monkeypatch):
+    spills = [SpillFile(str(tmp_path / 'spill')) for _ in range(3)]  # records scattered over three files
+    payloads = {f's{i:02d}': os.urandom(50 + i) for i in range(25)}
+    records = [_ref(source, spills[i % 3].append(frame(data)), order=(i * 7) % 25)
+               for i, (source, data) in enumerate(payloads.items())]
+    for spill in spills:
+        spill.close()
+    monkeypatch.setattr(write, 'WINDOW_RECORDS', 4)
+    reader = _CountingReader()
+    size, placed = write.write_shard(str(tmp_path / 'shard.tfrecord'), records, reader)
+    assert reader.calls and max(reader.calls) <= 4  # never more than a window of frames in memory
+    data = (tmp_path / 'shard.tfrecord').read_bytes()
+    assert size == len(data)
+    in_order = sorted(records, key=lambda r: r.order_key)
+    assert list(read_records(io.BytesIO(data))) == [payloads[r.source] for r in in_order]
+    assert [r.source for r, _ in placed] == [r.source for r in in_order]
+    for record, offset in placed:  # each placement frames exactly its record
+        assert list(read_records(io.BytesIO(data[offset:offset + record.payload_length]))) == [
+            payloads[record.source]]
+
+
+def test_windows_bound_bytes_and_records():
+    records = [_ref(f's{i}', ('f', 0, 10), i) for i in range(10)]
+    assert [len(w) for w in write.windows(records, max_bytes=35, max_records=100)] == [3, 3, 3, 1]
+    assert [len(w) for w in write.windows(records, max_bytes=10**6, max_records=4)] == [4, 4, 2]
+    big = [_ref('big', ('f', 0, 100), 0)]
+    assert [len(w) for w in write.windows(big, max_bytes=10, max_records=4)] == [1]  # a big frame still goes
+
+
+def test_publishing_removes_the_spill_files_and_staging(sample_images, tmp_path):
+    output = build(sample_images, tmp_path / 'out', '--version', 'v1')
+    assert sorted(os.listdir(output)) == [layout.LATEST, 'v1']
+    version_dir, document = load_version(output)
+    assert not os.path.exists(os.path.join(version_dir, layout.SPILL_DIR))
+    rows = check_index(version_dir, document, sample_images)
+    # A user finds a record by its source without scanning shards, and reads it with one ranged read.
+    wanted = rows[len(rows) // 2]
+    row = index.find_record(version_dir, document, wanted[index.SOURCE], lambda path: open(path, 'rb'))
+    assert row == wanted
+    with open(os.path.join(version_dir, row[index.SHARD]), 'rb') as stream:
+        stream.seek(row[index.OFFSET])
+        assert len(list(read_records(io.BytesIO(stream.read(row[index.LENGTH]))))) == 1
+    assert index.find_record(version_dir, document, 'no/such.jpg', lambda path: open(path, 'rb')) is None
+
+
+def test_a_failed_build_leaves_its_spill_files_out_of_every_version(sample_images, tmp_path):
+    output = build(sample_images, tmp_path / 'out', '--version', 'v1')
+    with pytest.raises(Exception) as failure:  # nothing can be written at this pixel cap
+        build(sample_images, tmp_path / 'out', '--version', 'v2', '--max_pixels', '1')
+    assert 'BuildFailed' in repr(failure.value) or isinstance(failure.value, BuildFailed)
+    names = sorted(os.listdir(output))
+    assert (tmp_path / 'out' / layout.LATEST).read_text() == 'v1\n'
+    staging = [name for name in names if layout.is_staging_name(name)]
+    assert names == sorted([layout.LATEST, 'v1', *staging]) and len(staging) == 1
+    assert staging[0].startswith('v2' + layout.STAGING_MARK)
+    assert not os.path.exists(os.path.join(output, 'v2'))
+    # The next build of that version is not refused: it was never published.
+    build(sample_images, tmp_path / 'out', '--version', 'v2')
+    assert (tmp_path / 'out' / layout.LATEST).read_text() == 'v2\n'

@@ -1,0 +1,69 @@
+"""Reads TFRecord frames by reference (file, offset, length): coalesced, parallel ranged reads.
+
+A shard writer needs a few thousand frames scattered over many spill files (or, on a refresh, over the
+previous version's shards). Frames of one file that lie close together are fetched by one read, and
+the reads of a window run on several threads, so writing a ``gs://`` shard costs a round trip per
+group of nearby frames, not one per record, and the latency of those round trips overlaps.
+"""
+import concurrent.futures
+
+from transforms import gcs
+
+# Frames of one file closer than this are fetched by one read (the gap is read and dropped).
+COALESCE_GAP = 256 * 1024
+# No single read larger than this.
+MAX_READ = 16 * 1024 * 1024
+THREADS = 8
+
+
+def plan_reads(refs, gap=COALESCE_GAP, max_read=MAX_READ):
+    """Groups (file, offset, length) refs into reads: [(file, start, end, [refs in it])], sorted."""
+    reads = []
+    for ref in sorted(set(refs)):
+        file, offset, length = ref
+        last = reads[-1] if reads else None
+        if (last is not None and last[0] == file and offset - last[2] <= gap
+                and offset + length - last[1] <= max_read):
+            reads[-1] = (file, last[1], max(last[2], offset + length), last[3] + [ref])
+        else:
+            reads.append((file, offset, offset + length, [ref]))
+    return reads
+
+
+class FrameReader:
+    """Fetches frames from local files or ``gs://`` objects; ``options`` make the storage client."""
+
+    def __init__(self, options=None, threads=THREADS):
+        self._options = options
+        self._threads = threads
+        self._client = None
+        self._pool = None
+
+    def _read_range(self, file, start, end):
+        if gcs.is_gcs(file):
+            if self._client is None:
+                self._client = gcs.client(self._options)
+            return gcs.read_range(self._client, file, start, end)
+        with open(file, 'rb') as stream:
+            stream.seek(start)
+            data = stream.read(end - start)
+        if len(data) != end - start:
+            raise IOError(f'{file} ends at {start + len(data)}, before byte {end} of a record')
+        return data
+
+    def read(self, refs):
+        """{(file, offset, length): frame bytes} for every ref."""
+        reads = plan_reads(refs)
+        if self._pool is None:
+            self._pool = concurrent.futures.ThreadPoolExecutor(self._threads)
+        frames = {}
+        for (file, start, _end, members), data in zip(
+                reads, self._pool.map(lambda r: self._read_range(*r[:3]), reads)):
+            for ref in members:
+                frames[ref] = data[ref[1] - start:ref[1] - start + ref[2]]
+        return frames
+
+    def close(self):
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None

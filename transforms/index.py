@@ -1,0 +1,63 @@
+"""Writes the record index (``contract.index``): the writers' rows, grouped into parts by source hash.
+
+Rows are light (about 150 bytes), and a part holds at most about ``contract.index.ROWS_PER_PART`` of
+them, so a part writer's memory is bounded whatever the dataset's size.
+"""
+import io
+import os
+
+import apache_beam as beam
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
+
+from contract import index as I, layout
+
+# Row groups of this many rows: a lookup by source (parts are sorted by it) reads one of them.
+ROW_GROUP_ROWS = 16_384
+
+
+def index_part_bytes(rows):
+    """The Parquet bytes of one part: rows sorted by source, fixed settings, so the bytes are deterministic."""
+    import pyarrow  # pylint: disable=import-outside-toplevel
+    import pyarrow.parquet as pq  # pylint: disable=import-outside-toplevel
+    rows = sorted(rows, key=lambda row: row[I.SOURCE])
+    table = pyarrow.Table.from_pylist(rows, schema=I.schema())
+    out = io.BytesIO()
+    pq.write_table(table, out, row_group_size=ROW_GROUP_ROWS, compression='zstd', write_statistics=True)
+    return out.getvalue()
+
+
+def _write_part(keyed_rows, version_dir, parts):
+    part, rows = keyed_rows
+    rows = list(rows)
+    name = layout.index_file_name(part, parts)
+    path = layout.join(version_dir, name)
+    if FileSystems.get_scheme(path) is None:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with FileSystems.create(path, mime_type='application/octet-stream',
+                            compression_type=CompressionTypes.UNCOMPRESSED) as stream:
+        stream.write(index_part_bytes(rows))
+    return {'file': name, 'rows': len(rows)}
+
+
+class WriteIndex(beam.PTransform):
+    """Index rows (dicts) -> one {'file', 'rows'} per index part written (every part, even an empty one)."""
+
+    def __init__(self, version_dir):
+        super().__init__()
+        self._version_dir = version_dir
+
+    def expand(self, rows):
+        version_dir = self._version_dir
+        parts = beam.pvalue.AsSingleton(
+            rows | 'CountRows' >> beam.combiners.Count.Globally() | 'Parts' >> beam.Map(I.num_parts))
+        slots = (rows.pipeline
+                 | 'One' >> beam.Create([None])
+                 | 'AllParts' >> beam.FlatMap(lambda _, n: [(part, None) for part in range(n)], parts))
+        keyed = rows | 'KeyByPart' >> beam.Map(lambda row, n: (I.index_part(row[I.SOURCE], n), row), parts)
+        return ((keyed, slots)
+                | 'WithEmptyParts' >> beam.Flatten()
+                | 'GroupByPart' >> beam.GroupByKey()
+                | 'WritePart' >> beam.Map(
+                    lambda kv, n: _write_part((kv[0], [row for row in kv[1] if row is not None]),
+                                              version_dir, n), parts))

@@ -1,0 +1,124 @@
+"""Publishing a version: the staging folder becomes ``<version>``, then LATEST moves to it, only if
+LATEST still names the version the build started from (compare-and-swap).
+
+- Locally, the staging folder is renamed (atomic), and LATEST is replaced under an exclusive lock on
+  the output folder itself: read, compare, write a temporary file of a name unique to this writer,
+  rename.
+- On ``gs://``, the staging objects are copied to their final names and deleted, and LATEST is written
+  with a generation precondition (``if_generation_match``: the generation read at the start, or 0 when
+  there was none), so of two overlapping builds exactly one wins.
+"""
+import contextlib
+import fcntl
+import os
+import shutil
+import uuid
+
+from apache_beam.io.filesystems import FileSystems
+from google.api_core import exceptions as gcs_exceptions
+
+from contract import layout
+from transforms import gcs
+from transforms.errors import BuildFailed
+
+
+class Latest:
+    """What LATEST held when the build started: the version name (None when absent) and, on gs://, the
+    object's generation (0 when absent)."""
+
+    def __init__(self, version=None, generation=0):
+        self.version = version
+        self.generation = generation
+
+    def __eq__(self, other):
+        return isinstance(other, Latest) and (self.version, self.generation) == (other.version, other.generation)
+
+    def __repr__(self):
+        return f'Latest({self.version!r}, {self.generation!r})'
+
+
+def _is_local(path):
+    return FileSystems.get_scheme(path) is None
+
+
+def read_latest(output, storage_client=None):
+    """LATEST of ``output`` as a ``Latest``."""
+    path = layout.join(output, layout.LATEST)
+    if _is_local(path):
+        try:
+            with open(path, encoding='utf-8') as stream:
+                return Latest(stream.read().strip() or None)
+        except FileNotFoundError:
+            return Latest()
+    bucket, name = gcs.split_url(path)
+    blob = storage_client.bucket(bucket).get_blob(name)
+    if blob is None:
+        return Latest()
+    return Latest(blob.download_as_bytes().decode('utf-8').strip() or None, blob.generation)
+
+
+def _moved_by_another(output, expected, found):
+    was = expected.version or 'nothing'
+    return BuildFailed(f'LATEST of {output} changed during the build (it named {was}, now '
+                       f'{found.version or "nothing"}): another build published first; this version was '
+                       f'left unpublished')
+
+
+@contextlib.contextmanager
+def _locked(folder):
+    """An exclusive lock on ``folder`` (flock on the folder itself: no lock file is left behind)."""
+    descriptor = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(descriptor)  # releases the lock
+
+
+def replace_latest(output, version, expected, storage_client=None):
+    """Points LATEST at ``version`` if it still holds ``expected`` (a Latest); else raises BuildFailed."""
+    path = layout.join(output, layout.LATEST)
+    content = f'{version}\n'.encode('utf-8')
+    if _is_local(path):
+        with _locked(output):
+            found = read_latest(output)
+            if found.version != expected.version:
+                raise _moved_by_another(output, expected, found)
+            temporary = f'{path}.tmp-{uuid.uuid4().hex}'
+            with open(temporary, 'wb') as stream:
+                stream.write(content)
+                stream.flush()
+                os.fsync(stream.fileno())
+            os.replace(temporary, path)
+        return
+    bucket, name = gcs.split_url(path)
+    try:
+        storage_client.bucket(bucket).blob(name).upload_from_string(
+            content, content_type='text/plain', if_generation_match=expected.generation)
+    except gcs_exceptions.PreconditionFailed:
+        raise _moved_by_another(output, expected, read_latest(output, storage_client)) from None
+
+
+def delete_tree(folder):
+    """Deletes ``folder`` and everything below it, if it exists."""
+    if _is_local(folder):
+        shutil.rmtree(folder, ignore_errors=True)
+    elif FileSystems.match([layout.join(folder, '**')])[0].metadata_list:
+        FileSystems.delete([gcs.as_folder(folder)])
+
+
+def promote(staging_dir, version_dir):
+    """Moves the finished staging folder to its version name.
+
+    A folder of that name without dataset.json is what an older, failed build left: it was never
+    published, so it is replaced. A published one is refused (the pre-flight check saw none).
+    """
+    if FileSystems.exists(layout.join(version_dir, layout.DATASET_JSON)):
+        raise BuildFailed(f'version folder {version_dir} was published by another build meanwhile')
+    delete_tree(version_dir)
+    if _is_local(staging_dir):
+        os.rename(staging_dir, version_dir)
+        return
+    sources = sorted(m.path for m in FileSystems.match([layout.join(staging_dir, '**')])[0].metadata_list)
+    prefix = gcs.as_folder(staging_dir)
+    FileSystems.rename(sources, [layout.join(version_dir, source[len(prefix):]) for source in sources])
