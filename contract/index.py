@@ -24,12 +24,13 @@ LABEL = 'label'
 SHARD = 'shard'                          # shard file name, relative to the version folder
 OFFSET = 'offset'                        # of the record's TFRecord frame in the shard
 LENGTH = 'length'                        # of the whole frame: 16 bytes of framing + the Example
+DECISIONS = 'decisions'                  # what decoding did, comma-separated (dataset.json decoding.decisions)
 
 # Column -> type; the two source stamps are null where they do not apply.
 COLUMNS = {
     SOURCE: 'string', SHA256: 'string', SOURCE_SIZE: 'int64', SOURCE_MTIME_NS: 'int64',
     SOURCE_GENERATION: 'int64', SPLIT: 'string', LABEL: 'int64', SHARD: 'string', OFFSET: 'int64',
-    LENGTH: 'int64',
+    LENGTH: 'int64', DECISIONS: 'string',
 }
 
 

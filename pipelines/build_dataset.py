@@ -6,17 +6,19 @@ Runs on the DirectRunner (multi-processing, one worker per core) unless ``--runn
 The graph itself is ``pipelines.graph``.
 """
 import contextlib
+import dataclasses
 import logging
 import os
 import sys
 
 import apache_beam as beam
+from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import (DirectOptions, GoogleCloudOptions, PipelineOptions, SetupOptions,
                                                   StandardOptions, WorkerOptions)
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
 from contract import layout, metadata
-from pipelines import console, preflight
+from pipelines import console, preflight, refresh
 from pipelines.graph import build_pipeline
 from pipelines.options import DATAFLOW_RUNNER, DIRECT_RUNNER, UsageError, parse_args, runner_name
 from transforms import gcs, storage
@@ -116,6 +118,9 @@ def launch(config, options):
     Waits for the job to finish unless ``--no_wait_until_finish`` (Beam's option) is given.
     """
     config = preflight.check(config, options)
+    config = dataclasses.replace(config, refresh=refresh.plan(config))
+    if config.refresh.full_reason:
+        print(f'build-dataset: full build: {config.refresh.full_reason}', flush=True)
     try:
         pipeline = beam.Pipeline(runner=local_runner(options), options=options)
     except ValueError as error:  # Beam's own checks of the options (runner name, project id...)
@@ -135,16 +140,29 @@ def report(config, result, options):
     if getattr(result, 'has_job', False) and options.view_as(StandardOptions).no_wait_until_finish:
         return (f'build-dataset: submitted Dataflow job {result.job_id()}: https://console.cloud.google.com/'
                 f'dataflow/jobs/{cloud.region}/{result.job_id()}?project={cloud.project}')
+    if counter(result, 'unchanged'):
+        return (f'build-dataset: nothing changed since version {config.refresh.previous}: no new version '
+                f'published, LATEST stays (--force publishes anyway)')
     return summary(config)
+
+
+def counter(result, name):
+    """The committed value of the job's counter ``name``, summed over steps."""
+    counters = result.metrics().query(MetricsFilter().with_name(name))['counters']
+    return sum(c.committed for c in counters)
 
 
 def summary(config):
     """One line a split, read back from the published dataset.json."""
     document = metadata.loads(storage.read_bytes(layout.join(config.version_dir, layout.DATASET_JSON)))
-    counts = document['counts']
+    counts, refreshed = document['counts'], document['refresh']
     lines = [f"build-dataset: wrote {counts['written']} of {counts['inputs']} images to {config.version_dir} "
              f"({counts['quarantined']} quarantined, {counts['duplicates']} duplicates, "
              f"{counts['ignored']} non-image files ignored)"]
+    if refreshed['mode'] == 'incremental':
+        lines.append(f"  refresh of {refreshed['previous']}: {refreshed['reused']} reused, {refreshed['decoded']} "
+                     f"decoded ({refreshed['new']} new, {refreshed['changed']} changed), "
+                     f"{refreshed['removed']} removed")
     for name, split in document['splits'].items():
         lines.append(f"  {name}: {split['num_examples']} examples in {split['num_shards']} shard(s)")
     return '\n'.join(lines)

@@ -48,8 +48,13 @@ class BuildConfig:
     min_size: int = 1
     max_error_rate: float = 0.05
     name: str = ''
+    full: bool = False  # decode everything, even what the previous version could give
+    force: bool = False  # publish a new version even when nothing changed
+    keep_versions: int = None  # after publishing, delete all but this many newest versions
+    clean: bool = False  # remove every staging folder a failed or killed build left
     build_id: str = ''  # names this build's staging folder
     previous: object = None  # publication.Latest read by the pre-flight checks: LATEST when the build started
+    refresh: object = None  # refresh.RefreshPlan, decided before the job runs
 
     @property
     def version_dir(self):
@@ -65,7 +70,7 @@ class BuildConfig:
     def describe(self):
         """The options as recorded in dataset.json."""
         options = dataclasses.asdict(self)
-        for field in ('created', 'build_id', 'previous'):  # facts of this run, not choices of the user's
+        for field in ('created', 'build_id', 'previous', 'refresh'):  # facts of this run, not choices of the user's
             del options[field]
         options['image_size'] = list(self.image_size)
         options['splits'] = dict(self.splits)
@@ -99,6 +104,15 @@ def _parser():
     parser.add_argument('--max_pixels', type=int, default=image_ops.DEFAULT_MAX_PIXELS,
                         help='refuse images with more pixels than this, before decoding them')
     parser.add_argument('--min_size', type=int, default=1, help='refuse images whose short side is smaller')
+    parser.add_argument('--full', action='store_true',
+                        help='decode every image, even when the previous version (LATEST) could give its record')
+    parser.add_argument('--force', action='store_true',
+                        help='publish a new version even when nothing changed since the previous one')
+    parser.add_argument('--keep_versions', type=int,
+                        help='after publishing, delete all but the N newest versions (never the one LATEST '
+                             'named at the start); default: keep every version')
+    parser.add_argument('--clean', action='store_true',
+                        help='remove the staging folders that failed or killed builds left in --output')
     parser.add_argument('--max_error_rate', type=float, default=0.05,
                         help='fail the build, without publishing, when more than this fraction of the input '
                              'images is quarantined; default 0.05 (5%%)')
@@ -151,6 +165,8 @@ def parse_args(argv, now=None):
         raise UsageError(f'--target_shard_mb must be positive, got {args.target_shard_mb}')
     if args.max_pixels < 1 or args.min_size < 1:
         raise UsageError('--max_pixels and --min_size must be at least 1')
+    if args.keep_versions is not None and args.keep_versions < 1:
+        raise UsageError(f'--keep_versions must be at least 1, got {args.keep_versions}')
     if not 0 <= args.max_error_rate <= 1:
         raise UsageError(f'--max_error_rate is a fraction between 0 and 1 (0.05 is 5%), got {args.max_error_rate}')
     splits = _parse_pairs(args.splits, '--splits')
@@ -172,6 +188,7 @@ def parse_args(argv, now=None):
         created=now.strftime('%Y-%m-%dT%H:%M:%SZ'), image_size=image_size, splits=splits,
         resize=args.resize, jpeg_quality=args.jpeg_quality, target_shard_mb=args.target_shard_mb,
         num_shards=num_shards, labels_file=args.labels_file, build_id=uuid.uuid4().hex[:12], max_pixels=args.max_pixels, min_size=args.min_size,
-        max_error_rate=args.max_error_rate,
+        max_error_rate=args.max_error_rate, full=args.full, force=args.force, keep_versions=args.keep_versions,
+        clean=args.clean,
         name=args.name or os.path.basename(source.rstrip('/')).rsplit('.', 1)[0] or 'dataset')
     return config, beam_args

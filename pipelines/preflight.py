@@ -18,11 +18,15 @@ from transforms.listing import is_image_name, iter_files, list_top_level, parse_
 
 
 def check(config, options):
-    """Runs every check; returns ``config`` with the pinned labels and the current LATEST filled in."""
+    """Runs every check; returns ``config`` with the pinned labels and the current LATEST filled in.
+
+    Also removes the staging folders that failed builds left (all of them with ``--clean``).
+    """
     check_input(config, options)
     check_output(config, options)
     check_temp_locations(options)
     labels = read_labels(config.labels_file) if config.labels_file else None
+    publication.remove_staging(config.output, everything=config.clean)
     return dataclasses.replace(config, labels=labels, previous=read_latest(config.output, options))
 
 

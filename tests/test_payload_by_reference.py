@@ -51,7 +51,7 @@ class _CountingReader(frames.FrameReader):
 
 def _ref(source, payload_ref, order):
     path, offset, length = payload_ref
-    return RecordRef(source=source, label_text='a', split='train', label=0, order_key=(order, source),
+    return RecordRef(source=source, path=source, label_text='a', split='train', label=0, order_key=(order, source),
                      sha256='0' * 64, source_size=1, mtime_ns=1, generation=None, decisions=(),
                      payload_file=path, payload_offset=offset, payload_length=length)
 
@@ -112,6 +112,6 @@ def test_a_failed_build_leaves_its_spill_files_out_of_every_version(sample_image
     assert names == sorted([layout.LATEST, 'v1', *staging]) and len(staging) == 1
     assert staging[0].startswith('v2' + layout.STAGING_MARK)
     assert not os.path.exists(os.path.join(output, 'v2'))
-    # The next build of that version is not refused: it was never published.
-    build(sample_images, tmp_path / 'out', '--version', 'v2')
+    # The next build of that version is not refused: it was never published (--force: nothing changed).
+    build(sample_images, tmp_path / 'out', '--version', 'v2', '--force')
     assert (tmp_path / 'out' / layout.LATEST).read_text() == 'v2\n'

@@ -25,7 +25,7 @@ def _records(counts_per_label, split='train', seed=0):
         for i in range(count):
             source = f'{LABELS[label]}/{i}.jpg'
             records.append(RecordRef(
-                source=source, label_text=LABELS[label], split=split, label=label,
+                source=source, path=source, label_text=LABELS[label], split=split, label=label,
                 order_key=(stable_hash('order', source), source), sha256='0' * 64, source_size=1, mtime_ns=None,
                 generation=None, decisions=(), payload_file='spill', payload_offset=0,
                 payload_length=rng.randint(10, 200)))

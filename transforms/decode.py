@@ -65,7 +65,8 @@ class _DecodeResizeEncodeFn(beam.DoFn):
 
     def _reject(self, ref, reason, message, size):
         self.rejected.inc()
-        return beam.pvalue.TaggedOutput(REJECTED, Rejected(ref.source, reason, message, size, ref.split))
+        return beam.pvalue.TaggedOutput(REJECTED, Rejected(ref.source, reason, message, size, ref.split, ref.label,
+                                                           ref.mtime_ns, ref.generation))
 
     def process(self, ref):
         try:

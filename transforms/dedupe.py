@@ -42,14 +42,15 @@ class _ResolveCopiesFn(beam.DoFn):
                 self.conflicts.inc()
                 yield beam.pvalue.TaggedOutput(REJECTED, Rejected(
                     ref.source, LABEL_CONFLICT, f'same bytes as {_others(members, ref.source)}',
-                    ref.source_size, ref.split))
+                    ref.source_size, ref.split, ref.label_text))
             elif ref.source == kept_source and not kept:  # a manifest may list one path twice
                 kept = True
                 yield ref
             else:
                 self.duplicates.inc()
                 yield beam.pvalue.TaggedOutput(DUPLICATES, Duplicate(
-                    ref.source, kept_source, ref.label_text, sha256, ref.source_size, ref.split))
+                    ref.source, kept_source, ref.label_text, sha256, ref.source_size, ref.split, ref.mtime_ns,
+                    ref.generation))
 
 
 class Dedupe(beam.PTransform):

@@ -61,7 +61,7 @@ class _ToExampleFn(beam.DoFn):
         path, offset, length = self._spill.append(frame(example))
         ref = image.ref
         record = RecordRef(
-            source=ref.source, label_text=ref.label, split=ref.split, label=index, order_key=order_key(ref.source),
+            source=ref.source, path=ref.path, label_text=ref.label, split=ref.split, label=index, order_key=order_key(ref.source),
             sha256=image.sha256, source_size=image.source_bytes, mtime_ns=ref.mtime_ns, generation=ref.generation,
             decisions=image.decisions, payload_file=path, payload_offset=offset, payload_length=length)
         self.ref_bytes.inc(len(self._coder.encode(record)))

@@ -13,6 +13,7 @@ training image raises ImageRejected with a reason code, from its header alone wh
 import io
 import math
 
+import PIL
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 from transforms.records import (CORRUPT, EMPTY, NOT_AN_IMAGE, TOO_MANY_PIXELS, TOO_SMALL, TRUNCATED,
@@ -28,6 +29,14 @@ BACKGROUND = (255, 255, 255)
 PAD_COLOUR = (0, 0, 0)
 # Default pixel cap (width x height), checked from the header before any pixel is decoded.
 DEFAULT_MAX_PIXELS = 100_000_000
+# Bump when a change here changes the bytes written for the same input: a refresh then re-decodes all.
+ENCODER_VERSION = 1
+
+
+def encoder():
+    """What decides the encoded bytes besides the options: this module's version and Pillow's."""
+    return f'{ENCODER_VERSION}/pillow-{PIL.__version__}'
+
 # Memory bound: decoding one image holds at most about BYTES_PER_PIXEL bytes per header pixel at once,
 # plus its file: the decoded buffer and one converted copy (Pillow keeps RGB, RGBA, LA and CMYK at 4 bytes
 # a pixel, 16-bit grey at 2, P and L at 1). libwebp keeps its own copy, so WebP needs twice that. With

@@ -8,10 +8,13 @@ LATEST still names the version the build started from (compare-and-swap).
   with a generation precondition (``if_generation_match``: the generation read at the start, or 0 when
   there was none), so of two overlapping builds exactly one wins.
 """
+import calendar
 import contextlib
 import fcntl
+import json
 import os
 import shutil
+import time
 import uuid
 
 from apache_beam.io.filesystems import FileSystems
@@ -122,3 +125,51 @@ def promote(staging_dir, version_dir):
     sources = sorted(m.path for m in FileSystems.match([layout.join(staging_dir, '**')])[0].metadata_list)
     prefix = gcs.as_folder(staging_dir)
     FileSystems.rename(sources, [layout.join(version_dir, source[len(prefix):]) for source in sources])
+
+
+def published_versions(output):
+    """[(created, version)] of every published version below ``output`` (a dataset.json), oldest first."""
+    found = []
+    for match in FileSystems.match([layout.join(output, '*', layout.DATASET_JSON)])[0].metadata_list:
+        version = match.path.rstrip('/').split('/')[-2]
+        if layout.is_staging_name(version):
+            continue
+        with FileSystems.open(match.path) as stream:
+            found.append((json.loads(stream.read().decode('utf-8')).get('created', ''), version))
+    return sorted(found)
+
+
+def prune_versions(output, keep_count, keep=()):
+    """Deletes all but the ``keep_count`` newest published versions; never a version named in ``keep``."""
+    versions = published_versions(output)
+    for _, version in versions[:max(0, len(versions) - keep_count)]:
+        if version not in keep:
+            delete_tree(layout.join(output, version))
+
+
+def staging_folders(output):
+    """[(last modified, path)] of the staging folders below ``output``."""
+    folders = {}
+    for match in FileSystems.match([layout.join(output, f'*{layout.STAGING_MARK}*', '**')])[0].metadata_list:
+        relative = match.path[len(output.rstrip('/')) + 1:]
+        name = relative.split('/', 1)[0]
+        if layout.is_staging_name(name):
+            path = layout.join(output, name)
+            folders[path] = max(folders.get(path, 0), match.last_updated_in_seconds)
+    return sorted((when, path) for path, when in folders.items())
+
+
+def remove_staging(output, everything=False):
+    """Removes the staging folders failed or killed builds left: those last written before the newest
+    version was published (a build still running writes newer files), or all with ``everything``.
+
+    Returns how many were removed.
+    """
+    newest = published_versions(output)
+    published_at = calendar.timegm(time.strptime(newest[-1][0], '%Y-%m-%dT%H:%M:%SZ')) if newest else None
+    removed = 0
+    for last_written, folder in staging_folders(output):
+        if everything or (published_at is not None and last_written < published_at):
+            delete_tree(folder)
+            removed += 1
+    return removed

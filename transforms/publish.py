@@ -10,6 +10,7 @@ import collections
 import json
 
 import apache_beam as beam
+from apache_beam.metrics import Metrics
 
 from contract import index, layout, metadata
 from transforms import gcs, image_ops, publication, storage
@@ -67,20 +68,42 @@ def jsonl(items):
     return ''.join(json.dumps(item._asdict(), ensure_ascii=False, sort_keys=True) + '\n' for item in items).encode()
 
 
+def refresh_summary(plan, counts, decoded):
+    """The ``refresh`` object of dataset.json."""
+    return dict(plan.describe(), decoded=decoded, **counts)
+
+
+def nothing_changed(plan, summary, labels, force):
+    """Whether this build would publish what the previous version already is."""
+    return (not force and plan.incremental and plan.same_options and tuple(labels) == plan.keep_labels
+            and summary['new'] == summary['changed'] == summary['removed'] == 0)
+
+
 class _PublishFn(beam.DoFn):
-    def __init__(self, output, version, staging_dir, previous, describe, max_error_rate, options):
+    def __init__(self, output, version, staging_dir, previous, describe, max_error_rate, refresh, keep_versions,
+                 force, options):
         self._output = output
         self._version = version
         self._staging_dir = staging_dir
         self._previous = previous  # publication.Latest: what LATEST held when the build started
-        self._describe = describe  # name, created, options, image_size
+        self._describe = describe  # name, created, options, image_size, record_options, label_order
         self._max_error_rate = max_error_rate
+        self._refresh = refresh  # refresh.RefreshPlan
+        self._keep_versions = keep_versions
+        self._force = force
         self._options = options
+        self.unchanged = Metrics.counter('publish', 'unchanged')
 
-    def process(self, shard_stats, labels, listed_per_split, ignored, rejected, duplicates, decisions, index_parts):
+    def process(self, shard_stats, labels, listed_per_split, ignored, rejected, duplicates, decisions, index_parts,
+                refresh_counts, decoded):
         rejected = sorted(rejected, key=lambda item: (item.source, item.reason))
         duplicates = sorted(duplicates)
         per_split, totals = account(shard_stats, listed_per_split, rejected, duplicates)
+        refresh = refresh_summary(self._refresh, refresh_counts, decoded)
+        if nothing_changed(self._refresh, refresh, labels, self._force):
+            publication.delete_tree(self._staging_dir)
+            self.unchanged.inc()
+            return
         version_dir = self._staging_dir
         quarantine_path = layout.join(version_dir, layout.QUARANTINE_JSONL)
         storage.write_bytes(quarantine_path, jsonl(rejected))  # first, so a failed build can be diagnosed
@@ -106,7 +129,7 @@ class _PublishFn(beam.DoFn):
             decoding={'background': list(image_ops.BACKGROUND), 'decisions': dict(sorted(decisions.items()))},
             index=index.describe([part['file'] for part in sorted(index_parts, key=lambda p: p['file'])],
                                  sum(part['rows'] for part in index_parts)),
-            **self._describe)
+            refresh=refresh, **self._describe)
         storage.write_bytes(layout.join(version_dir, layout.LABELS_TXT), ''.join(f'{l}\n' for l in labels).encode())
         storage.write_bytes(layout.join(version_dir, layout.DUPLICATES_JSONL), jsonl(duplicates))
         storage.write_bytes(layout.join(version_dir, layout.DATASET_JSON), metadata.dumps(document).encode())
@@ -118,6 +141,9 @@ class _PublishFn(beam.DoFn):
         publication.delete_tree(layout.join(self._staging_dir, layout.SPILL_DIR))
         publication.promote(self._staging_dir, layout.join(self._output, self._version))
         publication.replace_latest(self._output, self._version, self._previous, client)
+        if self._keep_versions:
+            publication.prune_versions(self._output, self._keep_versions,
+                                       keep={self._version, self._previous.version})
 
 
 class Publish(beam.PTransform):
@@ -127,20 +153,25 @@ class Publish(beam.PTransform):
     holds it. Side inputs: ``labels`` (singleton list), ``listed_per_split`` (PCollection of (split, count)),
     ``ignored`` (singleton count), ``rejected`` (Rejected items), ``duplicates`` (Duplicate items) and
     ``decisions`` (singleton {decision: count} of the written images) and ``index_parts`` ({'file', 'rows'}
-    of each index part). Fails the build, before LATEST,
+    of each index part). ``refresh`` is (RefreshPlan, singleton of its counts, singleton of the images
+    decoded): when nothing changed since the previous version, nothing is published (unless ``force``).
+    ``keep_versions`` prunes older versions once LATEST has moved. Fails the build, before LATEST,
     when the accounting does not add up or more than ``max_error_rate`` of the inputs were quarantined.
     Quarantined and duplicate items are gathered here, on one worker: the first are bounded by
     ``max_error_rate``, the second take ~200 bytes each.
     """
 
     def __init__(self, output, version, staging_dir, previous, describe, *, labels, listed_per_split, ignored,
-                 rejected, duplicates, decisions, index_parts, max_error_rate):
+                 rejected, duplicates, decisions, index_parts, refresh, keep_versions, force, max_error_rate):
         super().__init__()
-        self._fn_args = (output, version, staging_dir, previous, describe, max_error_rate)
+        plan, counts, decoded = refresh
+        self._fn_args = (output, version, staging_dir, previous, describe, max_error_rate, plan, keep_versions,
+                         force)
         self._sides = (beam.pvalue.AsSingleton(labels), beam.pvalue.AsDict(listed_per_split),
                        beam.pvalue.AsSingleton(ignored), beam.pvalue.AsList(rejected),
                        beam.pvalue.AsList(duplicates), beam.pvalue.AsSingleton(decisions),
-                       beam.pvalue.AsList(index_parts))
+                       beam.pvalue.AsList(index_parts), beam.pvalue.AsSingleton(counts),
+                       beam.pvalue.AsSingleton(decoded))
 
     def expand(self, shard_stats):
         options = shard_stats.pipeline.options.get_all_options(drop_default=True)

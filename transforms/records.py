@@ -60,6 +60,7 @@ class RecordRef(typing.NamedTuple):
     do not depend on the shard it lands in, so copying the frame is all a shard writer does.
     """
     source: str
+    path: str         # where the source is read from, should it need decoding again
     label_text: str
     split: str
     label: int
@@ -69,7 +70,7 @@ class RecordRef(typing.NamedTuple):
     mtime_ns: int     # of the source, as listed (local inputs), or None
     generation: int   # of the source, as listed (gs:// inputs), or None
     decisions: tuple  # what decoding did, e.g. ('format=PNG', 'mode=P', 'alpha_composited')
-    payload_file: str
+    payload_file: str  # None for a previous version's duplicate: no frame until it is decoded
     payload_offset: int
     payload_length: int
 
@@ -81,6 +82,9 @@ class Rejected(typing.NamedTuple):
     message: str
     bytes: int = -1  # size of the source file, -1 when it could not be read
     split: str = ''
+    label: str = ''
+    mtime_ns: int = None    # of the source, as listed: a refresh re-reads it only if it changed
+    generation: int = None
 
 
 class Duplicate(typing.NamedTuple):
@@ -91,3 +95,5 @@ class Duplicate(typing.NamedTuple):
     sha256: str
     bytes: int
     split: str
+    mtime_ns: int = None    # of the source, as listed: a refresh re-reads it only if it changed
+    generation: int = None

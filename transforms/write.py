@@ -41,7 +41,8 @@ def _payload(record):
 def index_row(record, shard_file, offset):
     return {I.SOURCE: record.source, I.SHA256: record.sha256, I.SOURCE_SIZE: record.source_size,
             I.SOURCE_MTIME_NS: record.mtime_ns, I.SOURCE_GENERATION: record.generation, I.SPLIT: record.split,
-            I.LABEL: record.label, I.SHARD: shard_file, I.OFFSET: offset, I.LENGTH: record.payload_length}
+            I.LABEL: record.label, I.SHARD: shard_file, I.OFFSET: offset, I.LENGTH: record.payload_length,
+            I.DECISIONS: ','.join(record.decisions)}
 
 
 def write_shard(path, records, reader):
