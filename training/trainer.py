@@ -138,11 +138,12 @@ def _fit(args, accelerator, model, optimizer, checkpoints, train_reader, eval_re
                 sums = steps.train(iterator, tf.constant(count)).numpy()
             if not math.isfinite(sums[0]):
                 last = f'step {step + 1}' if count == 1 else f'steps {step + 1}-{step + count}'
-                raise DataError(f'the training loss became {sums[0]} at {last}; stopped without saving or exporting '
-                                'it: lower --learning_rate, or check the data')
+                raise DataError(f'the training loss became {sums[0]} at {last}; stopped before checkpointing or '
+                                'exporting that model: lower --learning_rate, or check the data')
             totals += sums
             done += count
-            progress.update(done, (done - first) * global_batch, totals[0] / totals[2])
+            if done < steps_per_epoch:  # the epoch line follows at once otherwise
+                progress.update(done, (done - first) * global_batch, totals[0] / totals[2])
             if args.checkpoint_steps and (step + count) % args.checkpoint_steps == 0 and done < steps_per_epoch:
                 checkpoints.save(step + count)
         train_seconds = time.perf_counter() - epoch_start
