@@ -1,6 +1,7 @@
 """train-model's command line: help and argument errors before TensorFlow, defaults in the help, progress lines."""
 import io
 import json
+import os
 import subprocess
 import sys
 
@@ -143,3 +144,23 @@ def test_progress_rewrites_one_line_on_a_terminal_and_waits_out_its_interval():
                                    '\r\x1b[K  step 40/100 of epoch 1/3: 8 images/s, running loss 1.0000'
                                    '\r\x1b[K')
     assert '\n' not in terminal.getvalue()
+
+
+def test_an_unexpected_failure_is_one_line_naming_a_log_with_the_traceback_and_verbose_shows_it(data, tmp_path):
+    blocker = tmp_path / 'a_file'
+    blocker.write_text('not a folder')
+    argv = [sys.executable, '-m', 'training.train', '--data', data, '--epochs', '1', '--batch_size', '4',
+            '--model_dir', str(blocker / 'model')]
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=fixtures.REPO_ROOT)
+    assert result.returncode == 1
+    [line] = result.stderr.splitlines()
+    assert line.startswith('train-model: error: ') and str(blocker) in line
+    log_path = line.split('traceback and log lines in ')[1].split(';')[0]
+    try:
+        assert 'Traceback (most recent call last)' in open(log_path).read()
+    finally:
+        os.remove(log_path)
+
+    verbose = subprocess.run([*argv, '--verbose'], capture_output=True, text=True, timeout=300, cwd=fixtures.REPO_ROOT)
+    assert verbose.returncode == 1
+    assert 'Traceback (most recent call last)' in verbose.stderr
