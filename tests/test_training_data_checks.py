@@ -94,3 +94,25 @@ def test_a_loss_that_becomes_nan_stops_training_naming_the_step_and_exports_noth
     line = _one_line_error(_train(data, tmp_path / 'model', '--learning_rate', '1e38'))
     assert 'the training loss became nan at step ' in line
     assert not (tmp_path / 'model' / 'export').exists()
+
+
+def test_a_flipped_byte_on_a_remote_filesystem_is_named_too(data, tmp_path, capsys):
+    """TensorFlow's in-memory ram:// filesystem stands in for gs://: the shard is re-read through tf.io.gfile."""
+    import tensorflow as tf
+
+    from training import train
+
+    shard = data / 'v1' / SHARD
+    record_2 = _record_offsets(shard)[2]
+    raw = bytearray(shard.read_bytes())
+    raw[record_2 + 12 + 30] ^= 0x01
+    shard.write_bytes(bytes(raw))
+    tf.io.gfile.makedirs('ram://damaged/data/v1')
+    for name in [layout.LATEST] + [f'v1/{name}' for name in os.listdir(data / 'v1')]:
+        tf.io.gfile.copy(str(data / name), f'ram://damaged/data/{name}', overwrite=True)
+    assert train.main(['--data', 'ram://damaged/data', '--epochs', '1', '--batch_size', '4',
+                       '--model_dir', 'ram://damaged/model']) == 1
+    err = capsys.readouterr().err
+    assert err.count('\n') == 1
+    assert f'ram://damaged/data/v1/{SHARD}: corrupt TFRecord data checksum at record 2 (byte offset {record_2})' in err
+    assert not tf.io.gfile.exists('ram://damaged/model/export')
