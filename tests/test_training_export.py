@@ -49,8 +49,8 @@ def test_the_session_loader_serves_the_keras_models_probabilities(exported, tmp_
     np.save(tmp_path / 'images.npy', np.array(jpegs, dtype=object))
     cli = os.path.join(os.path.dirname(sys.executable), 'saved_model_cli')
     result = subprocess.run([cli, 'run', '--dir', path, '--tag_set', 'serve', '--signature_def', export.SIGNATURE_NAME,
-                             '--inputs', f"{export.INPUT_NAME}={tmp_path / 'images.npy'}", '--outdir', str(tmp_path / 'out')],
-                            capture_output=True, text=True, timeout=300)
+                             '--inputs', f"{export.INPUT_NAME}={tmp_path / 'images.npy'}",
+                             '--outdir', str(tmp_path / 'out')], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     served = np.load(tmp_path / 'out' / 'probabilities.npy')
     np.testing.assert_allclose(served, _keras_probabilities(model, pixels), atol=1e-5)

@@ -69,7 +69,8 @@ def _positive_finite(text):
 
 
 def _parser():
-    parser = _Parser(prog='train-model', description=__doc__.split('\n\nThis module')[0].replace('``', ''), formatter_class=_Formatter)
+    description = __doc__.split('\n\nThis module')[0].replace('``', '')
+    parser = _Parser(prog='train-model', description=description, formatter_class=_Formatter)
     data = parser.add_argument_group('data')
     data.add_argument('--data', required=True, help='dataset output folder or gs:// prefix (holds LATEST)')
     data.add_argument('--version', help='dataset version to read (default: the one a resumed --model_dir was '
@@ -145,7 +146,7 @@ def _main(args):
             print(f'train-model: error: {error}', file=diversion.stream)
             return error.exit_status
         except Exception as error:  # noqa: BLE001 - an unexpected failure is one line too; the log keeps the rest
-            if diversion.log_path is None:
+            if diversion.log is None:
                 raise
             summary = (str(error).strip().splitlines() or [''])[0]
             path = diversion.keep_traceback()
