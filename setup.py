@@ -17,6 +17,7 @@ def _requirements(name):
 setuptools.setup(
     name='image-tfrecords',
     version='0.1.0',
+    license='Apache-2.0',
     description='Build labelled image folders into balanced TFRecord shards with Apache Beam, '
     'and train from them on TPU, GPU or CPU.',
     python_requires='>=3.11',

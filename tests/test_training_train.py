@@ -28,6 +28,7 @@ def trained(built_dataset, tmp_path_factory):
          '--batch_size', str(BATCH), '--checkpoint_steps', '2', '--model_dir', model_dir],
         capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stderr == '', 'TensorFlow log lines reached the user'
     return model_dir, result.stdout
 
 

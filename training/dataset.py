@@ -14,6 +14,10 @@ already trained on, without replaying earlier epochs or checkpointing shuffle bu
 mixes TensorFlow's global seed into shuffles; ``training.train`` sets it from ``--seed`` in every run.)
 Evaluation reads each record once and pads the last batches with ``PAD_LABEL`` records, so shapes stay
 static (TPU) and no record is dropped.
+
+Every shard is read with its record count from ``dataset.json``: a shard holding more records fails the
+pass when the first extra one is read (one with fewer ends the pass early), and the trainer then names
+the shard (``record_check``) instead of training on a silently different set of records.
 """
 import dataclasses
 import random
@@ -55,7 +59,16 @@ class InputReader:
         self._shards = source.shards(config.split)
         self._parse_fn = parse_fn
         self._decode_fn = decode_fn
-        self._cached = {}  # shard paths -> decoded dataset, reused by every epoch when config.cache
+        self._cached = {}  # shards -> decoded dataset, reused by every epoch when config.cache
+
+    @property
+    def shards(self):
+        """(path, records) of every shard of the split, in index order."""
+        return list(self._shards)
+
+    @property
+    def num_examples(self):
+        return sum(records for _, records in self._shards)
 
     def pipeline_shards(self, num_input_pipelines, input_pipeline_id):
         """(path, records) of the shards one input pipeline reads: the seeded file order, dealt round-robin.
@@ -106,20 +119,20 @@ class InputReader:
         per_replica = context.get_per_replica_batch_size(self.config.global_batch_size)
         pipeline_batch = self.pipeline_batch_size(pipelines)
         records_per_pass = self.steps_per_epoch(pipelines) * pipeline_batch
-        paths = [path for path, _ in self.pipeline_shards(pipelines, context.input_pipeline_id)]
+        shards = self.pipeline_shards(pipelines, context.input_pipeline_id)
         if self.config.is_training:
-            examples = self._training_examples(paths, records_per_pass, epoch, start_step * pipeline_batch)
+            examples = self._training_examples(shards, records_per_pass, epoch, start_step * pipeline_batch)
         else:
-            examples = self._evaluation_examples(paths, records_per_pass)
+            examples = self._evaluation_examples(shards, records_per_pass)
         return examples.batch(per_replica, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
 
-    def _read(self, paths, seed=None):
-        files = tf.data.Dataset.from_tensor_slices(paths)
+    def _read(self, shards, seed=None):
+        files = tf.data.Dataset.from_tensor_slices(tuple(map(list, zip(*shards))))
         if seed is not None:
-            files = files.shuffle(len(paths), seed=seed, reshuffle_each_iteration=False)
+            files = files.shuffle(len(shards), seed=seed, reshuffle_each_iteration=False)
         return files.interleave(
-            tf.data.TFRecordDataset,
-            cycle_length=self.config.cycle_length or min(len(paths), MAX_CYCLE_LENGTH),
+            _counted_records,
+            cycle_length=self.config.cycle_length or min(len(shards), MAX_CYCLE_LENGTH),
             block_length=self.config.block_length,
             num_parallel_calls=tf.data.AUTOTUNE,
             deterministic=self.config.deterministic)
@@ -127,17 +140,18 @@ class InputReader:
     def _decode(self, serialized):
         return self._decode_fn(self._parse_fn(serialized), self.image_shape)
 
-    def _decoded(self, paths):
-        if tuple(paths) in self._cached:
-            return self._cached[tuple(paths)]
-        decoded = self._read(paths).map(self._decode, tf.data.AUTOTUNE, deterministic=self.config.deterministic)
+    def _decoded(self, shards):
+        key = tuple(shards)
+        if key in self._cached:
+            return self._cached[key]
+        decoded = self._read(shards).map(self._decode, tf.data.AUTOTUNE, deterministic=self.config.deterministic)
         if self.config.cache:
-            decoded = self._cached[tuple(paths)] = decoded.cache()
+            decoded = self._cached[key] = decoded.cache()
         return decoded
 
-    def _training_examples(self, paths, records_per_epoch, epoch, skip):
+    def _training_examples(self, shards, records_per_epoch, epoch, skip):
         seed = self.config.seed * _EPOCH_SEED_STRIDE + epoch
-        stream = self._decoded(paths) if self.config.cache else self._read(paths, seed)
+        stream = self._decoded(shards) if self.config.cache else self._read(shards, seed)
         shuffled = stream.shuffle(self.config.shuffle_buffer_size, seed=seed, reshuffle_each_iteration=False)
         positioned = shuffled.enumerate().take(records_per_epoch).skip(skip)
         return positioned.map(lambda index, payload: self._training_example(tf.stack([seed, index]), payload),
@@ -147,6 +161,15 @@ class InputReader:
         image, label = payload if self.config.cache else self._decode(payload)
         return (images.augment(image, seed) if self.config.augment else image), label
 
-    def _evaluation_examples(self, paths, total):
+    def _evaluation_examples(self, shards, total):
         padding = tf.data.Dataset.from_tensors((tf.zeros(self.image_shape, tf.uint8), tf.constant(PAD_LABEL))).repeat()
-        return self._decoded(paths).concatenate(padding).take(total)
+        return self._decoded(shards).concatenate(padding).take(total)
+
+
+def _counted_records(path, records):
+    """A shard's serialised records; reading one more than ``records`` fails with InvalidArgumentError."""
+    def check(index, serialized):
+        message = 'a shard holds more records than dataset.json says'
+        with tf.control_dependencies([tf.debugging.assert_less(index, tf.cast(records, tf.int64), message=message)]):
+            return tf.identity(serialized)
+    return tf.data.TFRecordDataset(path).enumerate().map(check)

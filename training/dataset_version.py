@@ -5,10 +5,9 @@ it (or naming a version that has a ``dataset.json``) never lands on a half-writt
 """
 import dataclasses
 
-import tensorflow as tf
-
-from contract import layout, metadata as metadata_lib
-from training.errors import UserError
+from contract import layout, metadata as metadata_lib, shard_check
+from training import storage
+from training.errors import DataError, UserError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,6 +44,13 @@ class DatasetVersion:
         return [(layout.join(self.directory, shard['file']), shard['records'])
                 for shard in self.metadata['splits'][split]['shards']]
 
+    def check_shards(self, splits):
+        """Refuses a version whose shards of ``splits`` are missing or not the size ``dataset.json`` gives."""
+        problems = shard_check.shard_problems(self.metadata, self.directory, storage.size, splits)
+        if problems:
+            more = f' (and {len(problems) - 1} more problem(s))' if len(problems) > 1 else ''
+            raise DataError(f'dataset {self.directory} is damaged: {problems[0]}{more}')
+
     def num_examples(self, split):
         self.check_split(split)
         return metadata_lib.num_examples(self.metadata, split)
@@ -54,17 +60,15 @@ def open_version(root, version=None):
     """Returns the ``DatasetVersion`` named ``version``, or the one ``<root>/LATEST`` names."""
     if version is None:
         latest = layout.join(root, layout.LATEST)
-        if not tf.io.gfile.exists(latest):
+        if not storage.exists(latest):
             raise UserError(f'no published dataset at {root}: {latest} does not exist '
                             '(build one with build-dataset, or check --data)')
-        with tf.io.gfile.GFile(latest) as f:
-            version = f.read().strip()
+        version = storage.read_text(latest).strip()
     metadata_path = layout.join(root, version, layout.DATASET_JSON)
-    if not tf.io.gfile.exists(metadata_path):
+    if not storage.exists(metadata_path):
         raise UserError(f'dataset version {version!r} not found: {metadata_path} does not exist')
-    with tf.io.gfile.GFile(metadata_path) as f:
-        try:
-            metadata = metadata_lib.loads(f.read())
-        except ValueError as error:
-            raise UserError(f'{metadata_path}: {error}') from None
+    try:
+        metadata = metadata_lib.loads(storage.read_text(metadata_path))
+    except ValueError as error:
+        raise UserError(f'{metadata_path}: {error}') from None
     return DatasetVersion(root=root.rstrip('/'), version=version, metadata=metadata)

@@ -1,0 +1,166 @@
+"""train-model's command line: help and argument errors before TensorFlow, defaults in the help, progress lines."""
+import io
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests import training_fixtures as fixtures
+from training import progress, train
+
+BAD_ARGUMENTS = [
+    (['--learning_rate', '-1'], 'argument --learning_rate: must be a positive finite number, got -1'),
+    (['--learning_rate', '0'], 'argument --learning_rate: must be a positive finite number, got 0'),
+    (['--learning_rate', 'nan'], 'argument --learning_rate: must be a positive finite number, got nan'),
+    (['--learning_rate', 'inf'], 'argument --learning_rate: must be a positive finite number, got inf'),
+    (['--checkpoint_steps', '-5'], 'argument --checkpoint_steps: must be at least 1, got -5'),
+    (['--checkpoint_steps', '0'], 'argument --checkpoint_steps: must be at least 1, got 0'),
+    (['--steps_per_execution', 'x'], "argument --steps_per_execution: must be a whole number, got 'x'"),
+    (['--profile_steps', '0'], 'argument --profile_steps: must be at least 1, got 0'),
+    (['--progress_seconds', '-1'], 'argument --progress_seconds: must be a positive finite number, got -1'),
+    (['--no_such_option'], 'unrecognized arguments: --no_such_option'),
+]
+
+
+def test_help_and_argument_errors_come_before_tensorflow_is_imported(tmp_path):
+    """One subprocess runs --help and every bad argument; it reports what it printed and what it imported."""
+    code = '\n'.join([
+        'import contextlib, io, json, sys',
+        'from training import train',
+        'help_text = io.StringIO()',
+        'with contextlib.redirect_stdout(help_text):',
+        '    try:',
+        "        train.main(['--help'])",
+        '    except SystemExit as exit:',
+        '        help_status = exit.code',
+        'errors = []',
+        f'for argv in {[argv for argv, _ in BAD_ARGUMENTS]!r}:',
+        '    stderr = io.StringIO()',
+        '    with contextlib.redirect_stderr(stderr):',
+        f"        status = train.main(['--data', {str(tmp_path)!r}, *argv])",
+        '    errors.append([status, stderr.getvalue()])',
+        "heavy = sorted(m for m in ('tensorflow', 'keras', 'numpy') if m in sys.modules)",
+        "print(json.dumps({'help_status': help_status, 'help': help_text.getvalue(), 'errors': errors, "
+        "'heavy': heavy}))",
+    ])
+    result = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=120,
+                            cwd=fixtures.REPO_ROOT)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stderr == ''
+    report = json.loads(result.stdout)
+    assert report['heavy'] == [], 'parsing arguments imported TensorFlow'
+    assert report['help_status'] == 0 and 'usage: train-model' in report['help']
+    for (argv, message), (status, stderr) in zip(BAD_ARGUMENTS, report['errors']):
+        assert status == 2, argv
+        assert stderr == f'train-model: error: {message}\n', argv
+
+
+def _help_entries(text):
+    """{option: its help text} from --help output: an entry starts with '  -', continuation lines are deeper."""
+    entries, current = {}, None
+    for line in text.splitlines():
+        if line.startswith('  -'):
+            current = line.split()[0].rstrip(',')
+            entries[current] = line
+        elif current and line.startswith('    '):
+            entries[current] += ' ' + line.strip()
+        else:
+            current = None
+    return entries
+
+
+def test_every_option_in_the_help_shows_its_default(capsys):
+    with pytest.raises(SystemExit):
+        train.main(['--help'])
+    entries = _help_entries(capsys.readouterr().out)
+    assert {'--data', '--learning_rate', '--epochs', '--shuffle_buffer', '--train_split', '--quiet'} <= set(entries)
+    no_default = {'-h', '--data'}  # help itself, and the one required option
+    missing = [option for option, text in entries.items() if option not in no_default and 'default' not in text]
+    assert missing == []
+    assert '(default: 0.003)' in entries['--learning_rate'] and '(default: 10)' in entries['--epochs']
+    assert '(default: train)' in entries['--train_split']
+
+
+@pytest.fixture(scope='module')
+def data(tmp_path_factory):
+    output = tmp_path_factory.mktemp('data')
+    fixtures.write_dataset(str(output), {'train': (48, 2), 'validation': (8, 1)})
+    return str(output)
+
+
+def _run(data, model_dir, *argv):
+    result = subprocess.run([sys.executable, '-m', 'training.train', '--data', data, '--epochs', '2', '--batch_size',
+                             '4', '--model_dir', str(model_dir), *argv],
+                            capture_output=True, text=True, timeout=300, cwd=fixtures.REPO_ROOT)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stderr == '', 'TensorFlow log lines reached the user'
+    return result.stdout.splitlines()
+
+
+def test_progress_lines_come_between_the_epoch_lines_and_quiet_leaves_only_those(data, tmp_path):
+    lines = _run(data, tmp_path / 'progress', '--progress_seconds', '0.001')
+    epoch_lines = [i for i, line in enumerate(lines) if line.startswith('epoch ')]
+    assert len(epoch_lines) == 2
+    for epoch, end in enumerate(epoch_lines, 1):
+        begin = epoch_lines[epoch - 2] + 1 if epoch > 1 else 0
+        steps = [line for line in lines[begin:end] if line.lstrip().startswith('step ')]
+        assert steps, f'no progress line during epoch {epoch}'
+        for line in steps:
+            assert f'of epoch {epoch}/2: ' in line and ' images/s, running loss ' in line
+    assert any(line.startswith('exported SavedModel to ') and line.endswith(' s') for line in lines)
+
+    quiet = _run(data, tmp_path / 'quiet', '--progress_seconds', '0.001', '--quiet')
+    assert [line.split(':')[0] for line in quiet] == ['epoch 1/2', 'epoch 2/2']
+
+
+class _Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+class _Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_progress_rewrites_one_line_on_a_terminal_and_waits_out_its_interval():
+    terminal, clock = _Terminal(), _Clock()
+    shown = progress.Progress(10, terminal, clock)
+    shown.start_epoch(0, 3, 100)
+    clock.now = 5
+    shown.update(10, 40, 1.5)
+    assert terminal.getvalue() == '', 'a line before the interval passed'
+    clock.now = 10
+    shown.update(20, 80, 1.25)
+    clock.now = 20
+    shown.update(40, 160, 1.0)
+    shown.finish()
+    assert terminal.getvalue() == ('\r\x1b[K  step 20/100 of epoch 1/3: 8 images/s, running loss 1.2500'
+                                   '\r\x1b[K  step 40/100 of epoch 1/3: 8 images/s, running loss 1.0000'
+                                   '\r\x1b[K')
+    assert '\n' not in terminal.getvalue()
+
+
+def test_an_unexpected_failure_is_one_line_naming_a_log_with_the_traceback_and_verbose_shows_it(data, tmp_path):
+    blocker = tmp_path / 'a_file'
+    blocker.write_text('not a folder')
+    argv = [sys.executable, '-m', 'training.train', '--data', data, '--epochs', '1', '--batch_size', '4',
+            '--model_dir', str(blocker / 'model')]
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=fixtures.REPO_ROOT)
+    assert result.returncode == 1
+    [line] = result.stderr.splitlines()
+    assert line.startswith('train-model: error: ') and str(blocker) in line
+    log_path = line.split('traceback and log lines in ')[1].split(';')[0]
+    try:
+        assert 'Traceback (most recent call last)' in open(log_path).read()
+    finally:
+        os.remove(log_path)
+
+    verbose = subprocess.run([*argv, '--verbose'], capture_output=True, text=True, timeout=300, cwd=fixtures.REPO_ROOT)
+    assert verbose.returncode == 1
+    assert 'Traceback (most recent call last)' in verbose.stderr
