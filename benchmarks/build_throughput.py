@@ -86,21 +86,21 @@ class TreeSampler(threading.Thread):
         super().__init__(daemon=True)
         self._process = psutil.Process(pid)
         self._interval = interval
-        self._stop = threading.Event()
+        self._done = threading.Event()
         self.peak_tree = self.peak_root = 0
 
     def run(self):
-        while not self._stop.is_set():
+        while not self._done.is_set():
             try:
                 root = self._process.memory_info().rss
                 tree = root + sum(child.memory_info().rss for child in self._process.children(recursive=True))
             except psutil.Error:
                 tree = root = 0
             self.peak_tree, self.peak_root = max(self.peak_tree, tree), max(self.peak_root, root)
-            self._stop.wait(self._interval)
+            self._done.wait(self._interval)
 
     def stop(self):
-        self._stop.set()
+        self._done.set()
         self.join()
 
 
@@ -126,6 +126,8 @@ def job(root, size_text, workers, output):
 
 def run_job(root, output, size_text, workers):
     """Inside the job's own process: the build, then its counters as one JSON line."""
+    import logging  # pylint: disable=import-outside-toplevel
+    logging.basicConfig(level=logging.ERROR)
     from apache_beam.metrics.metric import MetricsFilter  # noqa: E402
     from pipelines import build_dataset  # noqa: E402
     config, result = build_dataset.run(['--input', root, '--output', output, '--image_size', size_text,

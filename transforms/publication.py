@@ -8,13 +8,11 @@ LATEST still names the version the build started from (compare-and-swap).
   with a generation precondition (``if_generation_match``: the generation read at the start, or 0 when
   there was none), so of two overlapping builds exactly one wins.
 """
-import calendar
 import contextlib
 import fcntl
 import json
 import os
 import shutil
-import time
 import uuid
 
 from apache_beam.io.filesystems import FileSystems
@@ -128,21 +126,23 @@ def promote(staging_dir, version_dir):
 
 
 def published_versions(output):
-    """[(created, version)] of every published version below ``output`` (a dataset.json), oldest first."""
+    """[(created, published at, version)] of every published version below ``output`` (those with a
+    dataset.json), oldest first."""
     found = []
     for match in FileSystems.match([layout.join(output, '*', layout.DATASET_JSON)])[0].metadata_list:
         version = match.path.rstrip('/').split('/')[-2]
         if layout.is_staging_name(version):
             continue
         with FileSystems.open(match.path) as stream:
-            found.append((json.loads(stream.read().decode('utf-8')).get('created', ''), version))
+            created = json.loads(stream.read().decode('utf-8')).get('created', '')
+        found.append((created, match.last_updated_in_seconds, version))
     return sorted(found)
 
 
 def prune_versions(output, keep_count, keep=()):
     """Deletes all but the ``keep_count`` newest published versions; never a version named in ``keep``."""
     versions = published_versions(output)
-    for _, version in versions[:max(0, len(versions) - keep_count)]:
+    for _, _, version in versions[:max(0, len(versions) - keep_count)]:
         if version not in keep:
             delete_tree(layout.join(output, version))
 
@@ -165,8 +165,7 @@ def remove_staging(output, everything=False):
 
     Returns how many were removed.
     """
-    newest = published_versions(output)
-    published_at = calendar.timegm(time.strptime(newest[-1][0], '%Y-%m-%dT%H:%M:%SZ')) if newest else None
+    published_at = max((when for _, when, _ in published_versions(output)), default=None)
     removed = 0
     for last_written, folder in staging_folders(output):
         if everything or (published_at is not None and last_written < published_at):

@@ -1,0 +1,319 @@
+"""Scheduled refresh: a build into an output with a published version decodes only what changed, keeps
+label numbers, and publishes exactly what a full build of the same input would."""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from contract import layout
+from pipelines import build_dataset
+from pipelines.preflight import read_latest
+from samples.generate import write_images
+from tests.conftest import SMALL, build
+from tests.contract_checks import check_version, load_version
+from transforms.publication import Latest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OPTIONS = ('--splits', 'train=80,validation=20', '--num_shards', 'train=2,validation=1')
+
+
+def _images(tmp_path, name='images', per_class=6):
+    root = tmp_path / name
+    write_images(str(root), per_class, png_every=4, **SMALL)
+    return root
+
+
+def _refresh(images, output, *extra):
+    config, result = build_dataset.run(['--input', str(images), '--output', str(output), '--image_size', '32',
+                                        '--direct_running_mode', 'in_memory', *OPTIONS, *extra])
+    return config, result
+
+
+def _files(version_dir):
+    """{relative path: bytes} of a version, less dataset.json (which names the run)."""
+    return {os.path.relpath(os.path.join(folder, name), version_dir): open(os.path.join(folder, name), 'rb').read()
+            for folder, _, names in os.walk(version_dir) for name in names if name != layout.DATASET_JSON}
+
+
+def _change(path, data):
+    """New bytes in place: the listing sees another size or modification time."""
+    path.write_bytes(data)
+    stat = path.stat()
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+
+
+def _fresh_image(images, seed, kind='circle'):
+    """The bytes of a newly generated image, unlike any in the corpus."""
+    folder = images.parent / f'fresh-{seed}'
+    (path,) = write_images(str(folder), 1, classes=(kind,), seed=seed, png_every=0, **SMALL)
+    data = open(path, 'rb').read()
+    shutil.rmtree(folder)
+    return data
+
+
+def _edit_input(images):
+    """Adds two images (one in a new class), changes one image, deletes one: returns (new, changed, removed)."""
+    circles = sorted((images / 'circle').iterdir())
+    (images / 'circle' / 'aa_new.jpg').write_bytes(_fresh_image(images, 11))
+    (images / 'aardvark').mkdir()
+    (images / 'aardvark' / 'a.jpg').write_bytes(_fresh_image(images, 7, 'triangle'))
+    _change(circles[0], _fresh_image(images, 12))
+    circles[1].unlink()
+    return 2, 1, 1
+
+
+def test_a_refresh_publishes_what_a_full_build_would_reading_only_what_changed(tmp_path):
+    images = _images(tmp_path)
+    output = tmp_path / 'out'
+    _refresh(images, output, '--version', 'v1')
+    before, first = load_version(str(output))
+    new, changed, removed = _edit_input(images)
+    listed = sum(1 for path in images.rglob('*') if path.is_file())
+    config, result = _refresh(images, output, '--version', 'v2')
+    version_dir, document = load_version(str(output))
+    assert document['version'] == 'v2'
+    assert document['refresh'] == {'previous': 'v1', 'mode': 'incremental', 'full_reason': None, 'new': new,
+                                   'changed': changed, 'removed': removed, 'reused': listed - new - changed,
+                                   'decoded': new + changed}
+    assert build_dataset.counter(result, 'images_decoded') == new + changed  # only those were read
+    assert build_dataset.counter(result, 'images_reused') == listed - new - changed
+    # Label numbers never move: the new class comes last, although it sorts first.
+    assert document['labels'] == first['labels'] + ['aardvark']
+    assert open(os.path.join(version_dir, layout.LABELS_TXT)).read().splitlines() == document['labels']
+    check_version(str(output), input_root=str(images))
+    # The same bytes as a full build of the same input with the refreshed label order.
+    labels = tmp_path / 'labels.txt'
+    labels.write_text(''.join(f'{label}\n' for label in document['labels']))
+    _refresh(images, tmp_path / 'full', '--version', 'v2', '--labels', str(labels))
+    full_dir, full = load_version(str(tmp_path / 'full'))
+    assert full['refresh']['mode'] == 'full' and full['refresh']['previous'] is None
+    assert _files(version_dir) == _files(full_dir)
+    for key in ('splits', 'counts', 'quarantine', 'duplicates', 'decoding', 'index', 'labels'):
+        assert document[key] == full[key], key
+    # The previous version is intact.
+    assert os.path.exists(os.path.join(before, layout.DATASET_JSON))
+
+
+def test_unchanged_images_are_not_read(tmp_path):
+    images = _images(tmp_path)
+    output = tmp_path / 'out'
+    _refresh(images, output, '--version', 'v1')
+    _, first = load_version(str(output))
+    # Garble an image in place but keep its size and modification time: a refresh that read it would
+    # quarantine it; one that trusts the listing reuses its record.
+    victim = sorted((images / 'square').iterdir())[0]
+    stat = victim.stat()
+    victim.write_bytes(b'\0' * stat.st_size)
+    os.utime(victim, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    _change(sorted((images / 'cross').iterdir())[0], _fresh_image(images, 13, 'cross'))
+    _, result = _refresh(images, output, '--version', 'v2')
+    _, document = load_version(str(output))
+    assert document['refresh']['decoded'] == 1 and document['counts']['quarantined'] == 0
+    assert document['counts']['written'] == first['counts']['written']
+    assert build_dataset.counter(result, 'bytes_read') == os.path.getsize(sorted((images / 'cross').iterdir())[0])
+
+
+def test_a_changed_record_option_rebuilds_everything_and_says_why(tmp_path, capsys):
+    images = _images(tmp_path)
+    output = tmp_path / 'out'
+    _refresh(images, output, '--version', 'v1')
+    status = build_dataset.main(['--input', str(images), '--output', str(output), '--image_size', '24',
+                                 '--direct_running_mode', 'in_memory', *OPTIONS, '--version', 'v2'])
+    out = capsys.readouterr().out.splitlines()
+    assert status == 0
+    assert out[0] == 'build-dataset: full build: --image_size changed since version v1 (32x32 -> 24x24)'
+    _, document = load_version(str(output))
+    assert document['refresh']['mode'] == 'full' and document['refresh']['decoded'] == document['counts']['inputs']
+    assert document['refresh']['previous'] == 'v1' and '--image_size' in document['refresh']['full_reason']
+
+
+def test_full_forces_decoding_everything(tmp_path):
+    images = _images(tmp_path)
+    output = tmp_path / 'out'
+    _refresh(images, output, '--version', 'v1')
+    _, result = _refresh(images, output, '--version', 'v2', '--full')
+    _, document = load_version(str(output))
+    assert document['refresh']['full_reason'] == '--full was given'
+    assert build_dataset.counter(result, 'images_decoded') == document['counts']['inputs']
+
+
+def test_nothing_changed_publishes_nothing_unless_forced(tmp_path, capsys):
+    images = _images(tmp_path)
+    output = tmp_path / 'out'
+    _refresh(images, output, '--version', 'v1')
+    argv = ['--input', str(images), '--output', str(output), '--image_size', '32', '--direct_running_mode',
+            'in_memory', *OPTIONS, '--version', 'v2']
+    assert build_dataset.main(argv) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out == ['build-dataset: nothing changed since version v1: no new version published, LATEST stays '
+                   '(--force publishes anyway)']
+    assert sorted(os.listdir(output)) == [layout.LATEST, 'v1']
+    assert build_dataset.main(argv + ['--force']) == 0
+    assert (output / layout.LATEST).read_text() == 'v2\n'
+    # Another option (not one that shapes a record) is a change too: reuse, and publish.
+    capsys.readouterr()
+    assert build_dataset.main(argv[:-1] + ['v3', '--num_shards', 'train=3,validation=1']) == 0
+    _, document = load_version(str(output))
+    assert document['version'] == 'v3' and document['refresh']['reused'] == document['counts']['inputs']
+
+
+def test_keep_versions_prunes_the_oldest_after_publishing(tmp_path):
+    images = _images(tmp_path)
+    output = tmp_path / 'out'
+    for version in ('v1', 'v2', 'v3'):
+        _refresh(images, output, '--version', version, '--force')
+        time.sleep(1.1)  # versions are ordered by their creation time, in seconds
+    _refresh(images, output, '--version', 'v4', '--force', '--keep_versions', '2')
+    assert sorted(os.listdir(output)) == [layout.LATEST, 'v3', 'v4']
+    # A failed build deletes nothing.
+    with pytest.raises(Exception):
+        _refresh(images, output, '--version', 'v5', '--force', '--keep_versions', '1', '--max_pixels', '1')
+    assert sorted(name for name in os.listdir(output) if not layout.is_staging_name(name)) == [
+        layout.LATEST, 'v3', 'v4']
+
+
+def test_keep_versions_never_deletes_the_version_the_build_started_from(tmp_path):
+    images = _images(tmp_path)
+    output = tmp_path / 'out'
+    _refresh(images, output, '--version', 'b-old')
+    time.sleep(1.1)
+    _refresh(images, output, '--version', 'c-newer', '--force')
+    time.sleep(1.1)
+    # LATEST points back at the older version (a rollback), which this build starts from.
+    (output / layout.LATEST).write_text('b-old\n')
+    _refresh(images, output, '--version', 'd-newest', '--force', '--keep_versions', '1')
+    assert sorted(os.listdir(output)) == [layout.LATEST, 'b-old', 'd-newest']
+
+
+def test_overlapping_builds_publish_once_and_the_loser_fails_in_one_line(tmp_path, monkeypatch, capsys):
+    images = _images(tmp_path)
+    output = tmp_path / 'out'
+    _refresh(images, output, '--version', 'v1')
+    # Build A starts (LATEST is v1); build B starts and publishes v3 first; then A reaches publication.
+    started = read_latest(str(output), None)
+    assert started == Latest('v1')
+    _refresh(images, output, '--version', 'v3', '--force')
+    monkeypatch.setattr('pipelines.preflight.read_latest', lambda output, options: started)
+    status = build_dataset.main(['--input', str(images), '--output', str(output), '--image_size', '32',
+                                 '--direct_running_mode', 'in_memory', *OPTIONS, '--version', 'v2', '--force'])
+    err = capsys.readouterr().err.strip()
+    assert status == 1 and '\n' not in err
+    assert err.startswith('build-dataset: failed: LATEST of ') and 'another build published first' in err
+    assert (output / layout.LATEST).read_text() == 'v3\n'
+    for version in ('v1', 'v2', 'v3'):  # both builds' files are intact
+        assert os.path.exists(output / version / layout.DATASET_JSON)
+
+
+def test_latest_is_never_read_half_written_by_concurrent_writers(tmp_path):
+    """Many processes replace LATEST at once; a reader only ever sees one whole name."""
+    output = tmp_path / 'out'
+    output.mkdir()
+    (output / layout.LATEST).write_text('v0\n')
+    script = ('import sys\nfrom transforms.publication import Latest, read_latest, replace_latest\n'
+              'for i in range(200):\n'
+              '    try:\n'
+              '        replace_latest(sys.argv[1], sys.argv[2] + str(i), read_latest(sys.argv[1]))\n'
+              '    except Exception as error:\n'
+              '        assert "another build published first" in str(error)\n')
+    writers = [subprocess.Popen([sys.executable, '-c', script, str(output), f'w{n}-'], cwd=ROOT) for n in range(3)]
+    seen = set()
+    while any(writer.poll() is None for writer in writers):
+        seen.add((output / layout.LATEST).read_text())
+    assert all(writer.returncode == 0 for writer in writers)
+    assert all(text.endswith('\n') and text.count('\n') == 1 and len(text) > 2 for text in seen), seen
+    assert not [name for name in os.listdir(output) if name != layout.LATEST]  # no temporary file left
+
+
+def test_a_refresh_killed_before_publishing_leaves_latest_and_the_next_one_succeeds(tmp_path):
+    images = _images(tmp_path, per_class=12)
+    output = tmp_path / 'out'
+    _refresh(images, output, '--version', 'v1')
+    _edit_input(images)
+    process = subprocess.Popen(
+        [sys.executable, '-m', 'pipelines.build_dataset', '--input', str(images), '--output', str(output),
+         '--image_size', '32', '--direct_running_mode', 'in_memory', *OPTIONS, '--version', 'v2'],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while not any(layout.is_staging_name(name) for name in os.listdir(output)):
+        assert process.poll() is None and time.monotonic() < deadline, 'the build ended before it could be killed'
+        time.sleep(0.005)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    assert (output / layout.LATEST).read_text() == 'v1\n'
+    check_version(str(output))  # v1 whole
+    assert not (output / 'v2').exists()
+    config, _ = _refresh(images, output, '--version', 'v2')
+    _, document = load_version(str(output))
+    assert document['version'] == 'v2' and document['refresh']['mode'] == 'incremental'
+    # The killed build's staging folder was older than v2's publication: the build after removes it.
+    _refresh(images, output, '--version', 'v3', '--force')
+    assert sorted(os.listdir(output)) == [layout.LATEST, 'v1', 'v2', 'v3']
+
+
+def test_clean_removes_every_staging_folder(tmp_path):
+    images = _images(tmp_path)
+    output = tmp_path / 'out'
+    _refresh(images, output, '--version', 'v1')
+    (output / layout.staging_name('v9', 'deadbeef') / layout.SPILL_DIR).mkdir(parents=True)
+    (output / layout.staging_name('v9', 'deadbeef') / layout.SPILL_DIR / 'x.spill').write_bytes(b'x')
+    _refresh(images, output, '--version', 'v2', '--force')
+    assert layout.staging_name('v9', 'deadbeef') in os.listdir(output)  # newer than v1: maybe still running
+    _refresh(images, output, '--version', 'v3', '--force', '--clean')
+    assert sorted(os.listdir(output)) == [layout.LATEST, 'v1', 'v2', 'v3']
+
+
+def test_a_quarantined_image_fixed_in_place_is_decoded_and_written(tmp_path):
+    images = _images(tmp_path)
+    output = tmp_path / 'out'
+    broken = images / 'square' / 'broken.jpg'
+    broken.write_bytes(b'<html>not found</html>')
+    _refresh(images, output, '--version', 'v1')
+    _, first = load_version(str(output))
+    assert first['quarantine']['by_reason'] == {'not_an_image': 1}
+    unchanged_build = _refresh(images, output, '--version', 'v2', '--force')[1]
+    assert build_dataset.counter(unchanged_build, 'images_decoded') == 0  # quarantined again, unread
+    _, second = load_version(str(output))
+    assert second['quarantine']['by_reason'] == {'not_an_image': 1}
+    _change(broken, (images / 'square' / 'square_00000.jpg').read_bytes() + b' ')
+    _, result = _refresh(images, output, '--version', 'v3')
+    _, third = load_version(str(output))
+    assert third['quarantine']['by_reason'] == {} and third['counts']['written'] == first['counts']['written'] + 1
+    assert third['refresh']['changed'] == 1 and build_dataset.counter(result, 'images_decoded') == 1
+
+
+def test_a_duplicate_whose_twin_is_gone_is_written(tmp_path):
+    images = _images(tmp_path)
+    output = tmp_path / 'out'
+    twin = images / 'square' / 'zz_copy.jpg'
+    shutil.copy(images / 'square' / 'square_00000.jpg', twin)
+    _refresh(images, output, '--version', 'v1')
+    _, first = load_version(str(output))
+    assert first['counts']['duplicates'] == 1
+    (images / 'square' / 'square_00000.jpg').unlink()
+    _refresh(images, output, '--version', 'v2')
+    version_dir, document = load_version(str(output))
+    assert document['counts']['duplicates'] == 0 and document['refresh']['decoded'] == 1
+    _, by_split = check_version(str(output), input_root=str(images))
+    assert 'square/zz_copy.jpg' in {r['image/source'].decode() for records in by_split.values() for r in records}
+    labels = tmp_path / 'labels.txt'
+    labels.write_text(''.join(f'{label}\n' for label in document['labels']))
+    _refresh(images, tmp_path / 'full', '--version', 'v2', '--labels', str(labels))
+    assert _files(version_dir) == _files(load_version(str(tmp_path / 'full'))[0])
+
+
+def test_dataset_json_records_how_labels_were_ordered(tmp_path):
+    images = _images(tmp_path)
+    _refresh(images, tmp_path / 'out', '--version', 'v1')
+    _, document = load_version(str(tmp_path / 'out'))
+    assert document['label_order'] == 'sorted class names'
+    (images / 'zebra').mkdir()
+    (images / 'zebra' / 'z.jpg').write_bytes(_fresh_image(images, 21, 'cross'))
+    _refresh(images, tmp_path / 'out', '--version', 'v2')
+    _, document = load_version(str(tmp_path / 'out'))
+    assert document['label_order'] == 'version v1, new classes appended in sorted order'
+    assert json.loads(json.dumps(document['record_options']))['image_size'] == [32, 32]
