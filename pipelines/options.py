@@ -78,6 +78,16 @@ class BuildConfig:
         return options
 
 
+def _boolean(text):
+    if text.lower() not in ('true', 'false'):
+        raise argparse.ArgumentTypeError(f'expected true or false, got {text!r}')
+    return text.lower() == 'true'
+
+
+# A switch that also takes a value, as a Flex Template passes it: --full, --full=true, --full=false.
+_FLAG = dict(nargs='?', const=True, default=False, type=_boolean)
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message):
         raise UsageError(message)
@@ -104,14 +114,14 @@ def _parser():
     parser.add_argument('--max_pixels', type=int, default=image_ops.DEFAULT_MAX_PIXELS,
                         help='refuse images with more pixels than this, before decoding them')
     parser.add_argument('--min_size', type=int, default=1, help='refuse images whose short side is smaller')
-    parser.add_argument('--full', action='store_true',
+    parser.add_argument('--full', **_FLAG,
                         help='decode every image, even when the previous version (LATEST) could give its record')
-    parser.add_argument('--force', action='store_true',
+    parser.add_argument('--force', **_FLAG,
                         help='publish a new version even when nothing changed since the previous one')
     parser.add_argument('--keep_versions', type=int,
                         help='after publishing, delete all but the N newest versions (never the one LATEST '
                              'named at the start); default: keep every version')
-    parser.add_argument('--clean', action='store_true',
+    parser.add_argument('--clean', **_FLAG,
                         help='remove the staging folders that failed or killed builds left in --output')
     parser.add_argument('--max_error_rate', type=float, default=0.05,
                         help='fail the build, without publishing, when more than this fraction of the input '

@@ -66,7 +66,8 @@ def test_the_job_graph_holds_the_build_steps(template):
     _, pipeline, _ = template
     names = {transform.unique_name for transform in pipeline.components.transforms.values()}
     for step in ('ListImages/ListClassFolders', 'ListImages/SpreadFolders', 'ListImages/ListFolders',
-                 'Reshuffle', 'DecodeResize/Decode', 'AssignShards/Rank', 'WriteShards/Write',
+                 'Encode/Reshuffle', 'Encode/DecodeResize/Decode', 'Encode/ToExample/SerialiseAndSpill',
+                 'Dedupe/ResolveCopies', 'AssignShards/Rank', 'WriteShards/Write', 'WriteIndex/WritePart',
                  'Publish/WriteMetadata'):
         assert step in names
 
