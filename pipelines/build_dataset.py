@@ -181,20 +181,23 @@ def main(argv=None):
     except UsageError as error:
         print(f'build-dataset: error: {error}', file=sys.stderr)
         return 2
-    with console.held_stderr() if is_local(options) else contextlib.nullcontext(lambda: None) as replay:
+    hold = is_local(options) and not config.verbose
+    with console.held_stderr() if hold else contextlib.nullcontext(console.NotHeld()) as held:
         try:
             config, result = launch(config, options)
         except UsageError as error:
             failure = f'build-dataset: error: {error}', 2
         except Exception as error:  # a runner wraps our BuildFailed in its own exception types
             message = build_failure_message(error)
-            if message is None:
-                replay()
+            if message is None and config.verbose:
                 raise
+            if message is None:  # disk full, permission revoked, a bug: the details go to a log file
+                log = console.write_log(error, held.read())
+                message = f'{console.failure_line(error)} (details in {log}; --verbose shows them)'
             failure = f'build-dataset: failed: {message}', 1
         else:
             failure = None
-            replay()  # warnings of a run that went well (retried reads, say) are the user's to see
+            held.replay()  # warnings of a run that went well (retried reads, say) are the user's to see
     if failure:
         print(failure[0], file=sys.stderr)
         return failure[1]

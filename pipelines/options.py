@@ -7,9 +7,12 @@ file system or the network (inputs, outputs, buckets, the labels file) are ``pip
 import argparse
 import dataclasses
 import datetime
+import difflib
 import os
 import re
 import uuid
+
+from apache_beam.options.pipeline_options import PipelineOptions, _BeamArgumentParser
 
 from contract import layout
 from transforms import image_ops
@@ -55,6 +58,7 @@ class BuildConfig:
     build_id: str = ''  # names this build's staging folder
     previous: object = None  # publication.Latest read by the pre-flight checks: LATEST when the build started
     refresh: object = None  # refresh.RefreshPlan, decided before the job runs
+    verbose: bool = False  # show Beam's and the workers' own messages, and tracebacks
 
     @property
     def version_dir(self):
@@ -70,7 +74,7 @@ class BuildConfig:
     def describe(self):
         """The options as recorded in dataset.json."""
         options = dataclasses.asdict(self)
-        for field in ('created', 'build_id', 'previous', 'refresh'):  # facts of this run, not choices of the user's
+        for field in ('created', 'build_id', 'previous', 'refresh', 'verbose'):  # facts of this run, not choices of the user's
             del options[field]
         options['image_size'] = list(self.image_size)
         options['splits'] = dict(self.splits)
@@ -91,6 +95,30 @@ _FLAG = dict(nargs='?', const=True, default=False, type=_boolean)
 class _Parser(argparse.ArgumentParser):
     def error(self, message):
         raise UsageError(message)
+
+
+class _BeamParser(_BeamArgumentParser):
+    """Every Beam option this process knows, so a Beam option's mistake is a one-line UsageError."""
+
+    def __init__(self):
+        super().__init__(allow_abbrev=False, add_help=False)
+        for cls in {str(cls): cls for cls in PipelineOptions.__subclasses__()}.values():
+            cls._add_argparse_args(self)  # pylint: disable=protected-access
+
+    def error(self, message):
+        raise UsageError(message)
+
+
+def check_beam_args(beam_args, own_options):
+    """Refuses what neither the build nor Beam knows, naming a close match; checks Beam's values."""
+    parser = _BeamParser()
+    _, unknown = parser.parse_known_args(beam_args)
+    for arg in unknown:
+        name = arg.split('=', 1)[0]
+        known = own_options + [option for action in parser._actions for option in action.option_strings]
+        close = difflib.get_close_matches(name, known, n=1)
+        hint = f' (did you mean {close[0]}?)' if close else ''
+        raise UsageError(f'unknown option {name}{hint}' if name.startswith('-') else f'unexpected argument {arg!r}')
 
 
 def _parser():
@@ -123,6 +151,8 @@ def _parser():
                              'named at the start); default: keep every version')
     parser.add_argument('--clean', **_FLAG,
                         help='remove the staging folders that failed or killed builds left in --output')
+    parser.add_argument('--verbose', **_FLAG,
+                        help="show Beam's and the workers' own log lines, and a failure's traceback")
     parser.add_argument('--max_error_rate', type=float, default=0.05,
                         help='fail the build, without publishing, when more than this fraction of the input '
                              'images is quarantined; default 0.05 (5%%)')
@@ -162,7 +192,11 @@ def runner_name(beam_args):
 
 def parse_args(argv, now=None):
     """Returns (BuildConfig, the arguments left for Beam)."""
-    args, beam_args = _parser().parse_known_args(argv)
+    parser = _parser()
+    args, beam_args = parser.parse_known_args(argv)
+    check_beam_args(beam_args, [option for action in parser._actions for option in action.option_strings])
+    if not args.output.strip() or ('://' not in args.output and os.path.abspath(args.output) == '/'):
+        raise UsageError(f'--output must name a folder or gs:// prefix below the root, got {args.output!r}')
     try:
         image_size = image_ops.parse_image_size(args.image_size)
     except ValueError as error:
@@ -199,6 +233,6 @@ def parse_args(argv, now=None):
         resize=args.resize, jpeg_quality=args.jpeg_quality, target_shard_mb=args.target_shard_mb,
         num_shards=num_shards, labels_file=args.labels_file, build_id=uuid.uuid4().hex[:12], max_pixels=args.max_pixels, min_size=args.min_size,
         max_error_rate=args.max_error_rate, full=args.full, force=args.force, keep_versions=args.keep_versions,
-        clean=args.clean,
+        clean=args.clean, verbose=args.verbose,
         name=args.name or os.path.basename(source.rstrip('/')).rsplit('.', 1)[0] or 'dataset')
     return config, beam_args

@@ -6,6 +6,8 @@ is a compare-and-swap against it).
 """
 import dataclasses
 import os
+import shutil
+import uuid
 
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import GoogleCloudOptions
@@ -98,6 +100,21 @@ def _check_gcs(url, options, probe=gcs.check_readable):
         raise UsageError(gcs.describe_error(url, error)) from None
 
 
+def _probe_local(output, probe):
+    try:
+        os.makedirs(output, exist_ok=True)
+        with open(probe, 'wb') as stream:
+            stream.write(b'probe')
+        os.remove(probe)
+    except (FileExistsError, NotADirectoryError):
+        raise UsageError(f'--output {output} is not a folder (a file is in the way)') from None
+    except OSError as error:
+        raise UsageError(f'cannot write to --output {output}: {error.strerror or error}') from None
+    free = shutil.disk_usage(output).free
+    if free < MIN_FREE_BYTES:
+        raise UsageError(f'the disk of --output {output} is nearly full ({free // 2**20} MB free)')
+
+
 def check_temp_locations(options):
     """Refuses a gs:// --temp_location or --staging_location whose bucket cannot be read.
 
@@ -109,9 +126,17 @@ def check_temp_locations(options):
             _check_gcs(location, options)
 
 
+# Below this much free space on a local output's disk the build is refused before it starts.
+MIN_FREE_BYTES = 64 * 2**20
+
+
 def check_output(config, options=None):
-    """Refuses an output bucket that cannot be read, and a version that was already published."""
+    """Refuses an output that cannot be written (a probe object is written and deleted), a nearly full
+    local disk, and a version that was already published."""
+    probe = layout.join(config.output, f'.probe-{uuid.uuid4().hex}')
     if gcs.is_gcs(config.output):
-        _check_gcs(config.output, options)
+        _check_gcs(config.output, options, lambda client, _: gcs.write_and_delete(client, probe))
+    elif FileSystems.get_scheme(config.output) is None:
+        _probe_local(config.output, probe)
     if FileSystems.exists(layout.join(config.version_dir, layout.DATASET_JSON)):
         raise UsageError(f'version {config.version} already exists in {config.output}; pass another --version')

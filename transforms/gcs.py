@@ -89,6 +89,14 @@ def check_readable(storage_client, url):
         break
 
 
+def write_and_delete(storage_client, url):
+    """Writes and deletes a small object at ``url``: proof that the job can write there."""
+    bucket, name = split_url(url)
+    blob = storage_client.bucket(bucket).blob(name)
+    blob.upload_from_string(b'probe')
+    blob.delete()
+
+
 def describe_error(url, error):
     """One line naming what went wrong with ``url``, for a GCS API error."""
     bucket, _ = split_url(url)
