@@ -6,16 +6,23 @@ beneath Beam's GCS file system (``gcsio.create_storage_client``), built from the
 authenticates as Beam does: Application Default Credentials on Google Cloud, anonymously against an
 emulator named by ``STORAGE_EMULATOR_HOST``.
 
+Object reads and writes (``download``, ``upload``) are single attempts with the client's own retries
+off: ``transforms.storage`` retries them under one policy. Listings retry each page under that policy.
+
 Beam imports every ``--beam_plugins`` module first thing in a worker process, and
 ``pipelines.build_dataset`` lists this one when an emulator is set, so the import below prepares the
 workers too.
 """
+import functools
 import os
 
 from apache_beam.internal.gcp import auth
+from apache_beam.io.filesystems import FileSystems
 from apache_beam.io.gcp import gcsio
 from apache_beam.options.pipeline_options import PipelineOptions
 from google.api_core import exceptions
+
+from transforms import retries
 
 EMULATOR_HOST = 'STORAGE_EMULATOR_HOST'
 PAGE_SIZE = 1000
@@ -48,6 +55,28 @@ def client(options=None):
     return gcsio.create_storage_client(options or PipelineOptions([]))
 
 
+@functools.lru_cache(maxsize=None)
+def _object_client(emulator_host):  # pylint: disable=unused-argument  (a new emulator, a new client)
+    """The client of Beam's GCS file system in this process, built from the job's options."""
+    return FileSystems.get_filesystem('gs://')._gcsIO().client  # pylint: disable=protected-access
+
+
+def _blob(url):
+    bucket, name = _split(url)
+    return _object_client(os.environ.get(EMULATOR_HOST)).bucket(bucket).blob(name)
+
+
+def download(url):
+    """The bytes of object ``url``, in one attempt (checksummed by the client)."""
+    return _blob(url).download_as_bytes(retry=None, timeout=retries.ATTEMPT_TIMEOUT_S)
+
+
+def upload(url, data):
+    """Writes ``data`` as object ``url``, in one attempt; the object appears whole or not at all."""
+    _blob(url).upload_from_string(data, content_type='application/octet-stream', retry=None,
+                                  timeout=retries.ATTEMPT_TIMEOUT_S)
+
+
 def _split(url):
     """'gs://bucket/some/name' -> ('bucket', 'some/name'); the name may be empty."""
     return gcsio.parse_gcs_path(url, object_optional=True)
@@ -58,14 +87,16 @@ def as_folder(url):
     return url.rstrip('/') + '/'
 
 
-def iter_level(storage_client, url):
+def iter_level(storage_client, url, policy=None):
     """Yields (PREFIX, url) for each sub-folder and (OBJECT, url) for each object directly below ``url``.
 
-    One page of the listing is in memory at a time. Folder placeholder objects (names ending in '/')
-    are skipped: they hold no data.
+    One page of the listing is in memory at a time, each page retried under ``policy``. Folder
+    placeholder objects (names ending in '/') are skipped: they hold no data.
     """
     bucket, prefix = _split(as_folder(url))
-    blobs = storage_client.list_blobs(bucket, prefix=prefix, delimiter='/', page_size=PAGE_SIZE)
+    blobs = storage_client.list_blobs(bucket, prefix=prefix, delimiter='/', page_size=PAGE_SIZE,
+                                      retry=retries.api_retry_for(retries.LIST, policy),
+                                      timeout=retries.ATTEMPT_TIMEOUT_S)
     for page in blobs.pages:
         for blob in page:
             if not blob.name.endswith('/'):
@@ -74,10 +105,12 @@ def iter_level(storage_client, url):
             yield PREFIX, f'gs://{bucket}/{sub}'
 
 
-def iter_objects(storage_client, url):
+def iter_objects(storage_client, url, policy=None):
     """Yields the url of every object below ``url``, at any depth, one page in memory at a time."""
     bucket, prefix = _split(as_folder(url))
-    for blob in storage_client.list_blobs(bucket, prefix=prefix, page_size=PAGE_SIZE):
+    for blob in storage_client.list_blobs(bucket, prefix=prefix, page_size=PAGE_SIZE,
+                                          retry=retries.api_retry_for(retries.LIST, policy),
+                                          timeout=retries.ATTEMPT_TIMEOUT_S):
         if not blob.name.endswith('/'):
             yield f'gs://{bucket}/{blob.name}'
 
