@@ -73,7 +73,7 @@ def test_an_outage_longer_than_the_deadline_fails_the_build_and_publishes_nothin
     assert status == 1
     assert len(err.splitlines()) == 1, err
     assert err.startswith(f'build-dataset: failed: cannot read {bucket}/images/')
-    assert 'ServiceUnavailable: 503' in err and 'still failing after' in err
+    assert 'ServiceUnavailable (HTTP 503): injected 503 on a read request' in err and 'still failing after' in err
     assert gcs_emulator.read_bytes(f'{output}/{layout.LATEST}') == b'v0\n'
     quarantines = [url for url in gcs_emulator.list(output + '/') if url.endswith(layout.QUARANTINE_JSONL)]
     assert all(b'read_error' not in gcs_emulator.read_bytes(url) for url in quarantines)
@@ -82,7 +82,7 @@ def test_an_outage_longer_than_the_deadline_fails_the_build_and_publishes_nothin
 @pytest.mark.parametrize('kinds, faults, what', [
     ([WRITE], ['503'], 'cannot write '),
     ([WRITE], ['reset'], 'cannot write '),
-    ([LATEST], ['429'], f'cannot write {{output}}/{layout.LATEST}: TooManyRequests: 429'),
+    ([LATEST], ['429'], f'cannot write {{output}}/{layout.LATEST}: TooManyRequests (HTTP 429)'),
 ])
 def test_persistent_write_failures_end_in_one_line(images, faulty_gcs, gcs_emulator, monkeypatch, capsys,
                                                    kinds, faults, what):

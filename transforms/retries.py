@@ -8,10 +8,13 @@ write (``storage``). A permanent error (404, 403, a full or read-only disk) is n
 Every retry increments the Beam counter ``retries/<kind>`` (kind: read, write, list), so
 ``summary_line`` can report them once the build has finished.
 """
+import contextlib
 import errno
 import http.client
+import json
 import logging
 import random
+import re
 import time
 import typing
 
@@ -84,12 +87,21 @@ def is_transient(error):
     return False
 
 
+# google.api_core's message of an HTTP error: 'GET https://...: <the server's message>: (<the client's detail>)'.
+_API_MESSAGE = re.compile(r'^(?:[A-Z]+ \S+: )?(?P<message>.*?)(?:: \(.*\))?$')
+
+
 def describe(error):
-    """'ServiceUnavailable: 503 GET ...: the first line of the message'."""
+    """One line about ``error``: 'ServiceUnavailable (HTTP 503): the server's message', 'TimeoutError: ...'."""
     if isinstance(error, RetriesExhausted):
         return str(error)
-    text = str(error).strip()
-    return f'{type(error).__name__}: {text.splitlines()[0]}' if text else type(error).__name__
+    text = (str(error).strip().splitlines() or [''])[0]
+    if isinstance(error, api_exceptions.GoogleAPICallError):
+        message = _API_MESSAGE.match(error.message.splitlines()[0] if error.message else '')['message']
+        with contextlib.suppress(ValueError, TypeError, KeyError):  # a JSON error document: its message
+            message = json.loads(message)['error']['message']
+        return f'{type(error).__name__} (HTTP {error.code})' + (f': {message}' if message else '')
+    return f'{type(error).__name__}: {text}' if text else type(error).__name__
 
 
 def _delays(policy):

@@ -5,6 +5,7 @@ client's own retries turned off, so one policy (ours: a deadline, counted retrie
 attempt; Beam's gcsio would retry for 120 s on its own, uncounted, and then raise ``RetryError``.
 Other paths go through Beam's FileSystems.
 """
+import contextlib
 import os
 import uuid
 
@@ -72,4 +73,9 @@ def replace(path, data, policy=None):
         else:
             FileSystems.rename([temporary], [path])
 
-    _write(path, data, policy, attempt)
+    try:
+        _write(path, data, policy, attempt)
+    finally:
+        if FileSystems.get_scheme(path) is None:
+            with contextlib.suppress(FileNotFoundError):  # renamed away, or never written
+                os.remove(temporary)
