@@ -2,6 +2,8 @@
 faults that outlast the retry deadline fail the build in one line, publish nothing and quarantine nothing.
 """
 import pytest
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.testing.test_pipeline import TestPipeline
 
 from contract import layout
 from pipelines import build_dataset
@@ -9,6 +11,8 @@ from samples.generate import write_images
 from tests.conftest import SMALL
 from tests.fault_proxy import LATEST, LIST, READ, WRITE, faulty_gcs, gcs_emulator  # noqa: F401  (fixtures)
 from transforms import retries
+from transforms.errors import build_failure_message
+from transforms.listing import ListImages
 
 OPTIONS = ['--image_size', '32', '--version', 'v1', '--num_shards', 'train=2,validation=1',
            '--direct_running_mode', 'in_memory']
@@ -100,3 +104,18 @@ def test_persistent_write_failures_end_in_one_line(images, faulty_gcs, gcs_emula
     assert err.startswith('build-dataset: failed: ' + what.format(output=output)), err
     assert output in err and 'still failing after' in err
     assert f'{output}/{layout.LATEST}' not in gcs_emulator.list(output + '/')
+
+
+
+def test_a_listing_outage_fails_the_listing_in_one_line(images, faulty_gcs):
+    """(The build's pre-flight lists the input too; this is the listing inside the pipeline.)"""
+    bucket, _ = images
+    faulty_gcs.outage(600, kinds=[LIST])
+    p = TestPipeline(options=PipelineOptions(['--direct_running_mode', 'in_memory']))
+    _ = p | ListImages(input_root=f'{bucket}/images', retry_policy=retries.RetryPolicy(1.0, 0.05, 0.1))
+    with pytest.raises(Exception) as failure:
+        p.run().wait_until_finish()
+    message = build_failure_message(failure.value)
+    assert message.startswith(f'cannot list {bucket}/images: ServiceUnavailable (HTTP 503): injected 503 on a list')
+    assert message.endswith('(still failing when the retry deadline passed)')
+    assert faulty_gcs.injected[LIST, '503'] > 1

@@ -130,8 +130,7 @@ def describe_error(url, error):
     if isinstance(error, exceptions.Forbidden):
         return (f'permission denied on {url}: the account running the job needs Storage Object Admin '
                 f'(or Storage Object Viewer to read) on gs://{bucket}')
-    message = getattr(error, 'message', None) or str(error) or type(error).__name__
-    return f'cannot access {url}: {message.splitlines()[0]}'
+    return f'cannot access {url}: {retries.describe(error)}'
 
 
 connect_anonymously_to_emulator()

@@ -95,6 +95,8 @@ def describe(error):
     """One line about ``error``: 'ServiceUnavailable (HTTP 503): the server's message', 'TimeoutError: ...'."""
     if isinstance(error, RetriesExhausted):
         return str(error)
+    if isinstance(error, api_exceptions.RetryError) and error.cause is not None:  # a client's own retries gave up
+        return f'{describe(error.cause)} (still failing when the retry deadline passed)'
     text = (str(error).strip().splitlines() or [''])[0]
     if isinstance(error, api_exceptions.GoogleAPICallError):
         message = _API_MESSAGE.match(error.message.splitlines()[0] if error.message else '')['message']
