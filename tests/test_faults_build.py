@@ -57,7 +57,8 @@ def test_faults_are_retried_and_the_shards_are_byte_identical(images, faulty_gcs
     assert gcs_emulator.read_bytes(f'{output}/{layout.LATEST}') == b'v1\n'
     assert gcs_emulator.read_bytes(f'{output}/v1/{layout.QUARANTINE_JSONL}') == b''
     line = retries.summary_line(result)
-    injected_on_our_calls = sum(n for (kind, _), n in faulty_gcs.injected.items() if kind in (READ, WRITE, LATEST, LIST))
+    injected_on_our_calls = sum(n for (kind, _), n in faulty_gcs.injected.items()
+                                if kind in (READ, WRITE, LATEST, LIST))
     assert line.startswith('retried ') and int(line.split()[1]) >= 1
     assert injected_on_our_calls >= 1
 

@@ -1,9 +1,11 @@
-"""Whole-file writes: permanent errors are not retried and end in one line; LATEST never shows a partial value."""
+"""Whole-file I/O: transient errors are ridden out, permanent ones are not retried and end in one line, and
+LATEST never shows a partial value."""
 import os
 import threading
 
 import pytest
 
+from tests.fault_proxy import WRITE, faulty_gcs, gcs_emulator  # noqa: F401  (fixtures)
 from transforms import retries, storage
 from transforms.errors import BuildFailed
 
@@ -45,7 +47,8 @@ def test_transient_write_errors_are_retried_until_the_deadline(tmp_path):
     with pytest.raises(retries.RetriesExhausted) as failure:
         retries.call(flaky, retries.WRITE, 'gs://b/o', retries.RetryPolicy(0.2, 0.01, 0.02))
     assert len(attempts) > 2
-    assert str(failure.value).startswith('ConnectionResetError: [Errno 104] Connection reset by peer (still failing after ')
+    assert str(failure.value).startswith(
+        'ConnectionResetError: [Errno 104] Connection reset by peer (still failing after ')
 
 
 def test_concurrent_replacements_never_show_a_partial_value_nor_leave_temporaries(tmp_path):
@@ -72,3 +75,28 @@ def test_concurrent_replacements_never_show_a_partial_value_nor_leave_temporarie
     threads[0].join()
     assert seen <= values | {b'v0\n'}
     assert os.listdir(tmp_path) == ['LATEST']
+
+
+def test_gcs_reads_writes_copies_and_deletions_ride_out_faults(faulty_gcs, gcs_emulator):
+    bucket = gcs_emulator.create_bucket('storage-faults')
+    faulty_gcs.configure(rate=0.5, seed=3, faults=['503', '429', 'reset'])
+    for n in range(4):
+        storage.write_bytes(f'{bucket}/staging/f{n}', b'data %d' % n, QUICK)
+        storage.copy(f'{bucket}/staging/f{n}', f'{bucket}/v1/f{n}', QUICK)
+        storage.delete(f'{bucket}/staging/f{n}', QUICK)
+        assert storage.read_bytes(f'{bucket}/v1/f{n}', QUICK) == b'data %d' % n
+    storage.replace(f'{bucket}/LATEST', b'v1\n', QUICK)
+    faulty_gcs.configure(rate=0)
+    assert gcs_emulator.list(bucket) == [f'{bucket}/LATEST'] + [f'{bucket}/v1/f{n}' for n in range(4)]
+    assert gcs_emulator.read_bytes(f'{bucket}/LATEST') == b'v1\n'
+    assert sum(faulty_gcs.injected.values()) > 5
+
+
+def test_a_copy_that_keeps_failing_ends_in_one_line(faulty_gcs, gcs_emulator):
+    bucket = gcs_emulator.create_bucket('storage-copy-fails')
+    gcs_emulator.upload_bytes(f'{bucket}/a', b'a')
+    faulty_gcs.configure(rate=1.0, kinds=[WRITE], faults=['503'])
+    with pytest.raises(BuildFailed) as failure:
+        storage.copy(f'{bucket}/a', f'{bucket}/b', retries.RetryPolicy(0.3, 0.01, 0.02))
+    assert str(failure.value).startswith(f'cannot copy {bucket}/a to {bucket}/b: ServiceUnavailable (HTTP 503): ')
+    assert 'still failing after' in str(failure.value) and '\n' not in str(failure.value)

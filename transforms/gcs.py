@@ -6,8 +6,9 @@ beneath Beam's GCS file system (``gcsio.create_storage_client``), built from the
 authenticates as Beam does: Application Default Credentials on Google Cloud, anonymously against an
 emulator named by ``STORAGE_EMULATOR_HOST``.
 
-Object reads and writes (``download``, ``upload``) are single attempts with the client's own retries
-off: ``transforms.storage`` retries them under one policy. Listings retry each page under that policy.
+Object reads, writes, copies and deletions (``download``, ``upload``, ``copy``, ``delete``) are single
+attempts with the client's own retries off: ``transforms.storage`` retries them under one policy
+(``transforms.retries``). Listings retry each page under that policy.
 
 Beam imports every ``--beam_plugins`` module first thing in a worker process, and
 ``pipelines.build_dataset`` lists this one when an emulator is set, so the import below prepares the
@@ -75,6 +76,21 @@ def upload(url, data):
     """Writes ``data`` as object ``url``, in one attempt; the object appears whole or not at all."""
     _blob(url).upload_from_string(data, content_type='application/octet-stream', retry=None,
                                   timeout=retries.ATTEMPT_TIMEOUT_S)
+
+
+def copy(source_url, target_url):
+    """Copies an object within GCS (no data through this machine), in one attempt of one or more rewrite calls."""
+    source, target = _blob(source_url), _blob(target_url)
+    token = None
+    while True:
+        token, _, _ = target.rewrite(source, token=token, retry=None, timeout=retries.ATTEMPT_TIMEOUT_S)
+        if token is None:
+            return
+
+
+def delete(url):
+    """Deletes object ``url`` in one attempt; raises NotFound when there is none."""
+    _blob(url).delete(retry=None, timeout=retries.ATTEMPT_TIMEOUT_S)
 
 
 def _split(url):

@@ -130,8 +130,9 @@ class ResolveLabels(beam.PTransform):
         if self._pinned is None:
             labels = found | 'Sort' >> beam.Map(sorted)
             return {'images': named.images, 'labels': labels, REJECTED: named[REJECTED]}
-        labels = found | 'MatchPinned' >> beam.Map(
-            functools.partial(_pinned_if_matching, pinned=self._pinned, allow_unknown_labels=self._allow_unknown_labels))
+        match = functools.partial(_pinned_if_matching, pinned=self._pinned,
+                                  allow_unknown_labels=self._allow_unknown_labels)
+        labels = found | 'MatchPinned' >> beam.Map(match)
         checked = named.images | 'CheckLabels' >> beam.FlatMap(
             _known_or_rejected, known=frozenset(self._pinned)).with_outputs(REJECTED, main='images')
         rejected = (named[REJECTED], checked[REJECTED]) | 'AllRejected' >> beam.Flatten()

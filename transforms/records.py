@@ -22,7 +22,7 @@ REASONS = {
     TOO_SMALL: 'the short side is under --min_size',
     TRUNCATED: 'the file ends before its pixel data does',
     CORRUPT: 'the header or the pixel data is invalid',
-    READ_ERROR: 'the file could not be read: it is missing or forbidden (transient errors are retried, then fail the build)',
+    READ_ERROR: 'the file is missing or forbidden (transient read errors are retried, then fail the build)',
     LABEL_CONFLICT: 'the same bytes are filed under more than one label; every copy is quarantined',
     UNKNOWN_LABEL: 'the class is not in the --labels file (a choice, so not counted as an error)',
     BAD_LABEL: 'the class name holds a line break or NUL, which labels.txt cannot hold',

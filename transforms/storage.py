@@ -1,4 +1,4 @@
-"""Whole-file reads and writes, local or gs://, with transient errors retried (``transforms.retries``).
+"""Whole-file reads, writes, copies and deletions, local or gs://, with transient errors retried.
 
 gs:// objects go through the google-cloud-storage client beneath Beam's GCS file system with the
 client's own retries turned off, so one policy (ours: a deadline, counted retries) governs every
@@ -7,10 +7,12 @@ Other paths go through Beam's FileSystems.
 """
 import contextlib
 import os
+import shutil
 import uuid
 
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
+from google.api_core import exceptions as api_exceptions
 
 from transforms import gcs, retries
 from transforms.errors import BuildFailed
@@ -39,11 +41,11 @@ def _write_once(path, data):
         stream.write(data)
 
 
-def _write(path, data, policy, attempt):
+def _retried(doing, what, attempt, policy):
     try:
-        retries.call(attempt, retries.WRITE, path, policy)
+        retries.call(attempt, retries.WRITE, what, policy)
     except Exception as error:  # every write failure ends the build in one line naming the file
-        raise BuildFailed(f'cannot write {path}: {retries.describe(error)}') from error
+        raise BuildFailed(f'cannot {doing} {what}: {retries.describe(error)}') from error
 
 
 def write_bytes(path, data, policy=None):
@@ -51,7 +53,7 @@ def write_bytes(path, data, policy=None):
 
     Raises BuildFailed, one line naming the file and the cause, when the write cannot be done.
     """
-    _write(path, data, policy, lambda: _write_once(path, data))
+    _retried('write', path, lambda: _write_once(path, data), policy)
 
 
 def replace(path, data, policy=None):
@@ -74,8 +76,41 @@ def replace(path, data, policy=None):
             FileSystems.rename([temporary], [path])
 
     try:
-        _write(path, data, policy, attempt)
+        _retried('write', path, attempt, policy)
     finally:
         if FileSystems.get_scheme(path) is None:
             with contextlib.suppress(FileNotFoundError):  # renamed away, or never written
                 os.remove(temporary)
+
+
+def copy(source, target, policy=None):
+    """Copies ``source`` to ``target`` (on GCS, server-side), retrying transient errors; BuildFailed if it cannot."""
+    def attempt():
+        if gcs.is_gcs(source) and gcs.is_gcs(target):
+            gcs.copy(source, target)
+        elif FileSystems.get_scheme(source) is None and FileSystems.get_scheme(target) is None:
+            os.makedirs(os.path.dirname(os.path.abspath(target)), exist_ok=True)
+            shutil.copyfile(source, target)
+        else:
+            FileSystems.copy([source], [target])
+
+    _retried('copy', f'{source} to {target}', attempt, policy)
+
+
+def delete(path, policy=None):
+    """Deletes file ``path`` if it exists, retrying transient errors; BuildFailed if it cannot.
+
+    A retried deletion may find the file already gone (the first attempt worked, its answer was lost): done.
+    """
+    def attempt():
+        try:
+            if gcs.is_gcs(path):
+                gcs.delete(path)
+            elif FileSystems.get_scheme(path) is None:
+                os.remove(path)
+            else:
+                FileSystems.delete([path])
+        except (api_exceptions.NotFound, FileNotFoundError):
+            pass
+
+    _retried('delete', path, attempt, policy)
