@@ -81,7 +81,7 @@ def test_reads_that_fail_then_succeed_are_retried_and_written(image_ref, tmp_pat
 @pytest.mark.parametrize('error', [google_errors.ServiceUnavailable, google_errors.RetryError])
 def test_transient_errors_past_the_deadline_fail_the_build_not_quarantine(image_ref, tmp_path, error):
     if error is google_errors.RetryError:  # what Google's clients raise when their own retries give up
-        error = lambda message: google_errors.RetryError(message, cause=ConnectionResetError())  # noqa: E731
+        error = lambda message: google_errors.RetryError(message, cause=ConnectionResetError(message))  # noqa: E731
     reader = FlakyReader(tmp_path, failures=10 ** 6, error=error)
     p, written, rejected = _run(image_ref, reader, deadline_s=0.3)
     assert_that(rejected, equal_to([]), label='Rejected')

@@ -96,7 +96,7 @@ def describe(error):
     if isinstance(error, RetriesExhausted):
         return str(error)
     if isinstance(error, api_exceptions.RetryError) and error.cause is not None:  # a client's own retries gave up
-        return f'{describe(error.cause)} (still failing when the retry deadline passed)'
+        return f'{describe(error.cause)} (retried until the deadline)'
     text = (str(error).strip().splitlines() or [''])[0]
     if isinstance(error, api_exceptions.GoogleAPICallError):
         message = _API_MESSAGE.match(error.message.splitlines()[0] if error.message else '')['message']
