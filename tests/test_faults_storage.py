@@ -100,3 +100,13 @@ def test_a_copy_that_keeps_failing_ends_in_one_line(faulty_gcs, gcs_emulator):
         storage.copy(f'{bucket}/a', f'{bucket}/b', retries.RetryPolicy(0.3, 0.01, 0.02))
     assert str(failure.value).startswith(f'cannot copy {bucket}/a to {bucket}/b: ServiceUnavailable (HTTP 503): ')
     assert 'still failing after' in str(failure.value) and '\n' not in str(failure.value)
+
+
+def test_a_shard_too_big_for_one_request_is_uploaded_whole_through_faults(faulty_gcs, gcs_emulator):
+    """Over 8 MiB the client uploads in a resumable session; a failed session is started again."""
+    bucket = gcs_emulator.create_bucket('storage-big')
+    data = bytes(range(256)) * (9 * 4096)  # 9 MiB
+    faulty_gcs.configure(rate=0.3, seed=5, kinds=[WRITE], faults=['503', 'reset'])
+    storage.write_bytes(f'{bucket}/v1/train-00000-of-00001.tfrecord', data, QUICK)
+    assert gcs_emulator.read_bytes(f'{bucket}/v1/train-00000-of-00001.tfrecord') == data
+    assert faulty_gcs.injected and faulty_gcs.requests[WRITE] > 2
