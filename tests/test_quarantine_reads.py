@@ -8,6 +8,7 @@ import os
 
 import apache_beam as beam
 import pytest
+import requests
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
@@ -116,6 +117,9 @@ def test_a_missing_file_is_not_retried(image_ref, tmp_path):
     (OSError(28, 'No space left on device'), False),
     (OSError(30, 'Read-only file system'), False),
     (ValueError('a bug, not the storage'), False),
+    (requests.ConnectionError('connection refused'), True),
+    (requests.exceptions.ChunkedEncodingError('connection broken: IncompleteRead'), True),
+    (requests.exceptions.InvalidURL('no host'), False),
 ])
 def test_which_errors_are_worth_a_retry(error, transient):
     assert is_transient(error) is transient

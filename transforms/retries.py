@@ -81,6 +81,8 @@ def is_transient(error):
         return True
     if isinstance(error, _TRANSIENT_TYPES):
         return True
+    if isinstance(error, requests.RequestException):  # an OSError too, but a bad URL or request, not the network
+        return False
     if isinstance(error, OSError):
         return error.errno not in _PERMANENT_ERRNOS and not isinstance(
             error, (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError))
