@@ -21,7 +21,7 @@ from contract import layout, metadata
 from pipelines import console, preflight, refresh
 from pipelines.graph import build_pipeline
 from pipelines.options import DATAFLOW_RUNNER, DIRECT_RUNNER, UsageError, parse_args, runner_name
-from transforms import gcs, storage
+from transforms import gcs, retries, storage
 from transforms.errors import build_failure_message
 
 # Dataflow workers install the project from this file (with requirements/worker.txt only: no TensorFlow).
@@ -141,9 +141,14 @@ def report(config, result, options):
         return (f'build-dataset: submitted Dataflow job {result.job_id()}: https://console.cloud.google.com/'
                 f'dataflow/jobs/{cloud.region}/{result.job_id()}?project={cloud.project}')
     if counter(result, 'unchanged'):
-        return (f'build-dataset: nothing changed since version {config.refresh.previous}: no new version '
-                f'published, LATEST stays (--force publishes anyway)')
-    return summary(config)
+        lines = [f'build-dataset: nothing changed since version {config.refresh.previous}: no new version '
+                 f'published, LATEST stays (--force publishes anyway)']
+    else:
+        lines = [summary(config)]
+    retried = retries.summary_line(result)
+    if retried:
+        lines.append(f'  {retried}')
+    return '\n'.join(lines)
 
 
 def counter(result, name):

@@ -38,9 +38,10 @@ class Encode(beam.PTransform):
         decoded = (refs
                    | 'Reshuffle' >> beam.Reshuffle()
                    | 'DecodeResize' >> DecodeResizeEncode(config.image_size, config.resize, config.jpeg_quality,
-                                                          config.max_pixels, config.min_size))
+                                                          config.max_pixels, config.min_size,
+                                                          retry_policy=config.retry_policy()))
         records = decoded['images'] | 'ToExample' >> ToExample(
-            self._labels, layout.join(config.staging_dir, layout.SPILL_DIR))
+            self._labels, layout.join(config.staging_dir, layout.SPILL_DIR), config.retry_policy())
         return {'records': records, 'rejected': decoded['rejected']}
 
 
@@ -52,8 +53,11 @@ def _image_ref(record):
 def build_pipeline(pipeline, config):
     """Adds the build's transforms to ``pipeline``; returns the one-element PCollection of dataset.json."""
     refresh = config.refresh or RefreshPlan()
-    listed = pipeline | 'ListImages' >> ListImages(input_root=config.input, manifest=config.manifest)
-    resolved = listed['images'] | 'ResolveLabels' >> ResolveLabels(config.labels, keep=refresh.keep_labels)
+    policy = config.retry_policy()
+    listed = pipeline | 'ListImages' >> ListImages(input_root=config.input, manifest=config.manifest,
+                                                   retry_policy=policy)
+    resolved = listed['images'] | 'ResolveLabels' >> ResolveLabels(
+        config.labels, allow_unknown_labels=config.allow_unknown_labels, keep=refresh.keep_labels)
     labels = beam.pvalue.AsSingleton(resolved['labels'])
     images = resolved['images'] | 'AssignSplit' >> AssignSplit(config.splits)
     rejected = [listed['rejected'], resolved['rejected']]
@@ -83,8 +87,8 @@ def build_pipeline(pipeline, config):
     decoded_count = decode_inputs | 'AllDecoded' >> beam.Flatten() | 'CountDecoded' >> beam.combiners.Count.Globally()
     sharded = kept | 'AssignShards' >> AssignBalancedShards(
         [name for name, _ in config.splits], labels, config.shard_config())
-    written = sharded['assigned'] | 'WriteShards' >> WriteShards(config.staging_dir, sharded['shard_counts'])
-    index_parts = written[INDEX_ROWS] | 'WriteIndex' >> WriteIndex(config.staging_dir)
+    written = sharded['assigned'] | 'WriteShards' >> WriteShards(config.staging_dir, sharded['shard_counts'], policy)
+    index_parts = written[INDEX_ROWS] | 'WriteIndex' >> WriteIndex(config.staging_dir, policy)
     listed_per_split = (images
                         | 'SplitOf' >> beam.Map(lambda ref: (ref.split, 1))
                         | 'CountPerSplit' >> beam.CombinePerKey(sum))
@@ -98,4 +102,4 @@ def build_pipeline(pipeline, config):
         rejected=tuple(rejected) | 'Quarantine' >> Quarantine(), duplicates=deduped['duplicates'],
         decisions=kept | 'CountDecisions' >> CountDecisions(), index_parts=index_parts,
         refresh=(refresh, counts, decoded_count), keep_versions=config.keep_versions, force=config.force,
-        max_error_rate=config.max_error_rate)
+        max_error_rate=config.max_error_rate, retry_policy=policy)

@@ -8,6 +8,7 @@ import argparse
 import dataclasses
 import datetime
 import difflib
+import math
 import os
 import re
 import uuid
@@ -15,7 +16,7 @@ import uuid
 from apache_beam.options.pipeline_options import PipelineOptions, _BeamArgumentParser
 
 from contract import layout
-from transforms import image_ops
+from transforms import image_ops, retries
 from transforms.sharding import MAX_SHARDS, ShardConfig
 
 DEFAULT_SPLITS = 'train=90,validation=10'
@@ -59,6 +60,11 @@ class BuildConfig:
     previous: object = None  # publication.Latest read by the pre-flight checks: LATEST when the build started
     refresh: object = None  # refresh.RefreshPlan, decided before the job runs
     verbose: bool = False  # show Beam's and the workers' own messages, and tracebacks
+    allow_unknown_labels: bool = False  # with --labels: drop images of other classes instead of failing
+    retry_deadline: float = retries.DEFAULT_DEADLINE_S  # seconds a failing operation is retried for
+
+    def retry_policy(self):
+        return retries.default_policy(self.retry_deadline)
 
     @property
     def version_dir(self):
@@ -74,7 +80,8 @@ class BuildConfig:
     def describe(self):
         """The options as recorded in dataset.json."""
         options = dataclasses.asdict(self)
-        for field in ('created', 'build_id', 'previous', 'refresh', 'verbose'):  # facts of this run, not choices of the user's
+        # Facts of this run, or how it reports and retries: not choices that shape the dataset.
+        for field in ('created', 'build_id', 'previous', 'refresh', 'verbose', 'retry_deadline'):
             del options[field]
         options['image_size'] = list(self.image_size)
         options['splits'] = dict(self.splits)
@@ -151,6 +158,12 @@ def _parser():
                              'named at the start); default: keep every version')
     parser.add_argument('--clean', **_FLAG,
                         help='remove the staging folders that failed or killed builds left in --output')
+    parser.add_argument('--allow_unknown_labels', **_FLAG,
+                        help='with --labels: quarantine images of classes not in the file (unknown_label) '
+                             'instead of failing the build')
+    parser.add_argument('--retry_deadline', type=float, default=retries.DEFAULT_DEADLINE_S,
+                        help='seconds a failing read, write or listing is retried for (timeouts, 5xx, 429, '
+                             f'resets) before the build fails; default {retries.DEFAULT_DEADLINE_S:.0f}')
     parser.add_argument('--verbose', **_FLAG,
                         help="show Beam's and the workers' own log lines, and a failure's traceback")
     parser.add_argument('--max_error_rate', type=float, default=0.05,
@@ -209,6 +222,8 @@ def parse_args(argv, now=None):
         raise UsageError(f'--target_shard_mb must be positive, got {args.target_shard_mb}')
     if args.max_pixels < 1 or args.min_size < 1:
         raise UsageError('--max_pixels and --min_size must be at least 1')
+    if not 0 < args.retry_deadline < math.inf:
+        raise UsageError(f'--retry_deadline must be a positive number of seconds, got {args.retry_deadline}')
     if args.keep_versions is not None and args.keep_versions < 1:
         raise UsageError(f'--keep_versions must be at least 1, got {args.keep_versions}')
     if not 0 <= args.max_error_rate <= 1:
@@ -233,6 +248,7 @@ def parse_args(argv, now=None):
         resize=args.resize, jpeg_quality=args.jpeg_quality, target_shard_mb=args.target_shard_mb,
         num_shards=num_shards, labels_file=args.labels_file, build_id=uuid.uuid4().hex[:12], max_pixels=args.max_pixels, min_size=args.min_size,
         max_error_rate=args.max_error_rate, full=args.full, force=args.force, keep_versions=args.keep_versions,
-        clean=args.clean, verbose=args.verbose,
+        clean=args.clean, verbose=args.verbose, allow_unknown_labels=args.allow_unknown_labels,
+        retry_deadline=args.retry_deadline,
         name=args.name or os.path.basename(source.rstrip('/')).rsplit('.', 1)[0] or 'dataset')
     return config, beam_args

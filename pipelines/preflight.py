@@ -11,12 +11,13 @@ import uuid
 
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import GoogleCloudOptions
-from google.api_core.exceptions import GoogleAPICallError
+from google.api_core.exceptions import GoogleAPIError
 
 from contract import layout
 from pipelines.options import UsageError
 from transforms import gcs, publication
-from transforms.listing import is_image_name, iter_files, list_top_level, parse_manifest_line
+from transforms.labels import parse_labels_file
+from transforms.listing import is_image_name, iter_files, list_top_level, manifest_lines, parse_manifest_line
 
 
 def check(config, options):
@@ -29,26 +30,27 @@ def check(config, options):
     check_temp_locations(options)
     labels = read_labels(config.labels_file) if config.labels_file else None
     publication.remove_staging(config.output, everything=config.clean)
-    return dataclasses.replace(config, labels=labels, previous=read_latest(config.output, options))
+    return dataclasses.replace(config, labels=labels,
+                               previous=read_latest(config.output, options, config.retry_policy()))
 
 
 def read_labels(path):
+    """The class names of a --labels file, read as editors and Excel save it."""
     if not FileSystems.exists(path):
         raise UsageError(f'--labels file not found: {path}')
     with FileSystems.open(path) as stream:
-        labels = [line.strip() for line in stream.read().decode('utf-8').splitlines() if line.strip()]
-    if not labels:
-        raise UsageError(f'--labels file is empty: {path}')
-    if len(set(labels)) != len(labels):
-        raise UsageError(f'--labels file names a class twice: {path}')
-    return tuple(labels)
+        data = stream.read()
+    try:
+        return parse_labels_file(data)
+    except ValueError as error:
+        raise UsageError(f'--labels file {path} {error}') from None
 
 
-def read_latest(output, options):
+def read_latest(output, options, policy=None):
     """What LATEST of ``output`` names now (a ``publication.Latest``)."""
     if not gcs.is_gcs(output):
         return publication.read_latest(output)
-    return _check_gcs(output, options, lambda client, _: publication.read_latest(output, client))
+    return _check_gcs(output, options, lambda client, _: publication.read_latest(output, policy))
 
 
 def _first_image_on_gcs(storage_client, root):
@@ -70,12 +72,13 @@ def check_input(config, options=None):
         if not FileSystems.exists(config.manifest):
             raise UsageError(f'manifest not found: {config.manifest}')
         with FileSystems.open(config.manifest) as stream:
-            for line in stream:
-                try:
-                    if parse_manifest_line(line.decode('utf-8'), '.') is not None:
-                        return
-                except ValueError:
-                    continue
+            for text_line in stream:
+                for line in manifest_lines(text_line.decode('utf-8')):
+                    try:
+                        if parse_manifest_line(line, '.') is not None:
+                            return
+                    except ValueError:
+                        continue
         raise UsageError(f'manifest lists no image: {config.manifest}')
     no_images = (f'no images found under {config.input} (expected <class>/<image> files with extensions '
                  f'jpg, jpeg, png, gif, bmp, webp, tif or tiff)')
@@ -96,7 +99,7 @@ def _check_gcs(url, options, probe=gcs.check_readable):
     """Returns ``probe(client, url)``, turning a GCS error (missing bucket, no permission) into a UsageError."""
     try:
         return probe(gcs.client(options), url)
-    except GoogleAPICallError as error:
+    except GoogleAPIError as error:  # an API call's error, or retries that ran out (RetryError)
         raise UsageError(gcs.describe_error(url, error)) from None
 
 

@@ -47,7 +47,8 @@ def test_latest_names_the_newest_complete_version(sample_images, tmp_path):
 def test_pinned_labels_set_the_order_and_refuse_other_classes(sample_images, tmp_path):
     labels_file = tmp_path / 'labels.txt'
     labels_file.write_text('triangle\nsquare\ncircle\n')
-    output = build(sample_images, tmp_path / 'out', '--labels', str(labels_file), '--num_shards', 'train=2,validation=1')
+    output = build(sample_images, tmp_path / 'out', '--labels', str(labels_file), '--allow_unknown_labels',
+                   '--num_shards', 'train=2,validation=1')
     document, by_split = check_version(output, input_root=sample_images)
     assert document['labels'] == ['triangle', 'square', 'circle']
     written = [r for records in by_split.values() for r in records]

@@ -14,7 +14,7 @@ from contract import layout
 from pipelines import build_dataset
 from pipelines.preflight import read_latest
 from samples.generate import write_images
-from tests.conftest import SMALL, build
+from tests.conftest import SMALL
 from tests.contract_checks import check_version, load_version
 from transforms.publication import Latest
 

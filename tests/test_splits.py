@@ -31,7 +31,8 @@ def test_images_keep_their_split_when_the_dataset_grows(sample_images, tmp_path)
     labels.write_text('circle\nsquare\n')
     options = ('--splits', 'train=60,validation=40', '--num_shards', 'train=2,validation=2')
     full = _splits_by_source(build(sample_images, tmp_path / 'full', *options))
-    subset = _splits_by_source(build(sample_images, tmp_path / 'subset', *options, '--labels', str(labels)))
+    subset = _splits_by_source(build(sample_images, tmp_path / 'subset', *options, '--labels', str(labels),
+                                     '--allow_unknown_labels'))
     assert subset and set(subset) < set(full)
     assert all(full[source] == split for source, split in subset.items())
     assert set(full.values()) == {'train', 'validation'}

@@ -40,7 +40,7 @@ def test_labels_are_discovered_sorted_or_pinned():
     with TestPipeline() as p:
         found = p | 'Found' >> beam.Create(refs) | 'Discover' >> ResolveLabels()
         assert_that(found['labels'], equal_to([['ant', 'moth', 'zebra']]), label='Discovered')
-        pinned = p | 'Given' >> beam.Create(refs) | 'Pin' >> ResolveLabels(['zebra', 'ant'])
+        pinned = p | 'Given' >> beam.Create(refs) | 'Pin' >> ResolveLabels(['zebra', 'ant'], allow_unknown_labels=True)
         assert_that(pinned['labels'], equal_to([['zebra', 'ant']]), label='Pinned')
         assert_that(pinned['images'] | 'Kept' >> beam.Map(lambda r: r.source), equal_to(['s1', 's2', 's3']),
                     label='KeptImages')

@@ -38,8 +38,9 @@ def order_key(source):
 
 
 class _ToExampleFn(beam.DoFn):
-    def __init__(self, spill_dir):
+    def __init__(self, spill_dir, policy):
         self._spill_dir = spill_dir
+        self._policy = policy
         self.examples = Metrics.counter('examples', 'examples_built')
         self.example_bytes = Metrics.counter('examples', 'example_bytes')
         # What one record costs each shuffle it crosses: the encoded size of its RecordRef.
@@ -49,7 +50,7 @@ class _ToExampleFn(beam.DoFn):
         self._spill = None
 
     def start_bundle(self):
-        self._spill = spill.SpillFile(self._spill_dir)
+        self._spill = spill.SpillFile(self._spill_dir, self._policy)
 
     def process(self, image, labels):
         if labels is not self._labels:  # the side input is the same object for a whole bundle
@@ -79,10 +80,12 @@ class ToExample(beam.PTransform):
     ``labels`` is a singleton side input: the ordered class list.
     """
 
-    def __init__(self, labels, spill_dir):
+    def __init__(self, labels, spill_dir, retry_policy=None):
         super().__init__()
         self._labels = labels
         self._spill_dir = spill_dir
+        self._policy = retry_policy
 
     def expand(self, images):
-        return images | 'SerialiseAndSpill' >> beam.ParDo(_ToExampleFn(self._spill_dir), labels=self._labels)
+        return images | 'SerialiseAndSpill' >> beam.ParDo(_ToExampleFn(self._spill_dir, self._policy),
+                                                          labels=self._labels)

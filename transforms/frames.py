@@ -7,7 +7,7 @@ group of nearby frames, not one per record, and the latency of those round trips
 """
 import concurrent.futures
 
-from transforms import gcs
+from transforms import gcs, retries
 
 # Frames of one file closer than this are fetched by one read (the gap is read and dropped).
 COALESCE_GAP = 256 * 1024
@@ -31,19 +31,16 @@ def plan_reads(refs, gap=COALESCE_GAP, max_read=MAX_READ):
 
 
 class FrameReader:
-    """Fetches frames from local files or ``gs://`` objects; ``options`` make the storage client."""
+    """Fetches frames from local files or ``gs://`` objects, retrying transient errors under ``policy``."""
 
-    def __init__(self, options=None, threads=THREADS):
-        self._options = options
+    def __init__(self, policy=None, threads=THREADS):
+        self._policy = policy
         self._threads = threads
-        self._client = None
         self._pool = None
 
     def _read_range(self, file, start, end):
         if gcs.is_gcs(file):
-            if self._client is None:
-                self._client = gcs.client(self._options)
-            return gcs.read_range(self._client, file, start, end)
+            return retries.call(lambda: gcs.download_range(file, start, end), retries.READ, file, self._policy)
         with open(file, 'rb') as stream:
             stream.seek(start)
             data = stream.read(end - start)

@@ -4,13 +4,11 @@ Rows are light (about 150 bytes), and a part holds at most about ``contract.inde
 them, so a part writer's memory is bounded whatever the dataset's size.
 """
 import io
-import os
 
 import apache_beam as beam
-from apache_beam.io.filesystem import CompressionTypes
-from apache_beam.io.filesystems import FileSystems
 
 from contract import index as I, layout
+from transforms import storage
 
 # Row groups of this many rows: a lookup by source (parts are sorted by it) reads one of them.
 ROW_GROUP_ROWS = 16_384
@@ -27,28 +25,24 @@ def index_part_bytes(rows):
     return out.getvalue()
 
 
-def _write_part(keyed_rows, version_dir, parts):
+def _write_part(keyed_rows, version_dir, parts, policy):
     part, rows = keyed_rows
     rows = list(rows)
     name = layout.index_file_name(part, parts)
-    path = layout.join(version_dir, name)
-    if FileSystems.get_scheme(path) is None:
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with FileSystems.create(path, mime_type='application/octet-stream',
-                            compression_type=CompressionTypes.UNCOMPRESSED) as stream:
-        stream.write(index_part_bytes(rows))
+    storage.write_bytes(layout.join(version_dir, name), index_part_bytes(rows), policy)
     return {'file': name, 'rows': len(rows)}
 
 
 class WriteIndex(beam.PTransform):
     """Index rows (dicts) -> one {'file', 'rows'} per index part written (every part, even an empty one)."""
 
-    def __init__(self, version_dir):
+    def __init__(self, version_dir, retry_policy=None):
         super().__init__()
         self._version_dir = version_dir
+        self._policy = retry_policy
 
     def expand(self, rows):
-        version_dir = self._version_dir
+        version_dir, policy = self._version_dir, self._policy
         parts = beam.pvalue.AsSingleton(
             rows | 'CountRows' >> beam.combiners.Count.Globally() | 'Parts' >> beam.Map(I.num_parts))
         slots = (rows.pipeline
@@ -60,4 +54,4 @@ class WriteIndex(beam.PTransform):
                 | 'GroupByPart' >> beam.GroupByKey()
                 | 'WritePart' >> beam.Map(
                     lambda kv, n: _write_part((kv[0], [row for row in kv[1] if row is not None]),
-                                              version_dir, n), parts))
+                                              version_dir, n, policy), parts))

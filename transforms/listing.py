@@ -3,6 +3,11 @@
 Folder listing fans out: the input's class folders are listed first, then a Reshuffle spreads the
 folders over the workers and each lists its own. A gs:// listing goes one level at a time and one page
 at a time (``transforms.gcs``), so no worker holds the whole listing, even of millions of objects.
+Each page is retried on transient errors (``transforms.retries``); a listing that still fails, fails
+the build in one line, since images it did not list would be silently missing.
+
+A manifest may come from Excel: a UTF-8 byte-order mark before the first line and CRLF or CR-only line
+ends are read as plain line ends.
 """
 import csv
 import os
@@ -14,7 +19,8 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
 from contract import layout
-from transforms import gcs
+from transforms import gcs, retries
+from transforms.errors import BuildFailed
 from transforms.records import BAD_MANIFEST_LINE, ImageRef, Rejected
 
 IMAGE_EXTENSIONS = frozenset(('.jpg', '.jpeg', '.png', '.gif', '.bmp', '.webp', '.tif', '.tiff'))
@@ -40,14 +46,14 @@ def _is_local(path):
     return FileSystems.get_scheme(path) is None
 
 
-def list_top_level(root, storage_client=None):
+def list_top_level(root, storage_client=None, policy=None):
     """Yields (gcs.PREFIX, class folder) and (gcs.OBJECT, file lying directly in ``root``).
 
     Local folders come sorted; a gs:// root is listed one level at a time with a '/' delimiter, one
     page in memory at a time (``storage_client`` from ``gcs.client``).
     """
     if not _is_local(root):
-        yield from gcs.iter_level(storage_client, root)
+        yield from gcs.iter_level(storage_client, root, policy)
         return
     with os.scandir(root) as entries:
         paths = sorted((os.path.join(root, entry.name), entry.is_dir()) for entry in entries)
@@ -55,10 +61,10 @@ def list_top_level(root, storage_client=None):
         yield (gcs.PREFIX if is_dir else gcs.OBJECT), path
 
 
-def iter_files(folder, storage_client=None):
+def iter_files(folder, storage_client=None, policy=None):
     """Yields a ListedFile for every file below ``folder``, at any depth, without holding the listing."""
     if not _is_local(folder):
-        for url, size, generation in gcs.iter_objects(storage_client, folder):
+        for url, size, generation in gcs.iter_objects(storage_client, folder, policy):
             yield ListedFile(url, size, generation=generation)
         return
     for directory, _, names in os.walk(folder):
@@ -82,9 +88,10 @@ def relative_source(root, path):
 class _ListingFn(beam.DoFn):
     """Holds a storage client for a gs:// root, made once per worker from the job's options."""
 
-    def __init__(self, root, options):
+    def __init__(self, root, options, retry_policy):
         self._root = root
         self._options = options
+        self._retry_policy = retry_policy
         self._client = None
         self.listed = Metrics.counter('listing', 'images_listed')
         self.ignored = Metrics.counter('listing', 'files_ignored')
@@ -93,10 +100,17 @@ class _ListingFn(beam.DoFn):
         if not _is_local(self._root):
             self._client = gcs.client(self._options)
 
+    def listing(self, folder, entries):
+        """``entries`` of ``folder``; a listing error fails the build in one line."""
+        try:
+            yield from entries
+        except Exception as error:  # whatever stopped the listing, images would go missing
+            raise BuildFailed(f'cannot list {folder}: {retries.describe(error)}') from error
+
 
 class _ListTopLevel(_ListingFn):
     def process(self, root):
-        for kind, path in list_top_level(root, self._client):
+        for kind, path in self.listing(root, list_top_level(root, self._client, self._retry_policy)):
             if kind == gcs.PREFIX:
                 yield path
             else:  # a file outside any class folder has no label
@@ -107,7 +121,7 @@ class _ListTopLevel(_ListingFn):
 class _ListClassFolder(_ListingFn):
     def process(self, folder):
         label = relative_source(self._root, folder)
-        for listed in iter_files(folder, self._client):
+        for listed in self.listing(folder, iter_files(folder, self._client, self._retry_policy)):
             source = relative_source(self._root, listed.path)
             if is_image_name(listed.path):
                 self.listed.inc()
@@ -118,14 +132,28 @@ class _ListClassFolder(_ListingFn):
                 yield beam.pvalue.TaggedOutput(IGNORED, source)
 
 
+BYTE_ORDER_MARK = '\ufeff'
+
+
+def manifest_lines(text_line):
+    """The manifest lines in one line as ReadFromText gives it (split at LF or CRLF): split again at
+    a lone CR (old Mac line ends), with a leading byte-order mark dropped."""
+    return text_line.removeprefix(BYTE_ORDER_MARK).split('\r')
+
+
 def parse_manifest_line(line, manifest_dir):
     """Returns the ImageRef of one ``path,label`` line, None for a blank or header line.
 
-    Raises ValueError for a malformed line. Relative local paths are relative to the manifest.
+    Raises ValueError for a malformed line. Relative local paths are relative to the manifest. A
+    leading byte-order mark and a trailing CR or LF are not part of the line.
     """
+    line = line.removeprefix(BYTE_ORDER_MARK).rstrip('\r\n')
     if not line.strip():
         return None
-    fields = [field.strip() for field in next(csv.reader([line]))]
+    try:
+        fields = [field.strip() for field in next(csv.reader([line]))]
+    except csv.Error as error:  # a NUL, or a line break inside the line
+        raise ValueError(f'not a CSV line: {error}') from None
     if len(fields) != 2 or not fields[0] or not fields[1]:
         raise ValueError(f'expected "path,label", got {len(fields)} field(s)')
     path, label = fields
@@ -158,18 +186,19 @@ class _ParseManifestLine(beam.DoFn):
         self.listed = Metrics.counter('listing', 'images_listed')
         self.bad_lines = Metrics.counter('listing', 'bad_manifest_lines')
 
-    def process(self, line):
-        try:
-            ref = parse_manifest_line(line, self._manifest_dir)
-        except ValueError as error:
-            self.bad_lines.inc()
-            yield beam.pvalue.TaggedOutput(REJECTED, Rejected(source=line, reason=BAD_MANIFEST_LINE,
-                                                               message=str(error)))
-            return
-        if ref is not None:
-            self.listed.inc()
-            listed = stat_file(ref.path, self._storage_client)
-            yield ref._replace(size=listed.size, mtime_ns=listed.mtime_ns, generation=listed.generation)
+    def process(self, text_line):
+        for line in manifest_lines(text_line):
+            try:
+                ref = parse_manifest_line(line, self._manifest_dir)
+            except ValueError as error:
+                self.bad_lines.inc()
+                yield beam.pvalue.TaggedOutput(REJECTED, Rejected(source=line, reason=BAD_MANIFEST_LINE,
+                                                                   message=str(error)))
+                continue
+            if ref is not None:
+                self.listed.inc()
+                listed = stat_file(ref.path, self._storage_client)
+                yield ref._replace(size=listed.size, mtime_ns=listed.mtime_ns, generation=listed.generation)
 
     def _storage_client(self):
         if self._client is None:
@@ -184,8 +213,9 @@ class ListImages(beam.PTransform):
     are manifest lines that name no image.
     """
 
-    def __init__(self, input_root=None, manifest=None):
+    def __init__(self, input_root=None, manifest=None, retry_policy=None):
         super().__init__()
+        self._retry_policy = retry_policy or retries.default_policy()
         if (input_root is None) == (manifest is None):
             raise ValueError('give exactly one of input_root and manifest')
         self._input_root = input_root
@@ -205,11 +235,11 @@ class ListImages(beam.PTransform):
         root = self._input_root
         top = (pbegin
                | 'Root' >> beam.Create([root])
-               | 'ListClassFolders' >> beam.ParDo(_ListTopLevel(root, options)).with_outputs(
+               | 'ListClassFolders' >> beam.ParDo(_ListTopLevel(root, options, self._retry_policy)).with_outputs(
                    IGNORED, main='folders'))
         listed = (top.folders
                   | 'SpreadFolders' >> beam.Reshuffle()
-                  | 'ListFolders' >> beam.ParDo(_ListClassFolder(root, options)).with_outputs(
+                  | 'ListFolders' >> beam.ParDo(_ListClassFolder(root, options, self._retry_policy)).with_outputs(
                       IGNORED, main='images'))
         ignored = (top[IGNORED], listed[IGNORED]) | 'AllIgnored' >> beam.Flatten()
         rejected = pbegin | 'NoRejectedLines' >> beam.Create([])

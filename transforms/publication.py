@@ -8,6 +8,7 @@ LATEST still names the version the build started from (compare-and-swap).
   with a generation precondition (``if_generation_match``: the generation read at the start, or 0 when
   there was none), so of two overlapping builds exactly one wins.
 """
+import concurrent.futures
 import contextlib
 import fcntl
 import json
@@ -19,8 +20,12 @@ from apache_beam.io.filesystems import FileSystems
 from google.api_core import exceptions as gcs_exceptions
 
 from contract import layout
-from transforms import gcs
+from transforms import gcs, retries, storage
 from transforms.errors import BuildFailed
+
+
+# Objects copied or deleted at once on gs://.
+THREADS = 8
 
 
 class Latest:
@@ -42,8 +47,8 @@ def _is_local(path):
     return FileSystems.get_scheme(path) is None
 
 
-def read_latest(output, storage_client=None):
-    """LATEST of ``output`` as a ``Latest``."""
+def read_latest(output, policy=None):
+    """LATEST of ``output`` as a ``Latest``; transient errors are retried under ``policy``."""
     path = layout.join(output, layout.LATEST)
     if _is_local(path):
         try:
@@ -51,11 +56,8 @@ def read_latest(output, storage_client=None):
                 return Latest(stream.read().strip() or None)
         except FileNotFoundError:
             return Latest()
-    bucket, name = gcs.split_url(path)
-    blob = storage_client.bucket(bucket).get_blob(name)
-    if blob is None:
-        return Latest()
-    return Latest(blob.download_as_bytes().decode('utf-8').strip() or None, blob.generation)
+    data, generation = retries.call(lambda: gcs.download_with_generation(path), retries.READ, path, policy)
+    return Latest(data.decode('utf-8').strip() or None, generation) if data is not None else Latest()
 
 
 def _moved_by_another(output, expected, found):
@@ -76,7 +78,7 @@ def _locked(folder):
         os.close(descriptor)  # releases the lock
 
 
-def replace_latest(output, version, expected, storage_client=None):
+def replace_latest(output, version, expected, policy=None):
     """Points LATEST at ``version`` if it still holds ``expected`` (a Latest); else raises BuildFailed."""
     path = layout.join(output, layout.LATEST)
     content = f'{version}\n'.encode('utf-8')
@@ -92,23 +94,36 @@ def replace_latest(output, version, expected, storage_client=None):
                 os.fsync(stream.fileno())
             os.replace(temporary, path)
         return
-    bucket, name = gcs.split_url(path)
-    try:
-        storage_client.bucket(bucket).blob(name).upload_from_string(
-            content, content_type='text/plain', if_generation_match=expected.generation)
-    except gcs_exceptions.PreconditionFailed:
-        raise _moved_by_another(output, expected, read_latest(output, storage_client)) from None
+
+    def attempt():
+        try:
+            gcs.upload_if_generation(path, content, expected.generation)
+        except gcs_exceptions.PreconditionFailed:
+            found = read_latest(output, policy)
+            if found.version != version:  # else an earlier attempt of ours landed, and its answer was lost
+                raise _moved_by_another(output, expected, found) from None
+
+    storage.retried('write', path, attempt, policy)
 
 
-def delete_tree(folder):
+def _objects(folder):
+    return sorted(m.path for m in FileSystems.match([layout.join(folder, '**')])[0].metadata_list)
+
+
+def _each(function, items):
+    with concurrent.futures.ThreadPoolExecutor(THREADS) as pool:
+        list(pool.map(function, items))
+
+
+def delete_tree(folder, policy=None):
     """Deletes ``folder`` and everything below it, if it exists."""
     if _is_local(folder):
         shutil.rmtree(folder, ignore_errors=True)
-    elif FileSystems.match([layout.join(folder, '**')])[0].metadata_list:
-        FileSystems.delete([gcs.as_folder(folder)])
+    else:
+        _each(lambda path: storage.delete(path, policy), _objects(folder))
 
 
-def promote(staging_dir, version_dir):
+def promote(staging_dir, version_dir, policy=None):
     """Moves the finished staging folder to its version name.
 
     A folder of that name without dataset.json is what an older, failed build left: it was never
@@ -116,13 +131,14 @@ def promote(staging_dir, version_dir):
     """
     if FileSystems.exists(layout.join(version_dir, layout.DATASET_JSON)):
         raise BuildFailed(f'version folder {version_dir} was published by another build meanwhile')
-    delete_tree(version_dir)
+    delete_tree(version_dir, policy)
     if _is_local(staging_dir):
         os.rename(staging_dir, version_dir)
         return
-    sources = sorted(m.path for m in FileSystems.match([layout.join(staging_dir, '**')])[0].metadata_list)
+    sources = _objects(staging_dir)
     prefix = gcs.as_folder(staging_dir)
-    FileSystems.rename(sources, [layout.join(version_dir, source[len(prefix):]) for source in sources])
+    _each(lambda source: storage.copy(source, layout.join(version_dir, source[len(prefix):]), policy), sources)
+    _each(lambda source: storage.delete(source, policy), sources)
 
 
 def published_versions(output):
@@ -139,12 +155,12 @@ def published_versions(output):
     return sorted(found)
 
 
-def prune_versions(output, keep_count, keep=()):
+def prune_versions(output, keep_count, keep=(), policy=None):
     """Deletes all but the ``keep_count`` newest published versions; never a version named in ``keep``."""
     versions = published_versions(output)
     for _, _, version in versions[:max(0, len(versions) - keep_count)]:
         if version not in keep:
-            delete_tree(layout.join(output, version))
+            delete_tree(layout.join(output, version), policy)
 
 
 def staging_folders(output):

@@ -13,7 +13,7 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 
 from contract import index, layout, metadata
-from transforms import gcs, image_ops, publication, storage
+from transforms import image_ops, publication, storage
 from transforms.errors import BuildFailed
 from transforms.records import NOT_ERRORS
 
@@ -81,7 +81,7 @@ def nothing_changed(plan, summary, labels, force):
 
 class _PublishFn(beam.DoFn):
     def __init__(self, output, version, staging_dir, previous, describe, max_error_rate, refresh, keep_versions,
-                 force, options):
+                 force, policy):
         self._output = output
         self._version = version
         self._staging_dir = staging_dir
@@ -91,7 +91,7 @@ class _PublishFn(beam.DoFn):
         self._refresh = refresh  # refresh.RefreshPlan
         self._keep_versions = keep_versions
         self._force = force
-        self._options = options
+        self._policy = policy  # retries.RetryPolicy of every write
         self.unchanged = Metrics.counter('publish', 'unchanged')
 
     def process(self, shard_stats, labels, listed_per_split, ignored, rejected, duplicates, decisions, index_parts,
@@ -101,12 +101,12 @@ class _PublishFn(beam.DoFn):
         per_split, totals = account(shard_stats, listed_per_split, rejected, duplicates)
         refresh = refresh_summary(self._refresh, refresh_counts, decoded)
         if nothing_changed(self._refresh, refresh, labels, self._force):
-            publication.delete_tree(self._staging_dir)
+            publication.delete_tree(self._staging_dir, self._policy)
             self.unchanged.inc()
             return
         version_dir = self._staging_dir
         quarantine_path = layout.join(version_dir, layout.QUARANTINE_JSONL)
-        storage.write_bytes(quarantine_path, jsonl(rejected))  # first, so a failed build can be diagnosed
+        storage.write_bytes(quarantine_path, jsonl(rejected), self._policy)  # first, so a failed build can be diagnosed
         check_error_rate(totals, rejected, self._max_error_rate, quarantine_path)
         if totals['written'] == 0:
             raise BuildFailed(f"no image was written: {totals['inputs']} input(s), {ignored} non-image file(s) "
@@ -130,20 +130,22 @@ class _PublishFn(beam.DoFn):
             index=index.describe([part['file'] for part in sorted(index_parts, key=lambda p: p['file'])],
                                  sum(part['rows'] for part in index_parts)),
             refresh=refresh, **self._describe)
-        storage.write_bytes(layout.join(version_dir, layout.LABELS_TXT), ''.join(f'{l}\n' for l in labels).encode())
-        storage.write_bytes(layout.join(version_dir, layout.DUPLICATES_JSONL), jsonl(duplicates))
-        storage.write_bytes(layout.join(version_dir, layout.DATASET_JSON), metadata.dumps(document).encode())
+        storage.write_bytes(layout.join(version_dir, layout.LABELS_TXT), ''.join(f'{l}\n' for l in labels).encode(),
+                            self._policy)
+        storage.write_bytes(layout.join(version_dir, layout.DUPLICATES_JSONL), jsonl(duplicates), self._policy)
+        storage.write_bytes(layout.join(version_dir, layout.DATASET_JSON), metadata.dumps(document).encode(),
+                            self._policy)
         self._publish()
         yield document
 
     def _publish(self):
-        client = gcs.client(self._options) if gcs.is_gcs(self._output) else None
-        publication.delete_tree(layout.join(self._staging_dir, layout.SPILL_DIR))
-        publication.promote(self._staging_dir, layout.join(self._output, self._version))
-        publication.replace_latest(self._output, self._version, self._previous, client)
+        policy = self._policy
+        publication.delete_tree(layout.join(self._staging_dir, layout.SPILL_DIR), policy)
+        publication.promote(self._staging_dir, layout.join(self._output, self._version), policy)
+        publication.replace_latest(self._output, self._version, self._previous, policy)
         if self._keep_versions:
             publication.prune_versions(self._output, self._keep_versions,
-                                       keep={self._version, self._previous.version})
+                                       keep={self._version, self._previous.version}, policy=policy)
 
 
 class Publish(beam.PTransform):
@@ -162,11 +164,12 @@ class Publish(beam.PTransform):
     """
 
     def __init__(self, output, version, staging_dir, previous, describe, *, labels, listed_per_split, ignored,
-                 rejected, duplicates, decisions, index_parts, refresh, keep_versions, force, max_error_rate):
+                 rejected, duplicates, decisions, index_parts, refresh, keep_versions, force, max_error_rate,
+                 retry_policy=None):
         super().__init__()
         plan, counts, decoded = refresh
         self._fn_args = (output, version, staging_dir, previous, describe, max_error_rate, plan, keep_versions,
-                         force)
+                         force, retry_policy)
         self._sides = (beam.pvalue.AsSingleton(labels), beam.pvalue.AsDict(listed_per_split),
                        beam.pvalue.AsSingleton(ignored), beam.pvalue.AsList(rejected),
                        beam.pvalue.AsList(duplicates), beam.pvalue.AsSingleton(decisions),
@@ -174,7 +177,6 @@ class Publish(beam.PTransform):
                        beam.pvalue.AsSingleton(decoded))
 
     def expand(self, shard_stats):
-        options = shard_stats.pipeline.options.get_all_options(drop_default=True)
         return (shard_stats
                 | 'GatherStats' >> beam.combiners.ToList()
-                | 'WriteMetadata' >> beam.ParDo(_PublishFn(*self._fn_args, options), *self._sides))
+                | 'WriteMetadata' >> beam.ParDo(_PublishFn(*self._fn_args), *self._sides))

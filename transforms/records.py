@@ -12,6 +12,7 @@ CORRUPT = 'corrupt'
 READ_ERROR = 'read_error'
 LABEL_CONFLICT = 'label_conflict'
 UNKNOWN_LABEL = 'unknown_label'
+BAD_LABEL = 'bad_label'
 BAD_MANIFEST_LINE = 'bad_manifest_line'
 REASONS = {
     EMPTY: 'the file has no bytes',
@@ -21,9 +22,10 @@ REASONS = {
     TOO_SMALL: 'the short side is under --min_size',
     TRUNCATED: 'the file ends before its pixel data does',
     CORRUPT: 'the header or the pixel data is invalid',
-    READ_ERROR: 'the file could not be read (missing, forbidden, or transient errors outlasted the retries)',
+    READ_ERROR: 'the file is missing or forbidden (transient read errors are retried, then fail the build)',
     LABEL_CONFLICT: 'the same bytes are filed under more than one label; every copy is quarantined',
     UNKNOWN_LABEL: 'the class is not in the --labels file (a choice, so not counted as an error)',
+    BAD_LABEL: 'the class name holds a line break or NUL, which labels.txt cannot hold',
     BAD_MANIFEST_LINE: 'a --manifest line that is not "path,label"',
 }
 # Reasons that follow from the user's own choice rather than a bad input: not counted by --max_error_rate.

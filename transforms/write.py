@@ -5,14 +5,12 @@ fetched a window at a time (``frames.FrameReader``: coalesced, parallel ranged r
 the file. Every record written also gives its index row (``contract.index``).
 """
 import collections
-import os
 
 import apache_beam as beam
-from apache_beam.io.filesystem import CompressionTypes
-from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
 from contract import index as I, layout
+from transforms import storage
 from transforms.frames import FrameReader
 
 INDEX_ROWS = 'index_rows'
@@ -45,16 +43,13 @@ def index_row(record, shard_file, offset):
             I.DECISIONS: ','.join(record.decisions)}
 
 
-def write_shard(path, records, reader):
+def write_shard(path, records, reader, policy=None):
     """Streams the frames of ``records`` (sorted here by order key) into ``path``.
 
     Returns (bytes written, [(record, offset in the shard)]).
     """
     placed, offset = [], 0
-    if FileSystems.get_scheme(path) is None:
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with FileSystems.create(path, mime_type='application/octet-stream',
-                            compression_type=CompressionTypes.UNCOMPRESSED) as stream:
+    with storage.StreamedFile(path, policy) as stream:
         for window in windows(sorted(records, key=lambda r: r.order_key), WINDOW_BYTES, WINDOW_RECORDS):
             frames = reader.read([_payload(record) for record in window])
             for record in window:
@@ -66,16 +61,16 @@ def write_shard(path, records, reader):
 
 
 class _WriteShardFn(beam.DoFn):
-    def __init__(self, version_dir, options):
+    def __init__(self, version_dir, policy):
         self._version_dir = version_dir
-        self._options = options
+        self._policy = policy
         self._reader = None
         self.shards = Metrics.counter('write', 'shards_written')
         self.records = Metrics.counter('write', 'records_written')
         self.bytes = Metrics.counter('write', 'bytes_written')
 
     def setup(self):
-        self._reader = FrameReader(self._options)
+        self._reader = FrameReader(self._policy)
 
     def teardown(self):
         if self._reader is not None:
@@ -85,7 +80,7 @@ class _WriteShardFn(beam.DoFn):
         (split, index), records = keyed_records
         records = [record for record in records if record is not None]
         name = layout.shard_file_name(split, index, shard_counts[split])
-        size, placed = write_shard(layout.join(self._version_dir, name), records, self._reader)
+        size, placed = write_shard(layout.join(self._version_dir, name), records, self._reader, self._policy)
         self.shards.inc()
         self.records.inc(len(records))
         self.bytes.inc(size)
@@ -108,19 +103,19 @@ class WriteShards(beam.PTransform):
     record, so they are written too, empty, and every file of ``-of-N`` exists.
     """
 
-    def __init__(self, version_dir, shard_counts):
+    def __init__(self, version_dir, shard_counts, retry_policy=None):
         super().__init__()
         self._version_dir = version_dir
         self._shard_counts = shard_counts
+        self._policy = retry_policy
 
     def expand(self, assigned):
-        options = assigned.pipeline.options.get_all_options(drop_default=True)
         slots = self._shard_counts | 'AllShardSlots' >> beam.FlatMap(
             lambda counts: [((split, index), None) for split, n in counts.items() for index in range(n)])
         results = ((assigned, slots)
                    | 'WithEmptyShards' >> beam.Flatten()
                    | 'GroupByShard' >> beam.GroupByKey()
-                   | 'Write' >> beam.ParDo(_WriteShardFn(self._version_dir, options),
+                   | 'Write' >> beam.ParDo(_WriteShardFn(self._version_dir, self._policy),
                                            beam.pvalue.AsSingleton(self._shard_counts)).with_outputs(
                        INDEX_ROWS, main='stats'))
         return {'stats': results.stats, INDEX_ROWS: results[INDEX_ROWS]}

@@ -1,0 +1,112 @@
+"""Whole-file I/O: transient errors are ridden out, permanent ones are not retried and end in one line, and
+LATEST never shows a partial value."""
+import os
+import threading
+
+import pytest
+
+from tests.fault_proxy import WRITE, faulty_gcs, gcs_emulator  # noqa: F401  (fixtures)
+from transforms import retries, storage
+from transforms.errors import BuildFailed
+
+QUICK = retries.RetryPolicy(deadline_s=30, initial_delay_s=0.01, max_delay_s=0.02)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason='root writes into read-only folders')
+def test_a_read_only_folder_fails_at_once_in_one_line(tmp_path):
+    folder = tmp_path / 'ro'
+    folder.mkdir()
+    folder.chmod(0o555)
+    try:
+        with pytest.raises(BuildFailed) as failure:
+            storage.write_bytes(str(folder / 'v1' / 'dataset.json'), b'{}', QUICK)
+    finally:
+        folder.chmod(0o755)
+    message = str(failure.value)
+    assert message.startswith(f"cannot write {folder / 'v1' / 'dataset.json'}: PermissionError: ")
+    assert '\n' not in message and 'still failing' not in message  # permanent: one attempt
+
+
+def test_an_output_under_a_file_fails_at_once_in_one_line(tmp_path):
+    (tmp_path / 'out').write_text('a file, not a folder')
+    target = tmp_path / 'out' / 'v1' / 'dataset.json'
+    with pytest.raises(BuildFailed) as failure:
+        storage.write_bytes(str(target), b'{}', QUICK)
+    message = str(failure.value)
+    assert message.startswith(f'cannot write {target}: ') and 'Error: ' in message
+    assert '\n' not in message and 'still failing' not in message  # permanent: one attempt
+
+
+def test_transient_write_errors_are_retried_until_the_deadline(tmp_path):
+    attempts = []
+
+    def flaky():
+        attempts.append(1)
+        raise ConnectionResetError(104, 'Connection reset by peer')
+
+    with pytest.raises(retries.RetriesExhausted) as failure:
+        retries.call(flaky, retries.WRITE, 'gs://b/o', retries.RetryPolicy(0.2, 0.01, 0.02))
+    assert len(attempts) > 2
+    assert str(failure.value).startswith(
+        'ConnectionResetError: [Errno 104] Connection reset by peer (still failing after ')
+
+
+def test_concurrent_replacements_never_show_a_partial_value_nor_leave_temporaries(tmp_path):
+    latest = tmp_path / 'LATEST'
+    storage.replace(str(latest), b'v0\n')
+    values = {f'v{n:03d}-{"x" * 200}\n'.encode() for n in range(2)}
+    seen = set()
+    stop = threading.Event()
+
+    def reader():
+        while not stop.is_set():
+            seen.add(latest.read_bytes())
+
+    def writer(value):
+        for _ in range(200):
+            storage.replace(str(latest), value)
+
+    threads = [threading.Thread(target=reader)] + [threading.Thread(target=writer, args=(v,)) for v in values]
+    for thread in threads:
+        thread.start()
+    for thread in threads[1:]:
+        thread.join()
+    stop.set()
+    threads[0].join()
+    assert seen <= values | {b'v0\n'}
+    assert os.listdir(tmp_path) == ['LATEST']
+
+
+def test_gcs_reads_writes_copies_and_deletions_ride_out_faults(faulty_gcs, gcs_emulator):
+    bucket = gcs_emulator.create_bucket('storage-faults')
+    faulty_gcs.configure(rate=0.5, seed=3, faults=['503', '429', 'reset'])
+    for n in range(4):
+        storage.write_bytes(f'{bucket}/staging/f{n}', b'data %d' % n, QUICK)
+        storage.copy(f'{bucket}/staging/f{n}', f'{bucket}/v1/f{n}', QUICK)
+        storage.delete(f'{bucket}/staging/f{n}', QUICK)
+        assert storage.read_bytes(f'{bucket}/v1/f{n}', QUICK) == b'data %d' % n
+    storage.replace(f'{bucket}/LATEST', b'v1\n', QUICK)
+    faulty_gcs.configure(rate=0)
+    assert gcs_emulator.list(bucket) == [f'{bucket}/LATEST'] + [f'{bucket}/v1/f{n}' for n in range(4)]
+    assert gcs_emulator.read_bytes(f'{bucket}/LATEST') == b'v1\n'
+    assert sum(faulty_gcs.injected.values()) > 5
+
+
+def test_a_copy_that_keeps_failing_ends_in_one_line(faulty_gcs, gcs_emulator):
+    bucket = gcs_emulator.create_bucket('storage-copy-fails')
+    gcs_emulator.upload_bytes(f'{bucket}/a', b'a')
+    faulty_gcs.configure(rate=1.0, kinds=[WRITE], faults=['503'])
+    with pytest.raises(BuildFailed) as failure:
+        storage.copy(f'{bucket}/a', f'{bucket}/b', retries.RetryPolicy(0.3, 0.01, 0.02))
+    assert str(failure.value).startswith(f'cannot copy {bucket}/a to {bucket}/b: ServiceUnavailable (HTTP 503): ')
+    assert 'still failing after' in str(failure.value) and '\n' not in str(failure.value)
+
+
+def test_a_shard_too_big_for_one_request_is_uploaded_whole_through_faults(faulty_gcs, gcs_emulator):
+    """Over 8 MiB the client uploads in a resumable session; a failed session is started again."""
+    bucket = gcs_emulator.create_bucket('storage-big')
+    data = bytes(range(256)) * (9 * 4096)  # 9 MiB
+    faulty_gcs.configure(rate=0.3, seed=5, kinds=[WRITE], faults=['503', 'reset'])
+    storage.write_bytes(f'{bucket}/v1/train-00000-of-00001.tfrecord', data, QUICK)
+    assert gcs_emulator.read_bytes(f'{bucket}/v1/train-00000-of-00001.tfrecord') == data
+    assert faulty_gcs.injected and faulty_gcs.requests[WRITE] > 2

@@ -1,0 +1,166 @@
+"""Which storage errors are worth a retry, retrying them within a deadline, and counting the retries.
+
+A transient error (a timeout, a reset connection, HTTP 408, 429 or 5xx, google.api_core's
+``RetryError``) is retried with exponential backoff until the operation's deadline has passed. What
+happens then is the caller's choice: a read that still fails fails the build (``decode``), as does a
+write (``storage``). A permanent error (404, 403, a full or read-only disk) is not retried.
+
+Every retry increments the Beam counter ``retries/<kind>`` (kind: read, write, list), so
+``summary_line`` can report them once the build has finished.
+"""
+import contextlib
+import errno
+import http.client
+import json
+import logging
+import random
+import re
+import time
+import typing
+
+import requests
+from apache_beam.metrics import Metrics
+from apache_beam.metrics.metric import MetricsFilter
+from google.api_core import exceptions as api_exceptions
+from google.api_core import retry as api_retry
+from google.auth import exceptions as auth_exceptions
+from google.cloud.storage import exceptions as storage_exceptions
+
+NAMESPACE = 'retries'
+READ, WRITE, LIST = 'read', 'write', 'list'
+# How long one read, write or listing page may keep retrying transient errors, in seconds. Longer than
+# the 120 s Google's clients give up after: a regional GCS hiccup of a few minutes does not fail a build.
+DEFAULT_DEADLINE_S = 300.0
+# The first pause between attempts, doubled after each (jittered +-50%), at most MAX_DELAY_S.
+INITIAL_DELAY_S = 1.0
+MAX_DELAY_S = 30.0
+# A single HTTP attempt's (connect, read) timeout: a stalled connection becomes a retried timeout.
+ATTEMPT_TIMEOUT_S = 60.0
+# OSError numbers that no retry can fix.
+_PERMANENT_ERRNOS = frozenset((errno.ENOENT, errno.EACCES, errno.EPERM, errno.EISDIR, errno.ENOTDIR, errno.ENOSPC,
+                               errno.EROFS, errno.EDQUOT, errno.ENAMETOOLONG, errno.EEXIST, errno.EFBIG,
+                               errno.EINVAL, errno.ENOTEMPTY))
+_TRANSIENT_TYPES = (TimeoutError, ConnectionError, http.client.HTTPException, requests.ConnectionError,
+                    requests.Timeout, requests.exceptions.ChunkedEncodingError,
+                    requests.exceptions.ContentDecodingError, storage_exceptions.DataCorruption,
+                    api_exceptions.RetryError)
+_LOG = logging.getLogger(__name__)
+
+
+class RetryPolicy(typing.NamedTuple):
+    """How long to keep retrying one operation, and how to space the attempts (doubling, jittered +-50%)."""
+    deadline_s: float
+    initial_delay_s: float
+    max_delay_s: float
+
+
+def default_policy(deadline_s=None):
+    """The module's defaults (read when called), with ``deadline_s`` when given: e.g. a --retry_deadline."""
+    return RetryPolicy(DEFAULT_DEADLINE_S if deadline_s is None else deadline_s, INITIAL_DELAY_S, MAX_DELAY_S)
+
+
+class RetriesExhausted(Exception):
+    """A transient error outlasted the deadline; ``cause`` is the last error."""
+
+    def __init__(self, cause, attempts, seconds):
+        super().__init__(f'{describe(cause)} (still failing after {attempts} attempts in {seconds:.0f} s)')
+        self.cause = cause
+
+
+def _is_transient_status(status):
+    return status in (408, 429) or 500 <= status < 600
+
+
+def is_transient(error):
+    """Whether ``error`` is worth retrying: I/O trouble, HTTP 408, 429 or 5xx; not a missing or forbidden file."""
+    if isinstance(error, api_exceptions.GoogleAPICallError):
+        return isinstance(error.code, int) and _is_transient_status(error.code)
+    if isinstance(error, storage_exceptions.InvalidResponse):  # a resumable upload's or download's status
+        return _is_transient_status(getattr(error.response, 'status_code', 0) or 0)
+    if isinstance(error, auth_exceptions.TransportError):
+        return True
+    if isinstance(error, _TRANSIENT_TYPES):
+        return True
+    if isinstance(error, requests.RequestException):  # an OSError too, but a bad URL or request, not the network
+        return False
+    if isinstance(error, OSError):
+        return error.errno not in _PERMANENT_ERRNOS and not isinstance(
+            error, (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError))
+    return False
+
+
+# google.api_core's message of an HTTP error: 'GET https://...: <the server's message>: (<the client's detail>)'.
+_API_MESSAGE = re.compile(r'^(?:[A-Z]+ \S+: )?(?P<message>.*?)(?:: \(.*\))?$')
+
+
+def describe(error):
+    """One line about ``error``: 'ServiceUnavailable (HTTP 503): the server's message', 'TimeoutError: ...'."""
+    if isinstance(error, RetriesExhausted):
+        return str(error)
+    if isinstance(error, api_exceptions.RetryError) and error.cause is not None:  # a client's own retries gave up
+        return f'{describe(error.cause)} (retried until the deadline)'
+    text = (str(error).strip().splitlines() or [''])[0]
+    if isinstance(error, api_exceptions.GoogleAPICallError):
+        message = _API_MESSAGE.match(error.message.splitlines()[0] if error.message else '')['message']
+        with contextlib.suppress(ValueError, TypeError, KeyError):  # a JSON error document: its message
+            message = json.loads(message)['error']['message']
+        return f'{type(error).__name__} (HTTP {error.code})' + (f': {message}' if message else '')
+    return f'{type(error).__name__}: {text}' if text else type(error).__name__
+
+
+def _delays(policy):
+    delay = policy.initial_delay_s
+    while True:
+        yield delay * random.uniform(0.5, 1.5)
+        delay = min(delay * 2, policy.max_delay_s)
+
+
+def call(attempt, kind, what, policy=None):
+    """``attempt()``, retried while it raises transient errors, until ``policy.deadline_s`` has passed.
+
+    Raises a permanent error as it is, and RetriesExhausted when the deadline passes. ``what`` names
+    the object for the log; each retry counts in ``retries/<kind>``.
+    """
+    policy = policy or default_policy()
+    counter = Metrics.counter(NAMESPACE, kind)
+    start = time.monotonic()
+    attempts = 0
+    for delay in _delays(policy):
+        attempts += 1
+        try:
+            return attempt()
+        except Exception as error:  # classified just below
+            if not is_transient(error):
+                raise
+            remaining = policy.deadline_s - (time.monotonic() - start)
+            if remaining <= 0:
+                raise RetriesExhausted(error, attempts, time.monotonic() - start) from error
+            counter.inc()
+            _LOG.info('%s of %s failed (%s); retrying', kind, what, describe(error))
+            time.sleep(min(delay, remaining))
+    raise AssertionError('unreachable')  # _delays never ends
+
+
+def api_retry_for(kind, policy=None):
+    """The same policy as a google.api_core Retry, for client calls that take one (listing pages)."""
+    policy = policy or default_policy()
+    counter = Metrics.counter(NAMESPACE, kind)
+    return api_retry.Retry(predicate=is_transient, initial=policy.initial_delay_s, maximum=policy.max_delay_s,
+                           multiplier=2.0, timeout=policy.deadline_s, on_error=lambda error: counter.inc())
+
+
+_KIND_NAMES = ((READ, 'reads'), (WRITE, 'writes'), (LIST, 'listings'))
+
+
+def summary_line(result):
+    """'retried 7 operations (5 reads, 2 writes)' from a finished PipelineResult; None when nothing was retried."""
+    counters = result.metrics().query(MetricsFilter().with_namespace(NAMESPACE))['counters']
+    counts = dict.fromkeys((kind for kind, _ in _KIND_NAMES), 0)
+    for counter in counters:
+        value = counter.committed if counter.committed is not None else counter.attempted
+        counts[counter.key.metric.name] = counts.get(counter.key.metric.name, 0) + (value or 0)
+    total = sum(counts.values())
+    if not total:
+        return None
+    parts = ', '.join(f'{counts[kind]} {name}' for kind, name in _KIND_NAMES if counts[kind])
+    return f'retried {total} operations ({parts})'
