@@ -6,6 +6,9 @@
 <output>/<version>/quarantine.jsonl   inputs that could not be used, with a reason, one JSON object a line
 <output>/<version>/duplicates.jsonl   inputs not written because the same bytes were, one JSON object a line
 <output>/<version>/{split}-{index:05d}-of-{count:05d}.tfrecord
+<output>/<version>/report.html        the build report: one self-contained page (inspection.report)
+<output>/<version>/dataset_info.json, features.json, image-class-label.labels.txt
+                                      TFDS's metadata, so tfds.builder_from_directory reads the version
 """
 import re
 
@@ -15,6 +18,9 @@ LABELS_TXT = 'labels.txt'
 QUARANTINE_JSONL = 'quarantine.jsonl'
 DUPLICATES_JSONL = 'duplicates.jsonl'
 VERSION_FORMAT = '%Y%m%dT%H%M%SZ'
+REPORT_HTML = 'report.html'
+TFDS_DATASET_INFO = 'dataset_info.json'
+TFDS_FEATURES = 'features.json'
 
 _SHARD_NAME = re.compile(r'^(?P<split>[A-Za-z0-9_]+)-(?P<index>\d{5})-of-(?P<count>\d{5})\.tfrecord$')
 SPLIT_NAME = re.compile(r'^[A-Za-z0-9_]+$')
