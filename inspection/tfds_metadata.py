@@ -67,8 +67,8 @@ def dataset_info_json(document):
     return {
         'name': tfds_name(document['name']),
         'version': TFDS_VERSION,
-        'description': f"{document['name']} version {document['version']}, built {document['created']} "
-                       f'by build-dataset (see dataset.json and report.html).',
+        'description': f"{document['name']} version {document['version']}, built by build-dataset "
+                       f'(see dataset.json and report.html).',
         'fileFormat': FILE_FORMAT,
         'moduleName': 'pipelines.build_dataset',
         'splits': [{'name': split, 'filepathTemplate': SHARD_TEMPLATE,

@@ -9,6 +9,7 @@ import json
 import apache_beam as beam
 
 from contract import layout, metadata
+from inspection import report, tfds_metadata
 from transforms import image_ops, storage
 from transforms.errors import BuildFailed
 from transforms.records import NOT_ERRORS
@@ -102,6 +103,8 @@ class _PublishFn(beam.DoFn):
         storage.write_bytes(layout.join(version_dir, layout.LABELS_TXT), ''.join(f'{l}\n' for l in labels).encode())
         storage.write_bytes(layout.join(version_dir, layout.DUPLICATES_JSONL), jsonl(duplicates))
         storage.write_bytes(layout.join(version_dir, layout.DATASET_JSON), metadata.dumps(document).encode())
+        tfds_metadata.write(version_dir, document)  # TFDS metadata (issue 11)
+        report.write_report(version_dir, report.seconds_since(document['created']))  # report (issue 11)
         storage.replace(layout.join(self._output, layout.LATEST), f'{self._version}\n'.encode())
         yield document
 
