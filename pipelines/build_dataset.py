@@ -13,10 +13,9 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import (DirectOptions, GoogleCloudOptions, PipelineOptions, SetupOptions,
                                                   StandardOptions, WorkerOptions)
 
-from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
 from contract import layout, metadata
-from pipelines import console
+from pipelines import console, progress
 from pipelines.options import UsageError, check_input, check_output, check_temp_locations, parse_args
 from transforms import gcs, storage
 from transforms.decode import CountDecisions, DecodeResizeEncode
@@ -140,7 +139,7 @@ def local_runner(options):
     work offline and honour ``--direct_running_mode`` and ``--direct_num_workers``, which Prism ignores.
     """
     if options.view_as(StandardOptions).runner in _DIRECT_RUNNER_NAMES:
-        return FnApiRunner()
+        return progress.CountingRunner()  # progress (issue 11): an FnApiRunner that keeps live counters
     return None
 
 
@@ -149,6 +148,10 @@ def run(argv=None):
 
     Waits for the job to finish unless ``--no_wait_until_finish`` (Beam's option) is given.
     """
+    try:  # progress (issue 11)
+        show_progress, progress_interval, argv = progress.split_flags(sys.argv[1:] if argv is None else argv)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
     config, beam_args = parse_args(argv)
     options = pipeline_options(beam_args)
     check_input(config, options)
@@ -159,9 +162,10 @@ def run(argv=None):
     except ValueError as error:  # Beam's own checks of the options (runner name, project id...)
         raise UsageError(' '.join(str(error).split())) from None
     build_pipeline(pipeline, config)
-    result = pipeline.run()
-    if not options.view_as(StandardOptions).no_wait_until_finish:
-        result.wait_until_finish()
+    with progress.Progress(pipeline, options, show_progress, progress_interval) as watch:  # progress (issue 11)
+        result = pipeline.run()
+        if not options.view_as(StandardOptions).no_wait_until_finish:
+            watch.wait(result)
     return config, result
 
 
@@ -197,6 +201,7 @@ def main(argv=None):
     logging.getLogger('apache_beam.runners').setLevel(logging.CRITICAL)
     # On Dataflow the runner's own log is the progress report: the job's id, states and messages.
     logging.getLogger('apache_beam.runners.dataflow.dataflow_runner').setLevel(logging.INFO)
+    progress.keep_stderr()  # progress (issue 11): its lines reach the user while a local run holds stderr
     with console.held_stderr() if console.is_local_run(argv) else contextlib.nullcontext(lambda: None) as replay:
         try:
             config, result = run(argv)
