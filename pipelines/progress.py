@@ -154,6 +154,7 @@ def describe(values, seconds, stage=None, decoding_seconds=None):
 
     The rate is of images decoded (or refused by decoding) over ``decoding_seconds`` (default ``seconds``).
     """
+    values = collections.Counter(values)
     listed, decoded, written = values[LISTED], values[DECODED], values[WRITTEN]
     quarantined = sum(value for (namespace, _), value in values.items() if namespace == QUARANTINE_NAMESPACE)
     processed = decoded + values[DECODE_REJECTED]
