@@ -14,7 +14,8 @@ import re
 from contract import features as F, layout, metadata
 from transforms import storage
 
-# The shards' names (layout.shard_file_name) in TFDS's template language; TFDS pads to 5 digits too.
+# The shards' names (layout.shard_file_name) in TFDS's template language: the same names up to 99,999
+# shards a split (TFDS pads to the digits of the shard count, at least 5).
 SHARD_TEMPLATE = '{SPLIT}-{SHARD_X_OF_Y}.{FILEFORMAT}'
 FILE_FORMAT = 'tfrecord'
 # TFDS needs a semantic version; ours (a folder name) is in the description.
