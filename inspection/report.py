@@ -24,7 +24,7 @@ from PIL import Image
 from contract import features as F, layout
 from contract.example import decode_example
 from inspection import records, version as version_lib
-from inspection.verify import human_bytes
+from inspection.units import human_bytes
 from transforms import gcs, image_ops, storage
 from transforms.records import REASONS
 

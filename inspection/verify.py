@@ -21,6 +21,7 @@ from PIL import Image
 
 from contract import features as F, layout, metadata
 from inspection import records, version as version_lib
+from inspection.units import human_bytes
 from pipelines import console
 from transforms import gcs
 
@@ -40,14 +41,6 @@ class ShardResult:
     def problem(self, message, record=None):
         where = self.shard['file'] if record is None else f"{self.shard['file']} record {record}"
         self.problems.append(f'{where}: {message}')
-
-
-def human_bytes(count):
-    """'1.2 MB': a byte count in the largest unit that keeps it at 1 or more."""
-    for unit in ('B', 'kB', 'MB', 'GB'):
-        if count < 1000 or unit == 'GB':
-            return f'{count:.0f} {unit}' if unit == 'B' else f'{count:.1f} {unit}'
-        count /= 1000
 
 
 def _file_size(path):
