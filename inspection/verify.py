@@ -159,9 +159,12 @@ def verify(path, sample=None, workers=DEFAULT_WORKERS):
     size = sum(r.size or 0 for r in results)
     splits = ', '.join(f'{split} {sum(r.records for r in results if r.split == split)}'
                        for split in version.document['splits'])
-    mode = f'{sample} records a shard sampled' if sample is not None else 'every record'
+    if sample is None:
+        mode, speed = 'every record', f', {human_bytes(size / seconds)}/s'
+    else:  # only the start of each shard was read
+        mode, speed = f'{sample} records a shard sampled', ''
     summary = (f'{checked} records ({splits}) in {len(results)} shards, {human_bytes(size)}, {mode}; '
-               f'{seconds:.1f} s, {checked / seconds:.0f} records/s, {human_bytes(size / seconds)}/s; {version.path}')
+               f'{seconds:.1f} s, {checked / seconds:.0f} records/s{speed}; {version.path}')
     return problems, summary
 
 
