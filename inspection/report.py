@@ -7,7 +7,6 @@ Example reader: no TensorFlow. Charts are matplotlib SVG; images are inline data
 
     dataset-report OUT[/VERSION] [--build_seconds S]
 """
-import argparse
 import base64
 import collections
 import datetime
@@ -23,7 +22,7 @@ from PIL import Image
 
 from contract import features as F, layout
 from contract.example import decode_example
-from inspection import records, version as version_lib
+from inspection import cli, records, version as version_lib
 from inspection.units import human_bytes
 from transforms import gcs, image_ops, storage
 from transforms.records import REASONS
@@ -164,9 +163,50 @@ def _img(url, alt, css=''):
     return f'<img src="{url}" alt="{_e(alt)}" title="{_e(alt)}"{f" class={chr(34)}{css}{chr(34)}" if css else ""}>'
 
 
+def _quarantine_section(version_dir, options):
+    """The quarantine by reason, with the first sources of each; reads quarantine.jsonl as a stream."""
+    counts, first = collections.Counter(), collections.defaultdict(list)
+    for item in version_lib.iter_jsonl(version_dir, layout.QUARANTINE_JSONL):
+        counts[item['reason']] += 1
+        if len(first[item['reason']]) < QUARANTINE_EXAMPLES:
+            first[item['reason']].append(item)
+    parts = [f'<h2>Quarantine</h2><p>{sum(counts.values())} inputs not written; the full list is '
+             f'<code>{layout.QUARANTINE_JSONL}</code>.</p>']
+    rows = []
+    for reason, count in sorted(counts.items(), key=lambda pair: (-pair[1], pair[0])):
+        examples = []
+        for item in first[reason]:
+            url = source_thumbnail(options, item['source'])
+            examples.append((_img(url, item['source'], 'quarantined') + ' ' if url else '') +
+                            f'<code>{_e(item["source"])}</code>: {_e(item["message"])}')
+        if count > len(first[reason]):
+            examples.append(f'<span class="muted">and {count - len(first[reason])} more</span>')
+        rows.append([f'<code>{_e(reason)}</code><br><span class="muted">{_e(REASONS.get(reason, ""))}</span>',
+                     count, '<br>'.join(examples)])
+    if rows:
+        parts.append(_table(['reason', 'inputs', 'first sources'], rows, numeric=(1,)))
+    return parts
+
+
+def _duplicates_section(version_dir):
+    """The number of duplicates and the first few; reads duplicates.jsonl as a stream."""
+    count, shown = 0, []
+    for item in version_lib.iter_jsonl(version_dir, layout.DUPLICATES_JSONL):
+        count += 1
+        if len(shown) < DUPLICATES_SHOWN:
+            shown.append([f'<code>{_e(item["source"])}</code>', f'<code>{_e(item["duplicate_of"])}</code>',
+                          _e(item['label'])])
+    parts = [f'<h2>Duplicates</h2><p>{count} inputs not written because the same bytes under the same label were '
+             f'(full list: <code>{layout.DUPLICATES_JSONL}</code>).</p>']
+    if shown:
+        parts.append(_table(['source', 'same bytes as (written)', 'label'], shown))
+    return parts
+
+
 def render(version, build_seconds=None):
     """The report of ``version`` (an inspection.version.Version) as HTML text."""
     document, options = version.document, version.document.get('options') or {}
+    build_seconds = round(build_seconds, 3) if build_seconds else None  # as recorded, so a re-render matches
     labels = document['labels']
     counts = document['counts']
     total_bytes = sum(s['bytes'] for info in document['splits'].values() for s in info['shards'])
@@ -206,33 +246,8 @@ def render(version, build_seconds=None):
     if len(labels) > MAX_CLASSES_SHOWN:
         parts.append(f'<p class="muted">{len(labels) - MAX_CLASSES_SHOWN} more classes not shown.</p>')
 
-    quarantined = version_lib.read_jsonl(version.path, layout.QUARANTINE_JSONL)
-    by_reason = collections.defaultdict(list)
-    for item in quarantined:
-        by_reason[item['reason']].append(item)
-    parts.append(f'<h2>Quarantine</h2><p>{len(quarantined)} inputs not written; the full list is '
-                 f'<code>{layout.QUARANTINE_JSONL}</code>.</p>')
-    if by_reason:
-        rows = []
-        for reason, items in sorted(by_reason.items(), key=lambda pair: (-len(pair[1]), pair[0])):
-            examples = []
-            for item in items[:QUARANTINE_EXAMPLES]:
-                url = source_thumbnail(options, item['source'])
-                examples.append((_img(url, item['source'], 'quarantined') + ' ' if url else '') +
-                                f'<code>{_e(item["source"])}</code>: {_e(item["message"])}')
-            more = f'<br><span class="muted">and {len(items) - QUARANTINE_EXAMPLES} more</span>' \
-                if len(items) > QUARANTINE_EXAMPLES else ''
-            rows.append([f'<code>{_e(reason)}</code><br><span class="muted">{_e(REASONS.get(reason, ""))}</span>',
-                         len(items), '<br>'.join(examples) + more])
-        parts.append(_table(['reason', 'inputs', 'first sources'], rows, numeric=(1,)))
-
-    duplicates = version_lib.read_jsonl(version.path, layout.DUPLICATES_JSONL)
-    parts.append(f'<h2>Duplicates</h2><p>{len(duplicates)} inputs not written because the same bytes under the same '
-                 f'label were (full list: <code>{layout.DUPLICATES_JSONL}</code>).</p>')
-    if duplicates:
-        parts.append(_table(['source', 'same bytes as (written)', 'label'], [
-            [f'<code>{_e(d["source"])}</code>', f'<code>{_e(d["duplicate_of"])}</code>', _e(d['label'])]
-            for d in duplicates[:DUPLICATES_SHOWN]]))
+    parts += _quarantine_section(version.path, options)
+    parts += _duplicates_section(version.path)
     decoding = document.get('decoding') or {}
     parts.append('<h2>Decoding decisions</h2><p class="muted">What decoding did, counted over the written images; '
                  f'transparency composited on {_e(decoding.get("background"))}.</p>')
@@ -270,8 +285,7 @@ def write_report(version_dir, build_seconds=None):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog='dataset-report', description="(Re-)render a version's report.html.")
-    parser.add_argument('path', metavar='OUT[/VERSION]', help='output folder (its LATEST version) or a version folder')
+    parser = cli.parser('dataset-report', "(Re-)render a version's report.html.")
     parser.add_argument('--build_seconds', type=float,
                         help='build time to show; default: what the existing report recorded')
     args = parser.parse_args(argv)

@@ -8,7 +8,6 @@ Bytes are read through Beam's FileSystems, which honours a GCS emulator; TensorF
 Exit 0 with a one-line summary, 1 with one line per problem naming the shard and record (numbered from
 0 in file order), 2 when no version is found.
 """
-import argparse
 import collections
 import concurrent.futures
 import io
@@ -20,7 +19,7 @@ from apache_beam.io.filesystems import FileSystems
 from PIL import Image
 
 from contract import features as F, layout, metadata
-from inspection import records, version as version_lib
+from inspection import cli, records, version as version_lib
 from inspection.units import human_bytes
 from pipelines import console
 from transforms import gcs
@@ -169,8 +168,7 @@ def verify(path, sample=None, workers=DEFAULT_WORKERS):
 
 
 def _parser():
-    parser = argparse.ArgumentParser(prog='verify-dataset', description='Re-read and check every shard of a version.')
-    parser.add_argument('path', metavar='OUT[/VERSION]', help='output folder (its LATEST version) or a version folder')
+    parser = cli.parser('verify-dataset', 'Re-read and check every shard of a version.')
     parser.add_argument('--sample', type=int, metavar='N', help='check only the first N records of each shard')
     parser.add_argument('--workers', type=int, default=DEFAULT_WORKERS, help='shards read at once')
     parser.add_argument('--verbose', action='store_true', help="show TensorFlow's own log lines")
@@ -178,10 +176,10 @@ def _parser():
 
 
 def main(argv=None):
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
     if args.sample is not None and args.sample < 1 or args.workers < 1:
-        print('verify-dataset: error: --sample and --workers must be at least 1', file=sys.stderr)
-        return 2
+        parser.error('--sample and --workers must be at least 1')
     os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
     gcs.connect_anonymously_to_emulator()
     with console.held_stderr() as replay:  # TensorFlow's start-up lines, shown only with --verbose

@@ -2,6 +2,7 @@
 import json
 import typing
 
+from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from contract import layout, metadata
@@ -44,12 +45,15 @@ def load(path):
     return Version(version_dir, document, labels)
 
 
-def read_jsonl(version_dir, name):
-    """The objects of a JSON-lines file of the version; [] when it is absent."""
+def iter_jsonl(version_dir, name):
+    """Yields the objects of a JSON-lines file of the version, one line in memory at a time; none when absent."""
     path = layout.join(version_dir, name)
     if not FileSystems.exists(path):
-        return []
-    return [json.loads(line) for line in storage.read_bytes(path).decode('utf-8').splitlines() if line.strip()]
+        return
+    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as stream:
+        for line in stream:
+            if line.strip():
+                yield json.loads(line)
 
 
 def shard_paths(version):

@@ -47,14 +47,14 @@ def test_the_report_opens_in_chromium_with_every_image_and_chart(torture_build, 
     assert shown['samples'] == {label: min(report.SAMPLES_PER_CLASS, written[label]) for label in document['labels']}
     assert sum(shown['samples'].values()) > 0
 
-    quarantined = version_lib.read_jsonl(version.path, layout.QUARANTINE_JSONL)
+    quarantined = list(version_lib.iter_jsonl(version.path, layout.QUARANTINE_JSONL))
     for reason, count in document['quarantine']['by_reason'].items():
         assert re.search(rf'{reason}\s.*\s{count}\s', shown['text']), reason
     # Inputs refused after decoding (same bytes under two labels, too small) still show; others cannot.
     by_source = {item['source']: item['reason'] for item in quarantined}
     assert {by_source[source] for source in shown['quarantined']} >= {'label_conflict'}
     assert not {by_source[source] for source in shown['quarantined']} & {'empty', 'not_an_image', 'too_many_pixels'}
-    for duplicate in version_lib.read_jsonl(version.path, layout.DUPLICATES_JSONL):
+    for duplicate in version_lib.iter_jsonl(version.path, layout.DUPLICATES_JSONL):
         assert duplicate['source'] in shown['text']
     for decision in document['decoding']['decisions']:
         assert decision in shown['text']

@@ -118,3 +118,12 @@ def test_a_gcs_version_passes_and_a_damaged_one_fails(gcs_emulator, built_datase
     gcs_emulator.upload_bytes(shard, gcs_emulator.read_bytes(shard)[:-1])
     status, _, err = _verify(f'{bucket}/out/v1', capsys)
     assert status == 1 and any(line.startswith('verify-dataset: train-00000-of-00003.tfrecord record ') for line in err)
+
+
+@pytest.mark.parametrize('args', [[], ['--sample', '0', 'OUT'], ['OUT', '--bogus']])
+def test_a_usage_mistake_is_one_line(args, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        verify.main(args)
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith('verify-dataset: error: ') and len(err.splitlines()) == 1, err
