@@ -1,10 +1,12 @@
 """Live progress: lines from a real multi-process build, none with --progress off, and a Dataflow job's
 URL and counters from its metrics (only the Dataflow API is faked)."""
+import io
 import json
 import os
 import re
 import subprocess
 import sys
+import time
 
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
@@ -64,6 +66,31 @@ def test_describe_gives_rate_and_eta_once_decoding_started():
         'build-dataset: [DecodeResize] 12 s: listed 100, decoded 30, quarantined 12, written 0; '
         '10.0 images/s, ETA 6 s')
     assert 'ETA' not in progress.describe({progress.LISTED: 100}, 3, 'ListImages')
+
+
+class _Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_on_a_terminal_the_line_updates_in_place(tmp_path):
+    class Pipeline:
+        runner = progress.CountingRunner()
+
+    tally = Pipeline.runner.tally
+    tally.finished({progress.LISTED: 7})
+    terminal = _Terminal()
+    with progress.Progress(Pipeline(), PipelineOptions([]), True, 0.01, stream=terminal):
+        deadline = time.monotonic() + 60
+        while terminal.getvalue().count('\r') < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        tally.finished({progress.DECODED: 5, progress.WRITTEN: 5})
+    text = terminal.getvalue()
+    updates = text.split('\r\x1b[K')
+    assert updates[0] == '' and len(updates) >= 3 and text.endswith('\n') and text.count('\n') == 1
+    assert LINE.match(updates[1])['listed'] == '7'
+    done = LINE.match(updates[-1])
+    assert [done[key] for key in ('stage', 'listed', 'decoded', 'written')] == ['done', '7', '5', '5']
 
 
 class _FakeDataflowApi:
