@@ -10,7 +10,8 @@ import re
 from PIL import Image
 
 from contract import layout
-from inspection import report, version as version_lib
+from contract.example import decode_example
+from inspection import records, report, version as version_lib
 from tests.chromium import open_page, requires_chromium
 from tests.torture_fixtures import torture_build, torture_corpus  # noqa: F401  (the fixtures)
 
@@ -82,3 +83,18 @@ def test_no_dataset_is_a_one_line_error(tmp_path, capsys):
     assert report.main([str(tmp_path)]) == 2
     assert capsys.readouterr().err == (f'dataset-report: error: no dataset found at {tmp_path}: expected '
                                        f'{layout.DATASET_JSON} or {layout.LATEST} there\n')
+
+
+def test_the_reports_example_reader_agrees_with_tensorflows_parser(built_dataset):
+    """The report reads records without TensorFlow (Beam workers have none): it must read what TF reads."""
+    from training.records import parse_example
+
+    version = version_lib.load(built_dataset)
+    checked = 0
+    for _, _, path in version_lib.shard_paths(version):
+        for serialized in records.read_shard(path):
+            ours = decode_example(serialized)
+            theirs = {key: value.numpy() for key, value in parse_example(serialized).items()}
+            assert ours == theirs
+            checked += 1
+    assert checked == version.document['counts']['written']

@@ -1,5 +1,6 @@
 """verify-dataset on real builds: good local and gs:// versions pass; a flipped byte, a truncated or
 missing shard and an edited count each fail with a line naming the shard (and the record)."""
+import io
 import json
 import os
 import shutil
@@ -9,7 +10,8 @@ import sys
 
 import pytest
 
-from contract import layout
+from contract import features as F, layout, tfrecord
+from contract.example import decode_example, encode_example
 from inspection import verify
 from tests.gcs_emulator import gcs_emulator  # noqa: F401  (the fixture)
 
@@ -127,3 +129,27 @@ def test_a_usage_mistake_is_one_line(args, capsys):
     assert exit_.value.code == 2
     err = capsys.readouterr().err
     assert err.startswith('verify-dataset: error: ') and len(err.splitlines()) == 1, err
+
+
+def test_records_that_frame_well_but_break_the_contract_are_named(version, capsys):
+    """A record with good checksums that is no Example, one of another size, one whose label disagrees."""
+    shard = version / 'train-00000-of-00003.tfrecord'
+    records = list(tfrecord.read_records(io.BytesIO(shard.read_bytes())))
+    values = decode_example(records[2])
+    records[0] = b'\x0a\x03not an example'
+    records[1] = encode_example(dict(values, **{F.IMAGE_WIDTH: 33}))
+    records[2] = encode_example(dict(values, **{F.LABEL_TEXT: b'unicorn'}))
+    shard.write_bytes(b''.join(tfrecord.frame(record) for record in records))
+    document = json.loads((version / layout.DATASET_JSON).read_text())
+    document['splits']['train']['shards'][0]['bytes'] = shard.stat().st_size
+    (version / layout.DATASET_JSON).write_text(json.dumps(document))
+    status, _, err = _verify(version, capsys)
+    assert status == 1
+    name = 'verify-dataset: train-00000-of-00003.tfrecord'
+    assert err[0].startswith(f"{name} record 0: does not parse with the contract's features: ")
+    assert err[1] == f'{name} record 1: image/height, width, channels are 32x33x3, dataset.json says 32x32x3'
+    label = values[F.LABEL]
+    assert err[2] == (f"{name} record 2: label {label} is {document['labels'][label]!r} in labels.txt, "
+                      "but the record says 'unicorn'")
+    # The unparsable record is missing from the class counts.
+    assert any(line.startswith('verify-dataset: split train: ') for line in err[3:])
