@@ -13,7 +13,6 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import (DirectOptions, GoogleCloudOptions, PipelineOptions, SetupOptions,
                                                   StandardOptions, WorkerOptions)
 
-
 from contract import layout, metadata
 from pipelines import console, progress
 from pipelines.options import UsageError, check_input, check_output, check_temp_locations, parse_args

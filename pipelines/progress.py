@@ -33,14 +33,22 @@ QUARANTINE_NAMESPACE = 'quarantine'
 # The build's top-level steps that do the work, in pipeline order: a fused stage is named by its first.
 STEPS = ('ListImages', 'DecodeResize', 'Dedupe', 'AssignShards', 'WriteShards', 'Publish')
 
-_terminal = None  # the user's stderr, kept before a local run holds fd 2 (pipelines.console)
+_kept = None  # the user's stderr, kept by main() before a local run holds fd 2 (pipelines.console)
 
 
 def keep_stderr():
-    """Keeps a stream on the current fd 2, so progress reaches the user while the build holds stderr."""
-    global _terminal  # pylint: disable=global-statement
-    if _terminal is None:
-        _terminal = os.fdopen(os.dup(2), 'w', buffering=1)
+    """Keeps a stream on the current fd 2 for the next Progress, so its lines reach the user while the
+    build holds stderr."""
+    global _kept  # pylint: disable=global-statement
+    if _kept is not None:
+        _kept.close()
+    _kept = os.fdopen(os.dup(2), 'w', buffering=1)
+
+
+def _take_kept_stderr():
+    global _kept  # pylint: disable=global-statement
+    kept, _kept = _kept, None
+    return kept
 
 
 def split_flags(argv):
@@ -184,7 +192,8 @@ class Progress:
         self._options = options
         self._on = on
         self._interval = interval
-        self._stream = stream or _terminal or sys.stderr
+        self._kept = None if stream else _take_kept_stderr()
+        self._stream = stream or self._kept or sys.stderr
         self._tty = self._stream.isatty()
         self._stop = threading.Event()
         self._thread = None
@@ -208,6 +217,8 @@ class Progress:
                 if self._tty:
                     self._stream.write('\n')
                     self._stream.flush()
+        if self._kept is not None:
+            self._kept.close()
 
     def _report_until_stopped(self):
         while not self._stop.wait(self._interval):
