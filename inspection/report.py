@@ -163,6 +163,12 @@ def _img(url, alt, css=''):
     return f'<img src="{url}" alt="{_e(alt)}" title="{_e(alt)}"{f" class={chr(34)}{css}{chr(34)}" if css else ""}>'
 
 
+def published_path(version):
+    """Where the version is published: the report may be written while it is still in a staging folder."""
+    output = (version.document.get('options') or {}).get('output')
+    return layout.join(output, version.document['version']) if output else version.path
+
+
 def _quarantine_section(version_dir, options):
     """The quarantine by reason, with the first sources of each; reads quarantine.jsonl as a stream."""
     counts, first = collections.Counter(), collections.defaultdict(list)
@@ -211,7 +217,7 @@ def render(version, build_seconds=None):
     counts = document['counts']
     total_bytes = sum(s['bytes'] for info in document['splits'].values() for s in info['shards'])
     parts = [f'<h1>{_e(document["name"])} · version {_e(document["version"])}</h1>',
-             f'<p>Built {_e(document["created"])} into <code>{_e(version.path)}</code>. '
+             f'<p>Built {_e(document["created"])} into <code>{_e(published_path(version))}</code>. '
              f'Images {document["image"]["height"]}×{document["image"]["width"]} {_e(document["image"]["format"])}; '
              f'{len(labels)} classes.</p>']
     if build_seconds:
