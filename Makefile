@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 DEMO_DIR ?= data/demo
 
-.PHONY: demo test install clean
+.PHONY: demo test install clean chromium
 
 install: $(STAMP)
 
@@ -24,8 +24,15 @@ demo: $(STAMP)
 	$(PY) -m training.train --data $(DEMO_DIR)/records --epochs 6 --batch_size 32 \
 		--model_dir $(DEMO_DIR)/model
 
-test: $(STAMP)
+test: $(STAMP) chromium
 	$(PY) -m pytest -q tests
+
+# The report tests open report.html in Debian's headless chromium: installed here when absent and run as
+# root with apt-get; otherwise those tests are skipped, saying why.
+chromium:
+	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
+		echo 'make test: chromium is not installed (needs root and apt-get): the report tests will be skipped' >&2
 
 clean:
 	rm -rf $(VENV) data *.egg-info

@@ -12,6 +12,9 @@ A build writes its version under a staging name, ``<version>.incomplete-<build i
 spill files (``spill/``: encoded records before they are dealt into shards) too; publishing removes the
 spill files and moves the staging folder to ``<version>``, then LATEST. Readers follow LATEST, so they
 never see a staging folder.
+<output>/<version>/report.html        the build report: one self-contained page (inspection.report)
+<output>/<version>/dataset_info.json, features.json, image-class-label.labels.txt
+                                      TFDS's metadata, so tfds.builder_from_directory reads the version
 """
 import re
 
@@ -24,6 +27,9 @@ VERSION_FORMAT = '%Y%m%dT%H%M%SZ'
 INDEX_DIR = 'index'
 SPILL_DIR = 'spill'
 STAGING_MARK = '.incomplete-'
+REPORT_HTML = 'report.html'
+TFDS_DATASET_INFO = 'dataset_info.json'
+TFDS_FEATURES = 'features.json'
 
 _SHARD_NAME = re.compile(r'^(?P<split>[A-Za-z0-9_]+)-(?P<index>\d{5})-of-(?P<count>\d{5})\.tfrecord$')
 SPLIT_NAME = re.compile(r'^[A-Za-z0-9_]+$')

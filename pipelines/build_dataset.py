@@ -15,10 +15,9 @@ import apache_beam as beam
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import (DirectOptions, GoogleCloudOptions, PipelineOptions, SetupOptions,
                                                   StandardOptions, WorkerOptions)
-from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
 from contract import layout, metadata
-from pipelines import console, preflight, refresh
+from pipelines import console, preflight, progress, refresh
 from pipelines.graph import build_pipeline
 from pipelines.options import DATAFLOW_RUNNER, DIRECT_RUNNER, UsageError, parse_args, runner_name
 from transforms import gcs, retries, storage
@@ -97,7 +96,7 @@ def local_runner(options):
     Beam's DirectRunner now first tries Prism, a binary it downloads at run time; our local runs must
     work offline and honour ``--direct_running_mode`` and ``--direct_num_workers``, which Prism ignores.
     """
-    return FnApiRunner() if is_local(options) else None
+    return progress.CountingRunner() if is_local(options) else None  # an FnApiRunner with live counters
 
 
 def parse(argv):
@@ -126,9 +125,10 @@ def launch(config, options):
     except ValueError as error:  # Beam's own checks of the options (runner name, project id...)
         raise UsageError(' '.join(str(error).split())) from None
     build_pipeline(pipeline, config)
-    result = pipeline.run()
-    if not options.view_as(StandardOptions).no_wait_until_finish:
-        result.wait_until_finish()
+    with progress.Progress(pipeline, options, config.progress, config.progress_interval) as watch:
+        result = pipeline.run()
+        if not options.view_as(StandardOptions).no_wait_until_finish:
+            watch.wait(result)
     return config, result
 
 
@@ -186,6 +186,7 @@ def main(argv=None):
     except UsageError as error:
         print(f'build-dataset: error: {error}', file=sys.stderr)
         return 2
+    progress.keep_stderr()  # progress lines reach the user while a local run holds stderr
     hold = is_local(options) and not config.verbose
     with console.held_stderr() if hold else contextlib.nullcontext(console.NotHeld()) as held:
         try:

@@ -62,6 +62,8 @@ class BuildConfig:
     verbose: bool = False  # show Beam's and the workers' own messages, and tracebacks
     allow_unknown_labels: bool = False  # with --labels: drop images of other classes instead of failing
     retry_deadline: float = retries.DEFAULT_DEADLINE_S  # seconds a failing operation is retried for
+    progress: bool = True  # print progress lines while the build runs
+    progress_interval: float = 10.0
 
     def retry_policy(self):
         return retries.default_policy(self.retry_deadline)
@@ -81,7 +83,8 @@ class BuildConfig:
         """The options as recorded in dataset.json."""
         options = dataclasses.asdict(self)
         # Facts of this run, or how it reports and retries: not choices that shape the dataset.
-        for field in ('created', 'build_id', 'previous', 'refresh', 'verbose', 'retry_deadline'):
+        for field in ('created', 'build_id', 'previous', 'refresh', 'verbose', 'retry_deadline', 'progress',
+                      'progress_interval'):
             del options[field]
         options['image_size'] = list(self.image_size)
         options['splits'] = dict(self.splits)
@@ -164,6 +167,10 @@ def _parser():
     parser.add_argument('--retry_deadline', type=float, default=retries.DEFAULT_DEADLINE_S,
                         help='seconds a failing read, write or listing is retried for (timeouts, 5xx, 429, '
                              f'resets) before the build fails; default {retries.DEFAULT_DEADLINE_S:.0f}')
+    parser.add_argument('--progress', choices=('on', 'off'), default='on',
+                        help='off: no progress lines (stage, counts, rate, ETA) on stderr; default on')
+    parser.add_argument('--progress_interval', type=float, default=10.0,
+                        help='seconds between progress lines; default 10')
     parser.add_argument('--verbose', **_FLAG,
                         help="show Beam's and the workers' own log lines, and a failure's traceback")
     parser.add_argument('--max_error_rate', type=float, default=0.05,
@@ -222,6 +229,8 @@ def parse_args(argv, now=None):
         raise UsageError(f'--target_shard_mb must be positive, got {args.target_shard_mb}')
     if args.max_pixels < 1 or args.min_size < 1:
         raise UsageError('--max_pixels and --min_size must be at least 1')
+    if not 0 < args.progress_interval < math.inf:
+        raise UsageError(f'--progress_interval must be a positive number of seconds, got {args.progress_interval}')
     if not 0 < args.retry_deadline < math.inf:
         raise UsageError(f'--retry_deadline must be a positive number of seconds, got {args.retry_deadline}')
     if args.keep_versions is not None and args.keep_versions < 1:
@@ -249,6 +258,6 @@ def parse_args(argv, now=None):
         num_shards=num_shards, labels_file=args.labels_file, build_id=uuid.uuid4().hex[:12], max_pixels=args.max_pixels, min_size=args.min_size,
         max_error_rate=args.max_error_rate, full=args.full, force=args.force, keep_versions=args.keep_versions,
         clean=args.clean, verbose=args.verbose, allow_unknown_labels=args.allow_unknown_labels,
-        retry_deadline=args.retry_deadline,
+        retry_deadline=args.retry_deadline, progress=args.progress == 'on', progress_interval=args.progress_interval,
         name=args.name or os.path.basename(source.rstrip('/')).rsplit('.', 1)[0] or 'dataset')
     return config, beam_args

@@ -15,6 +15,7 @@ from PIL import Image
 
 from contract import features as F, index, layout, metadata
 from contract.tfrecord import read_records
+from inspection import tfds_metadata
 from training.records import parse_example
 
 
@@ -51,7 +52,8 @@ def check_version(output, input_root=None, image_size=None):
     height, width, channels = metadata.image_shape(document)
     if image_size is not None:
         assert (height, width) == tuple(image_size)
-    expected_files = {layout.DATASET_JSON, layout.LABELS_TXT, layout.QUARANTINE_JSONL, layout.DUPLICATES_JSONL}
+    expected_files = {layout.DATASET_JSON, layout.LABELS_TXT, layout.QUARANTINE_JSONL, layout.DUPLICATES_JSONL,
+                      layout.REPORT_HTML, *tfds_metadata.files(document)}
     by_split = {}
     for split, info in document['splits'].items():
         records, class_counts = [], collections.Counter()

@@ -13,6 +13,7 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 
 from contract import index, layout, metadata
+from inspection import report, tfds_metadata
 from transforms import image_ops, publication, storage
 from transforms.errors import BuildFailed
 from transforms.records import NOT_ERRORS
@@ -135,6 +136,8 @@ class _PublishFn(beam.DoFn):
         storage.write_bytes(layout.join(version_dir, layout.DUPLICATES_JSONL), jsonl(duplicates), self._policy)
         storage.write_bytes(layout.join(version_dir, layout.DATASET_JSON), metadata.dumps(document).encode(),
                             self._policy)
+        tfds_metadata.write(version_dir, document)
+        report.write_report(version_dir, report.seconds_since(document['created']))
         self._publish()
         yield document
 

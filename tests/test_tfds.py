@@ -1,0 +1,51 @@
+"""TFDS reads a built version folder as is: tfds.builder_from_directory, and the same images and labels as
+training.dataset."""
+import collections
+import os
+
+import tensorflow_datasets as tfds
+from tensorflow_datasets.core import naming
+
+from contract import layout
+from inspection import tfds_metadata
+from tests.contract_checks import load_version
+from training import dataset, dataset_version
+from training.dataset import PAD_LABEL
+
+
+def _training_examples(output, split):
+    """Counter of (label, image bytes) that training.dataset reads from ``split`` (each record once)."""
+    config = dataset.InputConfig(split=split, global_batch_size=4, is_training=False)
+    found = collections.Counter()
+    for images, labels in dataset.InputReader(dataset_version.open_version(output), config).dataset():
+        for image, label in zip(images.numpy(), labels.numpy()):
+            if label != PAD_LABEL:
+                found[(int(label), image.tobytes())] += 1
+    return found
+
+
+def test_tfds_loads_the_version_with_the_same_images_and_labels_as_training(built_dataset):
+    version_dir, document = load_version(built_dataset)
+    for name, data in tfds_metadata.files(document).items():  # as the build published them
+        assert open(os.path.join(version_dir, name), 'rb').read() == data
+    builder = tfds.builder_from_directory(version_dir)
+    assert builder.info.features['image']['class']['label'].names == document['labels']
+    assert builder.info.features['image']['encoded'].shape == (32, 32, 3)
+    for split, info in document['splits'].items():
+        assert builder.info.splits[split].num_examples == info['num_examples']
+        assert builder.info.splits[split].num_shards == info['num_shards']
+        from_tfds = collections.Counter(
+            (int(example['image']['class']['label']), example['image']['encoded'].numpy().tobytes())
+            for example in builder.as_dataset(split=split))
+        assert sum(from_tfds.values()) == info['num_examples']
+        assert from_tfds == _training_examples(built_dataset, split)
+
+
+def test_tfds_template_gives_our_shard_names_and_names_are_tfds_names():
+    for index, count in ((3, 12), (0, 1), (99998, 99999)):  # TFDS pads a 6th digit from 100,000 shards
+        template = naming.ShardedFileTemplate(data_dir='/v', template=tfds_metadata.SHARD_TEMPLATE, split='train',
+                                              filetype_suffix=tfds_metadata.FILE_FORMAT)
+        assert template.relative_filepath(shard_index=index, num_shards=count) == layout.shard_file_name(
+            'train', index, count)
+    for name in ('My Flowers-2026', '2026 photos'):
+        assert naming.DatasetName(tfds_metadata.tfds_name(name)).name == tfds_metadata.tfds_name(name)
