@@ -14,56 +14,24 @@ import argparse
 import io
 import json
 import os
-import resource
 import shutil
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 import numpy as np
-import psutil
 from PIL import Image, ImageOps
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from harness import MAX_GENERATED, corpus, job, listed  # noqa: E402
 from contract import features as F, index as I, layout  # noqa: E402
 from contract.tfrecord import read_records  # noqa: E402
-from samples.generate import photo_corpus  # noqa: E402
 from transforms.image_ops import parse_image_size  # noqa: E402
 
 SMALL_RUN = 40
-BASE_CORPUS = 2000
-MAX_BASELINE = 2400
 # Each record's reference crosses three shuffles: to its sha256 group, its rank bucket, its shard.
 SHUFFLES_PER_RECORD = 3
-CACHE = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'out')
-
-
-def corpus(count):
-    """``count`` distinct photo files: the generated corpus, or copies of it with distinct trailing bytes
-    (JPEG decoders stop at the end-of-image marker, so copies decode to the same pixels)."""
-    if count <= MAX_BASELINE:
-        return photo_corpus(CACHE, count)
-    base = photo_corpus(CACHE, BASE_CORPUS)
-    root = os.path.join(CACHE, f'copies-{count}')
-    if os.path.isdir(root):
-        return root
-    files = sorted(os.path.join(kind, name) for kind in os.listdir(base) for name in os.listdir(os.path.join(base, kind)))
-    for i in range(count):
-        name = files[i % len(files)]
-        target = os.path.join(root + '.partial', os.path.dirname(name), f'{i:06d}.jpg')
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        with open(os.path.join(base, name), 'rb') as source, open(target, 'wb') as out:
-            out.write(source.read() + f'copy {i}'.encode())
-    os.rename(root + '.partial', root)
-    return root
-
-
-def listed(root):
-    return [os.path.join(kind, name) for kind in sorted(os.listdir(root)) for name in sorted(os.listdir(os.path.join(root, kind)))]
 
 
 def baseline(root, names, size):
@@ -79,64 +47,9 @@ def baseline(root, names, size):
     return outputs, time.perf_counter() - start
 
 
-class TreeSampler(threading.Thread):
-    """Peak RSS of a process and of it plus every descendant, summed, sampled every ``interval`` s."""
-
-    def __init__(self, pid, interval=0.2):
-        super().__init__(daemon=True)
-        self._process = psutil.Process(pid)
-        self._interval = interval
-        self._done = threading.Event()
-        self.peak_tree = self.peak_root = 0
-
-    def run(self):
-        while not self._done.is_set():
-            try:
-                root = self._process.memory_info().rss
-                tree = root + sum(child.memory_info().rss for child in self._process.children(recursive=True))
-            except psutil.Error:
-                tree = root = 0
-            self.peak_tree, self.peak_root = max(self.peak_tree, tree), max(self.peak_root, root)
-            self._done.wait(self._interval)
-
-    def stop(self):
-        self._done.set()
-        self.join()
-
-
-def job(root, size_text, workers, output):
-    """The build as a user runs it; returns the measurements of its process tree."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    process = subprocess.Popen(
-        [sys.executable, os.path.abspath(__file__), '--_job', root, output, size_text, str(workers)],
-        cwd=ROOT, stdout=subprocess.PIPE, text=True)
-    sampler = TreeSampler(process.pid)
-    sampler.start()
-    stdout, _ = process.communicate()
-    seconds = time.perf_counter() - start
-    sampler.stop()
-    if process.returncode:
-        raise SystemExit(f'the build failed with status {process.returncode}')
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    report = json.loads(stdout.strip().splitlines()[-1])
-    return dict(report, seconds=seconds, cpu_seconds=cpu, peak_tree=sampler.peak_tree, peak_root=sampler.peak_root)
-
-
-def run_job(root, output, size_text, workers):
-    """Inside the job's own process: the build, then its counters as one JSON line."""
-    import logging  # pylint: disable=import-outside-toplevel
-    logging.basicConfig(level=logging.ERROR)
-    from apache_beam.metrics.metric import MetricsFilter  # noqa: E402
-    from pipelines import build_dataset  # noqa: E402
-    config, result = build_dataset.run(['--input', root, '--output', output, '--image_size', size_text,
-                                        '--version', 'bench', '--direct_running_mode', 'multi_processing',
-                                        '--direct_num_workers', workers])
-    counters = {}
-    for counter in result.metrics().query(MetricsFilter())['counters']:
-        counters[counter.key.metric.name] = counters.get(counter.key.metric.name, 0) + counter.committed
-    print(json.dumps({'version_dir': config.version_dir, 'counters': counters}))
+def build(root, size_text, workers, output):
+    return job(['--input', root, '--output', output, '--image_size', size_text, '--version', 'bench',
+                '--direct_running_mode', 'multi_processing', '--direct_num_workers', str(workers)])
 
 
 def written_images(version_dir, sources):
@@ -172,11 +85,8 @@ def subset(root, names):
 
 
 def main():
-    if len(sys.argv) > 1 and sys.argv[1] == '--_job':
-        run_job(*sys.argv[2:6])
-        return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('--images', type=int, default=MAX_BASELINE)
+    parser.add_argument('--images', type=int, default=MAX_GENERATED)
     parser.add_argument('--image_size', default='224')
     parser.add_argument('--workers', type=int, default=os.cpu_count())
     args = parser.parse_args()
@@ -185,14 +95,14 @@ def main():
     size = parse_image_size(args.image_size)
     cores = os.cpu_count()
     print(f'{len(names)} photos (640x480 to 1600x1200) -> {size[0]}x{size[1]}, {args.workers} worker(s), {cores} core(s)')
-    sample = names[::max(1, len(names) // MAX_BASELINE)][:MAX_BASELINE]
+    sample = names[::max(1, len(names) // MAX_GENERATED)][:MAX_GENERATED]
     naive, naive_seconds = baseline(root, sample, size)
     naive_rate = len(naive) / naive_seconds
     output = tempfile.mkdtemp(prefix='build-bench-')
     small_root = subset(root, names[::max(1, len(names) // SMALL_RUN)][:SMALL_RUN])
     try:
-        run = job(root, args.image_size, args.workers, os.path.join(output, 'full'))
-        small = job(small_root, args.image_size, args.workers, os.path.join(output, 'small'))
+        run = build(root, args.image_size, args.workers, os.path.join(output, 'full'))
+        small = build(small_root, args.image_size, args.workers, os.path.join(output, 'small'))
         built, document = written_images(run['version_dir'], sample)
     finally:
         shutil.rmtree(small_root)
@@ -216,7 +126,7 @@ def main():
               f"(runner process {run['peak_root'] / 2**20:.0f} MB); shards {shard_bytes / 2**20:.0f} MB")
         print(f"bytes through shuffles per image:             {ref_bytes * SHUFFLES_PER_RECORD:8.0f} "
               f"({ref_bytes:.0f} B a reference x {SHUFFLES_PER_RECORD} shuffles)")
-        print(f"shards: " + ', '.join(f"{name} {split['num_shards']}" for name, split in document['splits'].items()))
+        print("shards: " + ', '.join(f"{name} {split['num_shards']}" for name, split in document['splits'].items()))
         print(f'PSNR of job vs baseline images: mean {np.mean(scores):.1f} dB, min {np.min(scores):.1f} dB')
     finally:
         shutil.rmtree(output)

@@ -4,6 +4,8 @@ import struct
 import google_crc32c
 
 _MASK_DELTA = 0xA282EAD8
+# Bytes a frame adds to its record: the length (8), its checksum (4) and the data's checksum (4).
+FRAME_OVERHEAD = 16
 
 
 def _masked_crc(data):

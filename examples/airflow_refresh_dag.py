@@ -33,6 +33,7 @@ with DAG(
                     'output': 'gs://{{ var.value.dataset_bucket }}/datasets/flowers',
                     'image_size': '192',
                     'splits': 'train=90,validation=10',
+                    'keep_versions': '7',
                 },
                 'environment': {
                     'serviceAccountEmail': '{{ var.value.dataset_service_account }}',

@@ -1,8 +1,8 @@
 """``verify-dataset OUT[/VERSION]``: re-reads every shard of a published version and checks it.
 
 Each record's checksums, that TensorFlow's own parser reads it with the contract's features, its image
-size, its label against labels.txt, and the counts per shard, split and label and the bytes against
-dataset.json. Shards are read in parallel threads (reads, CRCs and TensorFlow's parser release the GIL).
+size, its label against labels.txt, the counts per shard, split and label and the bytes against
+dataset.json, and that the record index holds one row per record, in the right part, framing exactly it. Shards are read in parallel threads (reads, CRCs and TensorFlow's parser release the GIL).
 Bytes are read through Beam's FileSystems, which honours a GCS emulator; TensorFlow only parses.
 
 Exit 0 with a one-line summary, 1 with one line per problem naming the shard and record (numbered from
@@ -18,7 +18,8 @@ import time
 from apache_beam.io.filesystems import FileSystems
 from PIL import Image
 
-from contract import features as F, layout, metadata
+from contract import features as F, index as I, layout, metadata
+from contract.tfrecord import FRAME_OVERHEAD
 from inspection import cli, records, version as version_lib
 from inspection.units import human_bytes
 from pipelines import console
@@ -36,6 +37,7 @@ class ShardResult:
         self.labels = collections.Counter()
         self.size = None
         self.problems = []
+        self.placed = {}  # source -> (offset, length) of its frame in the shard
 
     def problem(self, message, record=None):
         where = self.shard['file'] if record is None else f"{self.shard['file']} record {record}"
@@ -51,7 +53,7 @@ def check_record(serialized, parse, shape, labels):
     try:
         values = {key: value.numpy() for key, value in parse(serialized).items()}
     except Exception as error:  # TensorFlow's InvalidArgumentError: not an Example of the contract's features
-        return [f"does not parse with the contract's features: {' '.join(str(error).split())[:200]}"], None
+        return [f"does not parse with the contract's features: {' '.join(str(error).split())[:200]}"], None, None
     problems = []
     height, width, channels = shape
     if (values[F.IMAGE_HEIGHT], values[F.IMAGE_WIDTH], values[F.IMAGE_CHANNELS]) != (height, width, channels):
@@ -69,7 +71,7 @@ def check_record(serialized, parse, shape, labels):
         problems.append(f'label {label} is outside labels.txt (0..{len(labels) - 1})')
     elif labels[label] != text:
         problems.append(f'label {label} is {labels[label]!r} in labels.txt, but the record says {text!r}')
-    return problems, label
+    return problems, label, values[F.SOURCE].decode('utf-8', 'replace')
 
 
 def check_shard(split, shard, path, parse, shape, labels, sample=None):
@@ -81,11 +83,14 @@ def check_shard(split, shard, path, parse, shape, labels, sample=None):
     result.size = _file_size(path)
     if result.size != shard['bytes']:
         result.problem(f"{result.size} bytes, dataset.json says {shard['bytes']}")
+    offset = 0
     try:
         for serialized in records.read_shard(path):
             if sample is not None and result.records >= sample:
                 break
-            problems, label = check_record(serialized, parse, shape, labels)
+            problems, label, source = check_record(serialized, parse, shape, labels)
+            result.placed[source] = (offset, len(serialized) + FRAME_OVERHEAD)
+            offset += len(serialized) + FRAME_OVERHEAD
             for message in problems:
                 result.problem(message, result.records)
             if label is not None:
@@ -134,6 +139,37 @@ def check_totals(version, results):
     return problems
 
 
+def check_index(version, results):
+    """Problems of the record index: one row per record read, in its source's part, at its frame."""
+    entry = version.document.get('index')
+    if entry is None:
+        return []
+    import pyarrow.parquet as pq  # pylint: disable=import-outside-toplevel
+    placed = {source: (result.shard['file'], *where) for result in results for source, where in result.placed.items()}
+    problems, seen = [], set()
+    files = entry['files']
+    for part, name in enumerate(files):
+        path = layout.join(version.path, name)
+        if not FileSystems.exists(path):
+            problems.append(f'{name}: missing')
+            continue
+        with FileSystems.open(path) as stream:
+            rows = pq.read_table(io.BytesIO(stream.read())).to_pylist()
+        for row in rows:
+            source, where = row[I.SOURCE], (row[I.SHARD], row[I.OFFSET], row[I.LENGTH])
+            seen.add(source)
+            if I.index_part(source, len(files)) != part:
+                problems.append(f'{name}: row of {source!r} belongs in part {I.index_part(source, len(files))}')
+            if placed.get(source) != where:
+                found = 'no record' if source not in placed else 'the record at {} offset {} length {}'.format(
+                    *placed[source])
+                problems.append(f'{name}: row of {source!r} says {where[0]} offset {where[1]} length {where[2]}, '
+                                f'but the shards hold {found}')
+    for source in sorted(set(placed) - seen)[:10]:
+        problems.append(f'index: no row for the record of {source!r} in {placed[source][0]}')
+    return problems
+
+
 def verify(path, sample=None, workers=DEFAULT_WORKERS):
     """(problems, summary line) for the version at ``path`` (OUT or OUT/VERSION)."""
     version = version_lib.load(path)
@@ -153,7 +189,7 @@ def verify(path, sample=None, workers=DEFAULT_WORKERS):
     seconds = max(time.monotonic() - start, 1e-9)
     problems = [p for result in results for p in result.problems]
     if sample is None:
-        problems += check_totals(version, results)
+        problems += check_totals(version, results) + check_index(version, results)
     checked = sum(r.records for r in results)
     size = sum(r.size or 0 for r in results)
     splits = ', '.join(f'{split} {sum(r.records for r in results if r.split == split)}'

@@ -17,7 +17,7 @@ from apache_beam.options.pipeline_options import (DirectOptions, GoogleCloudOpti
                                                   StandardOptions, WorkerOptions)
 
 from contract import layout, metadata
-from pipelines import console, preflight, progress, refresh
+from pipelines import console, local_workers, preflight, progress, refresh
 from pipelines.graph import build_pipeline
 from pipelines.options import DATAFLOW_RUNNER, DIRECT_RUNNER, UsageError, parse_args, runner_name
 from transforms import gcs, retries, storage
@@ -125,7 +125,8 @@ def launch(config, options):
     except ValueError as error:  # Beam's own checks of the options (runner name, project id...)
         raise UsageError(' '.join(str(error).split())) from None
     build_pipeline(pipeline, config)
-    with progress.Progress(pipeline, options, config.progress, config.progress_interval) as watch:
+    workers = local_workers.watch() if is_local(options) else contextlib.nullcontext()
+    with workers, progress.Progress(pipeline, options, config.progress, config.progress_interval) as watch:
         result = pipeline.run()
         if not options.view_as(StandardOptions).no_wait_until_finish:
             watch.wait(result)
@@ -193,6 +194,10 @@ def main(argv=None):
             config, result = launch(config, options)
         except UsageError as error:
             failure = f'build-dataset: error: {error}', 2
+        except local_workers.WorkerDied as error:
+            if config.verbose:
+                raise
+            failure = f'build-dataset: failed: {error}', 1
         except Exception as error:  # a runner wraps our BuildFailed in its own exception types
             message = build_failure_message(error)
             if message is None and config.verbose:

@@ -99,7 +99,7 @@ def _boolean(text):
 
 
 # A switch that also takes a value, as a Flex Template passes it: --full, --full=true, --full=false.
-_FLAG = dict(nargs='?', const=True, default=False, type=_boolean)
+_FLAG = dict(nargs='?', const=True, default=False, type=_boolean, metavar='true|false')
 
 
 class _Parser(argparse.ArgumentParser):
@@ -131,24 +131,55 @@ def check_beam_args(beam_args, own_options):
         raise UsageError(f'unknown option {name}{hint}' if name.startswith('-') else f'unexpected argument {arg!r}')
 
 
+_EPILOG = """\
+Every other option goes to Apache Beam, for example:
+  --runner                 DirectRunner (default: multi-processing, one worker per core) or DataflowRunner
+  --direct_num_workers     local worker processes
+  --project, --region      the Google Cloud project and region of a Dataflow job
+  --temp_location          gs:// folder for Dataflow's temporary and staged files
+A misspelt option is an error, with the closest match.
+
+examples:
+  build-dataset --input photos/ --output datasets/photos --image_size 224
+  build-dataset --input gs://BUCKET/photos --output gs://BUCKET/datasets/photos --image_size 224 \\
+      --runner DataflowRunner --project PROJECT --region europe-west4 --temp_location gs://BUCKET/tmp
+"""
+
+
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Shows every option's default (options without one say in their help what happens instead)."""
+
+    def _get_help_string(self, action):
+        text = action.help or ''
+        if action.default is False:
+            text += ' (default: off)'
+        elif action.default not in (None, argparse.SUPPRESS) and action.option_strings:
+            text += ' (default: %(default)s)'
+        return text
+
+
 def _parser():
-    parser = _Parser(prog='build-dataset', description='Build labelled images into balanced TFRecord shards.')
+    parser = _Parser(prog='build-dataset', description='Build labelled images into balanced TFRecord shards.',
+                     epilog=_EPILOG, formatter_class=_HelpFormatter)
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument('--input', help='folder or gs:// prefix holding <class>/<image> files')
     source.add_argument('--manifest', help='CSV file of path,label lines (local or gs://)')
     parser.add_argument('--output', required=True, help='folder or gs:// prefix; versions go below it')
-    parser.add_argument('--image_size', default='192', help='N or HxW (height x width); default 192')
+    parser.add_argument('--image_size', default='192', help='N or HxW (height x width), at most 8192 a side')
     parser.add_argument('--resize', choices=image_ops.RESIZE_MODES, default='crop',
-                        help='crop: fill and centre-crop (default); pad: fit and pad; stretch: ignore aspect')
-    parser.add_argument('--jpeg_quality', type=int, default=90, help='1-100, default 90')
-    parser.add_argument('--splits', default=DEFAULT_SPLITS, help=f'NAME=WEIGHT,... default {DEFAULT_SPLITS}')
+                        help='crop: fill and centre-crop; pad: fit and pad; stretch: ignore aspect')
+    parser.add_argument('--jpeg_quality', type=int, default=90, help='quality of the re-encoded JPEGs, 1-100')
+    parser.add_argument('--splits', default=DEFAULT_SPLITS, help='NAME=WEIGHT,...: split names and weights')
     parser.add_argument('--target_shard_mb', type=float, default=100.0,
-                        help='shard size to aim for, default 100; a split of a few thousand images still gets '
+                        help='shard size to aim for, in MB; a split of a few thousand images still gets '
                              '16 shards (of at least 64 records each) for parallel reads')
-    parser.add_argument('--num_shards', help='NAME=N,... fixed shard counts; other splits follow --target_shard_mb')
-    parser.add_argument('--labels', dest='labels_file', help='file of class names, one a line: pins label order')
-    parser.add_argument('--version', help='version folder name; default: UTC time YYYYMMDDTHHMMSSZ')
-    parser.add_argument('--name', help='dataset name recorded in dataset.json; default: the input folder name')
+    parser.add_argument('--num_shards', help='NAME=N,... fixed shard counts (at most 10000); other splits follow '
+                                             '--target_shard_mb (default: none fixed)')
+    parser.add_argument('--labels', dest='labels_file',
+                        help='file of class names, one a line: pins the label order (default: the previous '
+                             "version's order, new classes appended in sorted order)")
+    parser.add_argument('--version', help='version folder name (default: the UTC time, YYYYMMDDTHHMMSSZ)')
+    parser.add_argument('--name', help='dataset name recorded in dataset.json (default: the input folder name)')
     parser.add_argument('--max_pixels', type=int, default=image_ops.DEFAULT_MAX_PIXELS,
                         help='refuse images with more pixels than this, before decoding them')
     parser.add_argument('--min_size', type=int, default=1, help='refuse images whose short side is smaller')
@@ -158,7 +189,7 @@ def _parser():
                         help='publish a new version even when nothing changed since the previous one')
     parser.add_argument('--keep_versions', type=int,
                         help='after publishing, delete all but the N newest versions (never the one LATEST '
-                             'named at the start); default: keep every version')
+                             'named at the start) (default: keep every version)')
     parser.add_argument('--clean', **_FLAG,
                         help='remove the staging folders that failed or killed builds left in --output')
     parser.add_argument('--allow_unknown_labels', **_FLAG,
@@ -166,16 +197,16 @@ def _parser():
                              'instead of failing the build')
     parser.add_argument('--retry_deadline', type=float, default=retries.DEFAULT_DEADLINE_S,
                         help='seconds a failing read, write or listing is retried for (timeouts, 5xx, 429, '
-                             f'resets) before the build fails; default {retries.DEFAULT_DEADLINE_S:.0f}')
+                             'resets) before the build fails')
     parser.add_argument('--progress', choices=('on', 'off'), default='on',
-                        help='off: no progress lines (stage, counts, rate, ETA) on stderr; default on')
+                        help='off: no progress lines (stage, counts, rate, ETA) on stderr')
     parser.add_argument('--progress_interval', type=float, default=10.0,
-                        help='seconds between progress lines; default 10')
+                        help='seconds between progress lines')
     parser.add_argument('--verbose', **_FLAG,
                         help="show Beam's and the workers' own log lines, and a failure's traceback")
     parser.add_argument('--max_error_rate', type=float, default=0.05,
                         help='fail the build, without publishing, when more than this fraction of the input '
-                             'images is quarantined; default 0.05 (5%%)')
+                             'images is quarantined (0.05 is 5%%)')
     return parser
 
 

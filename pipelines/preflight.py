@@ -11,11 +11,12 @@ import uuid
 
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import GoogleCloudOptions
-from google.api_core.exceptions import GoogleAPIError
+from google.api_core.exceptions import Forbidden, GoogleAPIError, NotFound
 
 from contract import layout
 from pipelines.options import UsageError
-from transforms import gcs, publication
+from transforms import gcs, publication, storage
+from transforms.errors import BuildFailed
 from transforms.labels import parse_labels_file
 from transforms.listing import is_image_name, iter_files, list_top_level, manifest_lines, parse_manifest_line
 
@@ -103,6 +104,18 @@ def _check_gcs(url, options, probe=gcs.check_readable):
         raise UsageError(gcs.describe_error(url, error)) from None
 
 
+def _probe_gcs(output, probe, policy):
+    """Writes and deletes a probe object, retried like every write: a permission problem is the user's
+    to fix (UsageError); a service that keeps failing fails the build (BuildFailed)."""
+    try:
+        storage.write_bytes(probe, b'probe', policy)
+        storage.delete(probe, policy)
+    except BuildFailed as failure:
+        if isinstance(failure.__cause__, (Forbidden, NotFound)):
+            raise UsageError(gcs.describe_error(output, failure.__cause__)) from None
+        raise
+
+
 def _probe_local(output, probe):
     try:
         os.makedirs(output, exist_ok=True)
@@ -138,7 +151,8 @@ def check_output(config, options=None):
     local disk, and a version that was already published."""
     probe = layout.join(config.output, f'.probe-{uuid.uuid4().hex}')
     if gcs.is_gcs(config.output):
-        _check_gcs(config.output, options, lambda client, _: gcs.write_and_delete(client, probe))
+        _check_gcs(config.output, options)
+        _probe_gcs(config.output, probe, config.retry_policy())
     elif FileSystems.get_scheme(config.output) is None:
         _probe_local(config.output, probe)
     if FileSystems.exists(layout.join(config.version_dir, layout.DATASET_JSON)):

@@ -94,6 +94,7 @@ class FaultProxy:
         self.injected = collections.Counter()  # (kind, fault) -> faults given
         self.requests = collections.Counter()  # kind -> requests seen
         self._seen = collections.Counter()  # (method, path, name) -> requests seen
+        self.log = []  # (method, path with query, object name) of every request, in arrival order
         self._outage = (0.0, frozenset())  # (until, kinds)
         self._lock = threading.Lock()
         self._server = None
@@ -227,6 +228,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def _handle(self):
         body = self._read_body()
+        with self.fault_proxy._lock:  # pylint: disable=protected-access
+            self.fault_proxy.log.append((self.command, self.path, object_name(self.command, self.path, body)))
         kind, fault = self.fault_proxy.choose_fault(self.command, self.path, object_name(self.command, self.path, body))
         if fault in _ERROR_BODY:
             status, reason = _ERROR_BODY[fault]

@@ -39,7 +39,7 @@ def test_dataset_json_describes_the_build(built_dataset):
 def test_latest_names_the_newest_complete_version(sample_images, tmp_path):
     build(sample_images, tmp_path, '--version', 'first', '--num_shards', 'train=1,validation=1')
     assert (tmp_path / layout.LATEST).read_text().strip() == 'first'
-    build(sample_images, tmp_path, '--version', 'second', '--num_shards', 'train=1,validation=1')
+    build(sample_images, tmp_path, '--version', 'second', '--num_shards', 'train=1,validation=1', '--force')
     assert (tmp_path / layout.LATEST).read_text().strip() == 'second'
     assert json.loads((tmp_path / 'first' / layout.DATASET_JSON).read_text())['version'] == 'first'
 

@@ -1,11 +1,15 @@
 """User mistakes end with one line naming the problem and a non-zero exit, never a traceback."""
+import os
 import subprocess
 import sys
 
 import pytest
 
 from contract import layout
-from pipelines import build_dataset
+from pipelines import build_dataset, options, preflight
+from tests.contract_checks import check_version
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.fixture()
@@ -62,3 +66,113 @@ def test_the_command_line_exits_non_zero_without_a_traceback(tmp_path):
                             capture_output=True, text=True)
     assert result.returncode == 2
     assert result.stderr.strip() == 'build-dataset: error: --image_size must be at least 1x1, got \'0\''
+
+
+def test_help_shows_every_default_beams_common_options_and_two_examples():
+    result = subprocess.run([sys.executable, '-m', 'pipelines.build_dataset', '--help'], capture_output=True,
+                            text=True, cwd=ROOT)
+    assert result.returncode == 0 and not result.stderr
+    text = result.stdout
+    listed = text[text.index('\noptions:'):]
+    for action in options._parser()._actions:  # pylint: disable=protected-access
+        if action.option_strings[0] in ('-h', '--input', '--manifest', '--output'):
+            continue
+        entry = listed[listed.index('  ' + action.option_strings[0] + ' '):]
+        entry = entry[:entry.index('\n  --')] if '\n  --' in entry else entry
+        assert '(default: ' in ' '.join(entry.split()), action.option_strings[0]
+    for beam_option in ('--runner', '--direct_num_workers', '--project', '--region', '--temp_location'):
+        assert beam_option in text.split('Every other option goes to Apache Beam')[1]
+    examples = text.split('examples:')[1]
+    assert examples.count('build-dataset --input') == 2 and '--runner DataflowRunner' in examples
+
+
+@pytest.mark.parametrize('args, message', [
+    (['--imag_size', '32'], 'unknown option --imag_size (did you mean --image_size?)'),
+    (['--direct_running_mode', 'multiprocessing'], "argument --direct_running_mode: invalid choice: 'multiprocessing'"),
+    (['--direct_num_workers', 'abc'], "argument --direct_num_workers: invalid int value: 'abc'"),
+    (['--runner'], 'argument --runner: expected one argument'),
+    (['stray'], "unexpected argument 'stray'"),
+    (['--num_shards', 'train=99999'], '--num_shards allows at most 10000 shards a split: train'),
+    (['--image_size', '99999'], "--image_size must be at most 8192 a side, got '99999'"),
+    (['--retry_deadline', '-1'], '--retry_deadline must be a positive number of seconds'),
+    (['--keep_versions', '0'], '--keep_versions must be at least 1'),
+    (['--full=maybe'], "argument --full: expected true or false, got 'maybe'"),
+])
+def test_wrong_options_are_one_line_before_anything_runs(sample_images, tmp_path, args, message):
+    result = subprocess.run([sys.executable, '-m', 'pipelines.build_dataset', '--input', sample_images,
+                             '--output', str(tmp_path / 'out'), *args], capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 2
+    assert result.stderr.count('\n') == 1 and result.stderr.startswith('build-dataset: error: ')
+    assert message in result.stderr
+    assert not (tmp_path / 'out').exists()
+
+
+@pytest.mark.parametrize('output', ['', '/', './/'])
+def test_an_empty_or_root_output_is_refused(run_main, sample_images, output, monkeypatch):
+    monkeypatch.chdir('/')
+    status, err = run_main('--input', sample_images, '--output', output)
+    assert status == 2 and '--output must name a folder or gs:// prefix below the root' in err and '\n' not in err
+
+
+def test_an_output_that_is_a_file_is_refused(run_main, sample_images, tmp_path):
+    (tmp_path / 'file').write_text('x')
+    for output in (tmp_path / 'file', tmp_path / 'file' / 'below'):
+        status, err = run_main('--input', sample_images, '--output', output)
+        assert status == 2 and err == f'build-dataset: error: --output {output} is not a folder (a file is in the way)'
+
+
+def _mount_tmpfs(path, options):
+    path.mkdir()
+    result = subprocess.run(['mount', '-t', 'tmpfs', '-o', options, 'tmpfs', str(path)], capture_output=True)
+    if result.returncode:
+        pytest.skip(f'cannot mount a tmpfs here ({result.stderr.decode().strip() or result.returncode})')
+
+
+@pytest.fixture()
+def mounts():
+    mounted = []
+    yield mounted
+    for path in mounted:
+        subprocess.run(['umount', str(path)], check=False)
+
+
+def test_a_read_only_output_is_refused_before_decoding(run_main, sample_images, tmp_path, mounts):
+    _mount_tmpfs(tmp_path / 'ro', 'ro,size=1m')
+    mounts.append(tmp_path / 'ro')
+    status, err = run_main('--input', sample_images, '--output', tmp_path / 'ro' / 'out')
+    assert status == 2 and err.startswith('build-dataset: error: cannot write to --output') and '\n' not in err
+    assert 'Read-only file system' in err
+
+
+def test_a_nearly_full_disk_is_refused_before_decoding(run_main, sample_images, tmp_path, mounts):
+    _mount_tmpfs(tmp_path / 'small', 'size=1m')
+    mounts.append(tmp_path / 'small')
+    status, err = run_main('--input', sample_images, '--output', tmp_path / 'small' / 'out')
+    assert status == 2 and err.startswith('build-dataset: error: the disk of --output') and 'nearly full' in err
+
+
+def test_a_disk_that_fills_up_fails_in_one_line_naming_the_file_and_keeps_latest(
+        run_main, sample_images, tmp_path, mounts, monkeypatch):
+    disk = tmp_path / 'disk'
+    _mount_tmpfs(disk, 'size=1m')  # room for the start of the spill files, not for the shards too
+    mounts.append(disk)
+    monkeypatch.setattr(preflight, 'MIN_FREE_BYTES', 0)  # past the pre-flight floor: the disk fills up later
+    (disk / 'out').mkdir()
+    (disk / 'out' / 'LATEST').write_text('v0\n')
+    status, err = run_main('--input', sample_images, '--output', disk / 'out', '--version', 'v1',
+                           '--image_size', '256')
+    assert status == 1 and '\n' not in err, err
+    assert err.startswith('build-dataset: failed: ') and 'No space left on device' in err and str(disk) in err
+    if 'details in ' in err:  # an unexpected place: the traceback is in the log file the line names
+        assert os.path.exists(err.split('details in ')[1].split(';')[0])
+    assert (disk / 'out' / 'LATEST').read_text() == 'v0\n' and not (disk / 'out' / 'v1').exists()
+
+
+def test_an_unpublished_folder_of_the_same_version_is_replaced_not_mixed(run_main, sample_images, tmp_path):
+    stale = tmp_path / 'out' / 'v1'
+    stale.mkdir(parents=True)
+    (stale / 'train-00000-of-00016.tfrecord').write_bytes(b'stale shard of an older, failed build')
+    status, err = run_main('--input', sample_images, '--output', tmp_path / 'out', '--version', 'v1')
+    assert status == 0, err
+    assert not (stale / 'train-00000-of-00016.tfrecord').exists()
+    check_version(str(tmp_path / 'out'))

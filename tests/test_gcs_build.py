@@ -85,7 +85,6 @@ def test_the_index_finds_a_record_on_gcs_with_one_ranged_read(gcs_emulator, flow
     config, _ = build_dataset.run(['--input', prefix, '--output', output, '--image_size', '32', '--version', 'v1',
                                    '--direct_running_mode', 'in_memory'])
     document = json.loads(gcs_emulator.read_bytes(f'{config.version_dir}/{layout.DATASET_JSON}'))
-    client = gcs.client()
     sources = []
     for name in document['index']['files']:
         with FileSystems.open(f'{config.version_dir}/{name}') as stream:
@@ -94,8 +93,8 @@ def test_the_index_finds_a_record_on_gcs_with_one_ranged_read(gcs_emulator, flow
     for source in sources:
         row = index.find_record(config.version_dir, document, source, FileSystems.open)
         assert row[index.SOURCE_GENERATION] > 0 and row[index.SOURCE_MTIME_NS] is None
-        frame = gcs.read_range(client, f"{config.version_dir}/{row[index.SHARD]}", row[index.OFFSET],
-                               row[index.OFFSET] + row[index.LENGTH])
+        frame = gcs.download_range(f"{config.version_dir}/{row[index.SHARD]}", row[index.OFFSET],
+                                   row[index.OFFSET] + row[index.LENGTH])
         (record,) = read_records(io.BytesIO(frame))
         feature = tf.train.Example.FromString(record).features.feature
         assert feature[F.SOURCE].bytes_list.value[0].decode() == source

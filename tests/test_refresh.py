@@ -35,9 +35,10 @@ def _refresh(images, output, *extra):
 
 
 def _files(version_dir):
-    """{relative path: bytes} of a version, less dataset.json (which names the run)."""
+    """{relative path: bytes} of a version, less the files that name the run (its time, output, refresh)."""
     return {os.path.relpath(os.path.join(folder, name), version_dir): open(os.path.join(folder, name), 'rb').read()
-            for folder, _, names in os.walk(version_dir) for name in names if name != layout.DATASET_JSON}
+            for folder, _, names in os.walk(version_dir) for name in names
+            if name not in (layout.DATASET_JSON, layout.REPORT_HTML)}
 
 
 def _change(path, data):
@@ -198,7 +199,7 @@ def test_overlapping_builds_publish_once_and_the_loser_fails_in_one_line(tmp_pat
     started = read_latest(str(output), None)
     assert started == Latest('v1')
     _refresh(images, output, '--version', 'v3', '--force')
-    monkeypatch.setattr('pipelines.preflight.read_latest', lambda output, options: started)
+    monkeypatch.setattr('pipelines.preflight.read_latest', lambda *args: started)
     status = build_dataset.main(['--input', str(images), '--output', str(output), '--image_size', '32',
                                  '--direct_running_mode', 'in_memory', *OPTIONS, '--version', 'v2', '--force'])
     err = capsys.readouterr().err.strip()

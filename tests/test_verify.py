@@ -153,3 +153,16 @@ def test_records_that_frame_well_but_break_the_contract_are_named(version, capsy
                       "but the record says 'unicorn'")
     # The unparsable record is missing from the class counts.
     assert any(line.startswith('verify-dataset: split train: ') for line in err[3:])
+
+
+def test_an_index_row_that_points_elsewhere_is_named(version, capsys):
+    import pyarrow.parquet as pq
+    document = json.load(open(version / layout.DATASET_JSON))
+    part = version / document['index']['files'][0]
+    rows = pq.read_table(part).to_pylist()
+    rows[0]['offset'] += 1
+    pq.write_table(pq.read_table(part).from_pylist(rows, schema=pq.read_table(part).schema), part)
+    status, _, err = _verify(version, capsys)
+    assert status == 1
+    assert any(line.startswith(f"verify-dataset: {document['index']['files'][0]}: row of {rows[0]['source']!r} says")
+               for line in err), err

@@ -85,8 +85,9 @@ def download_with_generation(url):
         name, retry=None, timeout=retries.ATTEMPT_TIMEOUT_S)
     if blob is None:
         return None, 0
-    return blob.download_as_bytes(retry=None, timeout=retries.ATTEMPT_TIMEOUT_S, if_generation_match=blob.generation), \
-        blob.generation
+    generation = blob.generation  # before the download, which may reset it from the response's headers
+    return blob.download_as_bytes(retry=None, timeout=retries.ATTEMPT_TIMEOUT_S,
+                                  if_generation_match=generation), generation
 
 
 def upload_if_generation(url, data, generation):
@@ -171,14 +172,6 @@ def check_readable(storage_client, url):
     bucket, prefix = split_url(as_folder(url))
     for _ in storage_client.list_blobs(bucket, prefix=prefix, max_results=1):
         break
-
-
-def write_and_delete(storage_client, url):
-    """Writes and deletes a small object at ``url``: proof that the job can write there."""
-    bucket, name = split_url(url)
-    blob = storage_client.bucket(bucket).blob(name)
-    blob.upload_from_string(b'probe')
-    blob.delete()
 
 
 def describe_error(url, error):

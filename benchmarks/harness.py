@@ -1,0 +1,109 @@
+"""What the benchmarks share: generated photo corpora, and running the build as a user runs it while
+measuring its whole process tree (wall time, CPU, peak memory) and reading back its counters."""
+import json
+import os
+import resource
+import subprocess
+import sys
+import threading
+import time
+
+import psutil
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from samples.generate import photo_corpus  # noqa: E402
+
+BASE_CORPUS = 2000
+MAX_GENERATED = 2400
+CACHE = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'out')
+
+
+def corpus(count):
+    """``count`` distinct photo files: a generated corpus, or copies of 2,000 generated photos with
+    distinct trailing bytes (JPEG decoders stop at the end-of-image marker, so copies decode to the same
+    pixels but are distinct files with distinct sha256s)."""
+    if count <= MAX_GENERATED:
+        return photo_corpus(CACHE, count)
+    base = photo_corpus(CACHE, BASE_CORPUS)
+    root = os.path.join(CACHE, f'copies-{count}')
+    if os.path.isdir(root):
+        return root
+    files = listed(base)
+    for i in range(count):
+        name = files[i % len(files)]
+        target = os.path.join(root + '.partial', os.path.dirname(name), f'{i:06d}.jpg')
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with open(os.path.join(base, name), 'rb') as source, open(target, 'wb') as out:
+            out.write(source.read() + f'copy {i}'.encode())
+    os.rename(root + '.partial', root)
+    return root
+
+
+def listed(root):
+    """Relative paths of the images under ``root``, sorted."""
+    return [os.path.join(kind, name) for kind in sorted(os.listdir(root))
+            for name in sorted(os.listdir(os.path.join(root, kind)))]
+
+
+class TreeSampler(threading.Thread):
+    """Peak RSS of a process and of it plus every descendant, summed, sampled every ``interval`` s."""
+
+    def __init__(self, pid, interval=0.2):
+        super().__init__(daemon=True)
+        self._process = psutil.Process(pid)
+        self._interval = interval
+        self._done = threading.Event()
+        self.peak_tree = self.peak_root = 0
+
+    def run(self):
+        while not self._done.is_set():
+            try:
+                root = self._process.memory_info().rss
+                tree = root + sum(child.memory_info().rss for child in self._process.children(recursive=True))
+            except psutil.Error:
+                tree = root = 0
+            self.peak_tree, self.peak_root = max(self.peak_tree, tree), max(self.peak_root, root)
+            self._done.wait(self._interval)
+
+    def stop(self):
+        self._done.set()
+        self.join()
+
+
+def job(args):
+    """Runs ``build-dataset ARGS`` in a process of its own; returns its counters and measurements:
+    seconds (process start to exit), cpu_seconds (the whole tree), peak_tree and peak_root (bytes)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    process = subprocess.Popen([sys.executable, os.path.abspath(__file__), '--_job', *args],
+                               cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    sampler = TreeSampler(process.pid)
+    sampler.start()
+    stdout, _ = process.communicate()
+    seconds = time.perf_counter() - start
+    sampler.stop()
+    if process.returncode:
+        raise SystemExit(f'the build failed with status {process.returncode}')
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    report = json.loads(stdout.strip().splitlines()[-1])
+    return dict(report, seconds=seconds, cpu_seconds=cpu, peak_tree=sampler.peak_tree, peak_root=sampler.peak_root)
+
+
+def _run_job(args):
+    """Inside the job's own process: the build as ``build-dataset`` runs it, then its counters as JSON."""
+    import logging  # pylint: disable=import-outside-toplevel
+    logging.basicConfig(level=logging.ERROR)
+    from apache_beam.metrics.metric import MetricsFilter  # pylint: disable=import-outside-toplevel
+    from pipelines import build_dataset  # pylint: disable=import-outside-toplevel
+    config, result = build_dataset.run(['--progress', 'off', *args])
+    counters = {}
+    for counter in result.metrics().query(MetricsFilter())['counters']:
+        counters[counter.key.metric.name] = counters.get(counter.key.metric.name, 0) + counter.committed
+    print(json.dumps({'version_dir': config.version_dir, 'counters': counters}))
+
+
+if __name__ == '__main__' and sys.argv[1:2] == ['--_job']:
+    _run_job(sys.argv[2:])

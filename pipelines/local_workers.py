@@ -1,0 +1,55 @@
+"""A local worker process that dies is an error within seconds, not a hang.
+
+Beam's local runner starts its worker processes from threads (``SubprocessSdkWorker.run``) and then waits
+for them to connect, with no deadline: a worker that cannot start (a broken environment, no memory)
+leaves the build waiting forever. ``watch()`` notes a worker's non-zero exit and interrupts the main
+thread (SIGINT), which then fails with ``WorkerDied``. This wraps a Beam internal; it is checked by
+``tests/test_local_workers.py`` against the pinned Beam.
+"""
+import contextlib
+import os
+import signal
+import threading
+
+from apache_beam.runners.portability import local_job_service
+
+_lock = threading.Lock()
+_failure = None
+_watching = False
+
+
+class WorkerDied(Exception):
+    """A local worker process exited with an error while the job ran."""
+
+
+def _run(worker, original=local_job_service.SubprocessSdkWorker.run):
+    global _failure  # pylint: disable=global-statement
+    try:
+        original(worker)
+    except RuntimeError as error:  # 'Worker subprocess exited with return code N'
+        with _lock:
+            if _watching and _failure is None:
+                _failure = error
+                os.kill(os.getpid(), signal.SIGINT)  # wakes the main thread from its wait
+        raise
+
+
+local_job_service.SubprocessSdkWorker.run = _run
+
+
+@contextlib.contextmanager
+def watch():
+    """Turns a worker's death during the block into WorkerDied, raised in the calling (main) thread."""
+    global _failure, _watching  # pylint: disable=global-statement
+    with _lock:
+        _failure, _watching = None, True
+    try:
+        yield
+    except KeyboardInterrupt:
+        if _failure is None:
+            raise
+        raise WorkerDied(f'a local Beam worker process could not start or died ({_failure}); '
+                         f'run with --verbose to see its output') from None
+    finally:
+        with _lock:
+            _watching = False
