@@ -30,8 +30,11 @@ SPLIT = 'train'
 
 def build_shards(images, output, image_size, num_shards):
     from pipelines import build_dataset
-    build_dataset.run(['--input', images, '--output', output, '--image_size', str(image_size),
-                       '--splits', f'{SPLIT}=100', '--num_shards', f'{SPLIT}={num_shards}'])
+    status = build_dataset.main(['--input', images, '--output', output, '--image_size', str(image_size),
+                                 '--splits', f'{SPLIT}=100', '--num_shards', f'{SPLIT}={num_shards}',
+                                 '--progress', 'off'])
+    if status:
+        raise SystemExit(status)
 
 
 def per_file_pipeline(images, image_size, batch_size):
