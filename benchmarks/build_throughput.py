@@ -26,6 +26,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from harness import MAX_GENERATED, corpus, job, listed  # noqa: E402
 from contract import features as F, index as I, layout  # noqa: E402
+from contract.example import decode_example  # noqa: E402
 from contract.tfrecord import read_records  # noqa: E402
 from transforms.image_ops import parse_image_size  # noqa: E402
 
@@ -55,7 +56,6 @@ def build(root, size_text, workers, output):
 def written_images(version_dir, sources):
     """{source: JPEG bytes} of ``sources``, each found through the record index and read by offset."""
     import pyarrow.parquet as pq  # pylint: disable=import-outside-toplevel
-    import tensorflow as tf  # only to read back what was written
     document = json.load(open(os.path.join(version_dir, layout.DATASET_JSON)))
     wanted, images = set(sources), {}
     for name in document['index']['files']:
@@ -64,8 +64,7 @@ def written_images(version_dir, sources):
                 with open(os.path.join(version_dir, row[I.SHARD]), 'rb') as stream:
                     stream.seek(row[I.OFFSET])
                     (record,) = read_records(io.BytesIO(stream.read(row[I.LENGTH])))
-                feature = tf.train.Example.FromString(record).features.feature
-                images[row[I.SOURCE]] = feature[F.IMAGE_ENCODED].bytes_list.value[0]
+                images[row[I.SOURCE]] = decode_example(record)[F.IMAGE_ENCODED]
     return images, document
 
 

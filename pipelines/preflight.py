@@ -28,7 +28,7 @@ def check(config, options):
     """
     check_input(config, options)
     check_output(config, options)
-    check_temp_locations(options)
+    check_temp_locations(options, config.retry_policy())
     labels = read_labels(config.labels_file) if config.labels_file else None
     publication.remove_staging(config.output, everything=config.clean)
     return dataclasses.replace(config, labels=labels,
@@ -131,8 +131,9 @@ def _probe_local(output, probe):
         raise UsageError(f'the disk of --output {output} is nearly full ({free // 2**20} MB free)')
 
 
-def check_temp_locations(options):
-    """Refuses a gs:// --temp_location or --staging_location whose bucket cannot be read.
+def check_temp_locations(options, policy=None):
+    """Refuses a gs:// --temp_location or --staging_location that cannot be read and written (a probe
+    object is written and deleted there).
 
     Dataflow would otherwise retry staging the job's files there for minutes before failing.
     """
@@ -140,6 +141,7 @@ def check_temp_locations(options):
     for location in (cloud.temp_location, cloud.staging_location):
         if location and gcs.is_gcs(location):
             _check_gcs(location, options)
+            _probe_gcs(location, layout.join(location, f'.probe-{uuid.uuid4().hex}'), policy)
 
 
 # Below this much free space on a local output's disk the build is refused before it starts.

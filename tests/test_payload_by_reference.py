@@ -17,12 +17,15 @@ from transforms.spill import SpillFile
 
 def test_nearby_frames_of_a_file_are_fetched_by_one_read():
     refs = [('a', 0, 10), ('a', 10, 5), ('a', 100, 7), ('b', 0, 3), ('a', 5000, 4)]
-    reads = frames.plan_reads(refs, gap=100, max_read=10_000)
+    reads = frames.plan_reads(refs, gap_of=lambda file: 100, max_read=10_000)
     assert [(f, start, end, len(members)) for f, start, end, members in reads] == [
         ('a', 0, 107, 3), ('a', 5000, 5004, 1), ('b', 0, 3, 1)]
     # No read grows past max_read, however close the frames lie.
-    assert [(start, end) for _, start, end, _ in frames.plan_reads(refs[:3], gap=100, max_read=20)] == [
+    assert [(start, end) for _, start, end, _ in frames.plan_reads(refs[:3], gap_of=lambda f: 100, max_read=20)] == [
         (0, 15), (100, 107)]
+    # Local files: only frames that touch are read together.
+    assert [(start, end) for _, start, end, _ in frames.plan_reads([('/a', 0, 10), ('/a', 10, 5), ('/a', 16, 1)])] == [
+        (0, 15), (16, 17)]
 
 
 def test_spilled_frames_read_back_by_reference(tmp_path):

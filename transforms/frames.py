@@ -9,20 +9,25 @@ import concurrent.futures
 
 from transforms import gcs, retries
 
-# Frames of one file closer than this are fetched by one read (the gap is read and dropped).
-COALESCE_GAP = 256 * 1024
+# Frames of one gs:// object closer than this are fetched by one read (the gap is read and dropped): a
+# round trip costs more than a few hundred kB. Local reads cost a system call: only touching frames merge.
+GCS_COALESCE_GAP = 256 * 1024
 # No single read larger than this.
-MAX_READ = 16 * 1024 * 1024
+MAX_READ = 4 * 1024 * 1024
 THREADS = 8
 
 
-def plan_reads(refs, gap=COALESCE_GAP, max_read=MAX_READ):
+def _gap(file):
+    return GCS_COALESCE_GAP if gcs.is_gcs(file) else 0
+
+
+def plan_reads(refs, gap_of=_gap, max_read=MAX_READ):
     """Groups (file, offset, length) refs into reads: [(file, start, end, [refs in it])], sorted."""
     reads = []
     for ref in sorted(set(refs)):
         file, offset, length = ref
         last = reads[-1] if reads else None
-        if (last is not None and last[0] == file and offset - last[2] <= gap
+        if (last is not None and last[0] == file and offset - last[2] <= gap_of(file)
                 and offset + length - last[1] <= max_read):
             reads[-1] = (file, last[1], max(last[2], offset + length), last[3] + [ref])
         else:

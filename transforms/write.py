@@ -15,8 +15,8 @@ from transforms.frames import FrameReader
 
 INDEX_ROWS = 'index_rows'
 # A writer fetches at most this many bytes of frames (or records) before streaming them out.
-WINDOW_BYTES = 32 * 1024 * 1024
-WINDOW_RECORDS = 4096
+WINDOW_BYTES = 8 * 1024 * 1024
+WINDOW_RECORDS = 1024
 
 
 def windows(records, max_bytes, max_records):
