@@ -2,9 +2,10 @@
 
 Beam's local runner starts its worker processes from threads (``SubprocessSdkWorker.run``) and then waits
 for them to connect, with no deadline: a worker that cannot start (a broken environment, no memory)
-leaves the build waiting forever. ``watch()`` notes a worker's non-zero exit and interrupts the main
-thread (SIGINT), which then fails with ``WorkerDied``. This wraps a Beam internal; it is checked by
-``tests/test_local_workers.py`` against the pinned Beam.
+leaves the build waiting forever. ``watch()`` notes a worker's non-zero exit and signals the main thread
+(SIGUSR1, with a handler of its own: SIGINT may be ignored when a parent ignored it), which then fails
+with ``WorkerDied``. This wraps a Beam internal; ``tests/test_local_workers.py`` checks it against the
+pinned Beam.
 """
 import contextlib
 import os
@@ -30,26 +31,28 @@ def _run(worker, original=local_job_service.SubprocessSdkWorker.run):
         with _lock:
             if _watching and _failure is None:
                 _failure = error
-                os.kill(os.getpid(), signal.SIGINT)  # wakes the main thread from its wait
+                os.kill(os.getpid(), signal.SIGUSR1)  # wakes the main thread from its wait
         raise
 
 
 local_job_service.SubprocessSdkWorker.run = _run
 
 
+def _raise_worker_died(signum, frame):  # pylint: disable=unused-argument
+    raise WorkerDied(f'a local Beam worker process could not start or died ({_failure}); '
+                     f'run with --verbose to see its output')
+
+
 @contextlib.contextmanager
 def watch():
     """Turns a worker's death during the block into WorkerDied, raised in the calling (main) thread."""
     global _failure, _watching  # pylint: disable=global-statement
+    previous = signal.signal(signal.SIGUSR1, _raise_worker_died)
     with _lock:
         _failure, _watching = None, True
     try:
         yield
-    except KeyboardInterrupt:
-        if _failure is None:
-            raise
-        raise WorkerDied(f'a local Beam worker process could not start or died ({_failure}); '
-                         f'run with --verbose to see its output') from None
     finally:
         with _lock:
             _watching = False
+        signal.signal(signal.SIGUSR1, previous)

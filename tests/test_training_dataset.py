@@ -134,6 +134,10 @@ def test_opens_latest_or_a_named_version_and_explains_what_is_missing(tmp_path):
         dataset_version.open_version(str(tmp_path / 'nothing'))
     with pytest.raises(UserError, match=r"split 'test' is not in .* \(it has train\)"):
         dataset_version.open_version(root).shards('test')
+    # A build's staging folder is never read, even one holding a dataset.json.
+    fixtures.write_dataset(root, {'train': (4, 1)}, version='v4.incomplete-0123abcd')
+    with pytest.raises(UserError, match='staging folder of a build that did not publish it'):
+        dataset_version.open_version(root, 'v4.incomplete-0123abcd')
 
 
 def test_reads_the_real_pipeline_output(built_dataset):

@@ -64,6 +64,8 @@ def open_version(root, version=None):
             raise UserError(f'no published dataset at {root}: {latest} does not exist '
                             '(build one with build-dataset, or check --data)')
         version = storage.read_text(latest).strip()
+    if layout.is_staging_name(version):
+        raise UserError(f'{version!r} is the staging folder of a build that did not publish it, not a version')
     metadata_path = layout.join(root, version, layout.DATASET_JSON)
     if not storage.exists(metadata_path):
         raise UserError(f'dataset version {version!r} not found: {metadata_path} does not exist')

@@ -155,15 +155,15 @@ class Publish(beam.PTransform):
     """Per-shard stats -> the dataset.json document, once published with LATEST pointing at it.
 
     ``previous`` is the ``publication.Latest`` read when the build started: LATEST moves only if it still
-    holds it. Side inputs: ``labels`` (singleton list), ``listed_per_split`` (PCollection of (split, count)),
-    ``ignored`` (singleton count), ``rejected`` (Rejected items), ``duplicates`` (Duplicate items) and
-    ``decisions`` (singleton {decision: count} of the written images) and ``index_parts`` ({'file', 'rows'}
-    of each index part). ``refresh`` is (RefreshPlan, singleton of its counts, singleton of the images
-    decoded): when nothing changed since the previous version, nothing is published (unless ``force``).
-    ``keep_versions`` prunes older versions once LATEST has moved. Fails the build, before LATEST,
-    when the accounting does not add up or more than ``max_error_rate`` of the inputs were quarantined.
-    Quarantined and duplicate items are gathered here, on one worker: the first are bounded by
-    ``max_error_rate``, the second take ~200 bytes each.
+    holds it. Side inputs:
+    - ``labels`` (singleton list), ``listed_per_split`` ((split, count)), ``ignored`` (singleton count);
+    - ``rejected`` (Rejected) and ``duplicates`` (Duplicate), gathered here on one worker: the first are
+      bounded by ``max_error_rate``, the second take ~200 bytes each;
+    - ``decisions`` (singleton {decision: count} of the written images), ``index_parts`` ({'file', 'rows'});
+    - ``refresh``: (RefreshPlan, singleton of its counts, singleton of the images decoded).
+    Fails the build, before LATEST, when the accounting does not add up or more than ``max_error_rate``
+    of the inputs were quarantined. Publishes nothing when nothing changed since the previous version
+    (unless ``force``), and prunes to ``keep_versions`` once LATEST has moved.
     """
 
     def __init__(self, output, version, staging_dir, previous, describe, *, labels, listed_per_split, ignored,
