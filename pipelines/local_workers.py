@@ -3,12 +3,12 @@
 Beam's local runner starts its worker processes from threads (``SubprocessSdkWorker.run``) and then waits
 for them to connect, with no deadline: a worker that cannot start (a broken environment, no memory)
 leaves the build waiting forever. ``watch()`` notes a worker's non-zero exit and signals the main thread
-(SIGUSR1, with a handler of its own: SIGINT may be ignored when a parent ignored it), which then fails
-with ``WorkerDied``. This wraps a Beam internal; ``tests/test_local_workers.py`` checks it against the
+itself (``pthread_kill``: a signal sent to the process may land on another thread and leave the main
+one asleep) with SIGUSR1 and a handler of its own (SIGINT may be ignored, inherited from a parent), so
+the main thread fails with ``WorkerDied``. This wraps a Beam internal; ``tests/test_local_workers.py`` checks it against the
 pinned Beam.
 """
 import contextlib
-import os
 import signal
 import threading
 
@@ -17,6 +17,7 @@ from apache_beam.runners.portability import local_job_service
 _lock = threading.Lock()
 _failure = None
 _watching = False
+_main_thread = None
 
 
 class WorkerDied(Exception):
@@ -31,7 +32,7 @@ def _run(worker, original=local_job_service.SubprocessSdkWorker.run):
         with _lock:
             if _watching and _failure is None:
                 _failure = error
-                os.kill(os.getpid(), signal.SIGUSR1)  # wakes the main thread from its wait
+                signal.pthread_kill(_main_thread, signal.SIGUSR1)  # wakes the main thread from its wait
         raise
 
 
@@ -46,10 +47,11 @@ def _raise_worker_died(signum, frame):  # pylint: disable=unused-argument
 @contextlib.contextmanager
 def watch():
     """Turns a worker's death during the block into WorkerDied, raised in the calling (main) thread."""
-    global _failure, _watching  # pylint: disable=global-statement
+    global _failure, _watching, _main_thread  # pylint: disable=global-statement
     previous = signal.signal(signal.SIGUSR1, _raise_worker_died)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGUSR1})  # a parent's mask is inherited
     with _lock:
-        _failure, _watching = None, True
+        _failure, _watching, _main_thread = None, True, threading.get_ident()
     try:
         yield
     finally:
