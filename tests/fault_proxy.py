@@ -95,6 +95,7 @@ class FaultProxy:
         self.requests = collections.Counter()  # kind -> requests seen
         self._seen = collections.Counter()  # (method, path, name) -> requests seen
         self.log = []  # (method, path with query, object name) of every request, in arrival order
+        self.faulted = []  # (kind, fault, object name) of every fault given
         self._outage = (0.0, frozenset())  # (until, kinds)
         self._lock = threading.Lock()
         self._server = None
@@ -167,6 +168,7 @@ class FaultProxy:
                 fault = None
             if fault:
                 self.injected[kind, fault] += 1
+                self.faulted.append((kind, fault, name))
         return kind, fault
 
 

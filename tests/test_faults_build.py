@@ -44,7 +44,7 @@ def quick_retries(monkeypatch):
     monkeypatch.setattr(retries, 'DEFAULT_DEADLINE_S', 30.0)
 
 
-@pytest.mark.parametrize('rate, seed', [(0.05, 1), (0.2, 2)])
+@pytest.mark.parametrize('rate, seed', [(0.05, 4), (0.2, 2)])
 def test_faults_are_retried_and_the_shards_are_byte_identical(images, faulty_gcs, gcs_emulator, quick_retries,
                                                               rate, seed):
     bucket, clean = images
@@ -56,11 +56,12 @@ def test_faults_are_retried_and_the_shards_are_byte_identical(images, faulty_gcs
     assert _shards(gcs_emulator, f'{output}/v1') == clean
     assert gcs_emulator.read_bytes(f'{output}/{layout.LATEST}') == b'v1\n'
     assert gcs_emulator.read_bytes(f'{output}/v1/{layout.QUARANTINE_JSONL}') == b''
+    # The input's names are fixed, so which image reads the seed faults is too (other names hold the
+    # run's random staging id, and a few calls, like the report's, go through Beam's own retrying client).
+    faulted_inputs = [name for kind, fault, name in faulty_gcs.faulted if kind == READ and name.startswith('images/')]
+    assert faulted_inputs, 'the seed gave no fault on an input image: choose another'
     line = retries.summary_line(result)
-    injected_on_our_calls = sum(n for (kind, _), n in faulty_gcs.injected.items()
-                                if kind in (READ, WRITE, LATEST, LIST))
     assert line.startswith('retried ') and int(line.split()[1]) >= 1
-    assert injected_on_our_calls >= 1
 
 
 def test_an_outage_longer_than_the_deadline_fails_the_build_and_publishes_nothing(

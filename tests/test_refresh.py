@@ -318,3 +318,16 @@ def test_dataset_json_records_how_labels_were_ordered(tmp_path):
     _, document = load_version(str(tmp_path / 'out'))
     assert document['label_order'] == 'version v1, new classes appended in sorted order'
     assert json.loads(json.dumps(document['record_options']))['image_size'] == [32, 32]
+
+
+def test_a_staging_folder_killed_before_its_first_file_is_removed_too(tmp_path):
+    images = _images(tmp_path)
+    output = tmp_path / 'out'
+    (output / layout.staging_name('v1', 'killed0001') / layout.SPILL_DIR).mkdir(parents=True)  # folders only
+    stat = (output / layout.staging_name('v1', 'killed0001')).stat()
+    os.utime(output / layout.staging_name('v1', 'killed0001') / layout.SPILL_DIR,
+             ns=(stat.st_atime_ns, stat.st_mtime_ns - 10**9))
+    os.utime(output / layout.staging_name('v1', 'killed0001'), ns=(stat.st_atime_ns, stat.st_mtime_ns - 10**9))
+    _refresh(images, output, '--version', 'v1')
+    _refresh(images, output, '--version', 'v2', '--force')
+    assert sorted(os.listdir(output)) == [layout.LATEST, 'v1', 'v2']

@@ -163,12 +163,26 @@ def prune_versions(output, keep_count, keep=(), policy=None):
             delete_tree(layout.join(output, version), policy)
 
 
+def _last_written_local(folder):
+    """The newest modification time in ``folder``'s tree, folders included (a build killed before its
+    first file was written leaves only folders)."""
+    newest = os.path.getmtime(folder)
+    for directory, names, files in os.walk(folder):
+        for name in names + files:
+            newest = max(newest, os.path.getmtime(os.path.join(directory, name)))
+    return newest
+
+
 def staging_folders(output):
     """[(last modified, path)] of the staging folders below ``output``."""
+    if _is_local(output):
+        if not os.path.isdir(output):
+            return []
+        return sorted((_last_written_local(os.path.join(output, name)), layout.join(output, name))
+                      for name in os.listdir(output) if layout.is_staging_name(name))
     folders = {}
     for match in FileSystems.match([layout.join(output, f'*{layout.STAGING_MARK}*', '**')])[0].metadata_list:
-        relative = match.path[len(output.rstrip('/')) + 1:]
-        name = relative.split('/', 1)[0]
+        name = match.path[len(output.rstrip('/')) + 1:].split('/', 1)[0]
         if layout.is_staging_name(name):
             path = layout.join(output, name)
             folders[path] = max(folders.get(path, 0), match.last_updated_in_seconds)
