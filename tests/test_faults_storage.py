@@ -1,12 +1,11 @@
 """Whole-file I/O: transient errors are ridden out, permanent ones are not retried and end in one line, and
 LATEST never shows a partial value."""
 import os
-import threading
 
 import pytest
 
 from tests.fault_proxy import WRITE, faulty_gcs, gcs_emulator  # noqa: F401  (fixtures)
-from transforms import retries, storage
+from transforms import publication, retries, storage
 from transforms.errors import BuildFailed
 
 QUICK = retries.RetryPolicy(deadline_s=30, initial_delay_s=0.01, max_delay_s=0.02)
@@ -51,32 +50,6 @@ def test_transient_write_errors_are_retried_until_the_deadline(tmp_path):
         'ConnectionResetError: [Errno 104] Connection reset by peer (still failing after ')
 
 
-def test_concurrent_replacements_never_show_a_partial_value_nor_leave_temporaries(tmp_path):
-    latest = tmp_path / 'LATEST'
-    storage.replace(str(latest), b'v0\n')
-    values = {f'v{n:03d}-{"x" * 200}\n'.encode() for n in range(2)}
-    seen = set()
-    stop = threading.Event()
-
-    def reader():
-        while not stop.is_set():
-            seen.add(latest.read_bytes())
-
-    def writer(value):
-        for _ in range(200):
-            storage.replace(str(latest), value)
-
-    threads = [threading.Thread(target=reader)] + [threading.Thread(target=writer, args=(v,)) for v in values]
-    for thread in threads:
-        thread.start()
-    for thread in threads[1:]:
-        thread.join()
-    stop.set()
-    threads[0].join()
-    assert seen <= values | {b'v0\n'}
-    assert os.listdir(tmp_path) == ['LATEST']
-
-
 def test_gcs_reads_writes_copies_and_deletions_ride_out_faults(faulty_gcs, gcs_emulator):
     bucket = gcs_emulator.create_bucket('storage-faults')
     faulty_gcs.configure(rate=0.5, seed=3, faults=['503', '429', 'reset'])
@@ -85,7 +58,7 @@ def test_gcs_reads_writes_copies_and_deletions_ride_out_faults(faulty_gcs, gcs_e
         storage.copy(f'{bucket}/staging/f{n}', f'{bucket}/v1/f{n}', QUICK)
         storage.delete(f'{bucket}/staging/f{n}', QUICK)
         assert storage.read_bytes(f'{bucket}/v1/f{n}', QUICK) == b'data %d' % n
-    storage.replace(f'{bucket}/LATEST', b'v1\n', QUICK)
+    publication.replace_latest(bucket, 'v1', publication.Latest(), QUICK)
     faulty_gcs.configure(rate=0)
     assert gcs_emulator.list(bucket) == [f'{bucket}/LATEST'] + [f'{bucket}/v1/f{n}' for n in range(4)]
     assert gcs_emulator.read_bytes(f'{bucket}/LATEST') == b'v1\n'

@@ -5,11 +5,9 @@ client's own retries turned off, so one policy (ours: a deadline, counted retrie
 attempt; Beam's gcsio would retry for 120 s on its own, uncounted, and then raise ``RetryError``.
 Other paths go through Beam's FileSystems.
 """
-import contextlib
 import os
 import shutil
 import tempfile
-import uuid
 
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
@@ -95,33 +93,6 @@ class StreamedFile:
             self.close()
         else:
             self._stream.close()
-
-
-def replace(path, data, policy=None):
-    """Replaces ``path`` with ``data`` so that readers see the old content or the new, never a part.
-
-    A GCS object upload is atomic already. Elsewhere the data goes to a temporary name unique to this
-    writer, then is renamed over ``path`` (atomic on a local disk), so concurrent writers never mix.
-    Raises BuildFailed like ``write_bytes``.
-    """
-    if gcs.is_gcs(path):
-        write_bytes(path, data, policy)
-        return
-    temporary = f'{path}.tmp-{uuid.uuid4().hex}'
-
-    def attempt():
-        _write_once(temporary, data)
-        if FileSystems.get_scheme(path) is None:
-            os.replace(temporary, path)
-        else:
-            FileSystems.rename([temporary], [path])
-
-    try:
-        retried('write', path, attempt, policy)
-    finally:
-        if FileSystems.get_scheme(path) is None:
-            with contextlib.suppress(FileNotFoundError):  # renamed away, or never written
-                os.remove(temporary)
 
 
 def copy(source, target, policy=None):
