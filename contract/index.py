@@ -6,9 +6,8 @@ sorted by source, so finding a record reads one small file, and reading it is on
 ``length`` bytes at ``offset`` in ``shard``: a whole TFRecord frame (length, CRC, Example, CRC).
 Reading the index needs pyarrow (which Apache Beam brings), not TensorFlow.
 """
-import hashlib
-
 from contract import layout
+from contract.hashing import stable_hash
 
 FORMAT = 'parquet'
 # Rows per index part to aim for: a lookup reads one part, and a part writer holds its rows (about 5 kB
@@ -41,8 +40,7 @@ def num_parts(num_records):
 
 def index_part(source, parts):
     """The part that holds ``source``'s row: a stable hash, the same on every machine."""
-    digest = hashlib.sha256(f'index\0{source}'.encode('utf-8')).digest()
-    return int.from_bytes(digest[:8], 'big') % parts
+    return stable_hash('index', source) % parts
 
 
 def schema():

@@ -7,14 +7,14 @@
 <output>/<version>/duplicates.jsonl   inputs not written because the same bytes were, one JSON object a line
 <output>/<version>/{split}-{index:05d}-of-{count:05d}.tfrecord
 <output>/<version>/index/part-{index:05d}-of-{count:05d}.parquet   record index (contract.index)
+<output>/<version>/report.html        the build report: one self-contained page (inspection.report)
+<output>/<version>/dataset_info.json, features.json, image-class-label.labels.txt
+                                      TFDS's metadata, so tfds.builder_from_directory reads the version
 
 A build writes its version under a staging name, ``<version>.incomplete-<build id>``, which holds the
 spill files (``spill/``: encoded records before they are dealt into shards) too; publishing removes the
 spill files and moves the staging folder to ``<version>``, then LATEST. Readers follow LATEST, so they
 never see a staging folder.
-<output>/<version>/report.html        the build report: one self-contained page (inspection.report)
-<output>/<version>/dataset_info.json, features.json, image-class-label.labels.txt
-                                      TFDS's metadata, so tfds.builder_from_directory reads the version
 """
 import re
 

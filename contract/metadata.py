@@ -17,9 +17,9 @@ def build_metadata(*, name, version, created, options, image_size, labels, split
     ``splits`` maps split name -> {'class_counts': {label: n}, 'shards': [{'file', 'records', 'bytes'}],
     'inputs': n, 'quarantined': n, 'duplicates': n}. ``counts`` holds inputs = written + quarantined +
     duplicates, and ignored (non-image files). ``quarantine`` = {'file', 'by_reason'}, ``duplicates`` =
-    {'file', 'count'}, ``decoding`` = {'background': [r, g, b], 'decisions': {decision: images}}; ``index`` = ``contract.index.describe(...)``;
-    ``record_options`` the options that shape a record's bytes (a refresh reuses records only if they are
-    unchanged); ``label_order`` how the label order was decided; ``refresh`` = {'previous', 'mode',
+    {'file', 'count'}, ``decoding`` = {'background': [r, g, b], 'decisions': {decision: images}};
+    ``index`` = ``contract.index.describe(...)``; ``record_options`` the options that shape a record's
+    bytes (a refresh reuses records only if they are unchanged); ``label_order`` how the label order was decided; ``refresh`` = {'previous', 'mode',
     'full_reason', 'reused', 'decoded', 'new', 'changed', 'removed'}.
     """
     height, width = image_size

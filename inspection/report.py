@@ -282,11 +282,14 @@ def recorded_build_seconds(version_dir):
     return float(match.group(1)) if match else None
 
 
-def write_report(version_dir, build_seconds=None):
-    """Renders and writes ``report.html`` into ``version_dir`` (local or gs://); returns its path."""
-    version = version_lib.load(version_dir)
+def write_report(version_dir, build_seconds=None, version=None, policy=None):
+    """Renders and writes ``report.html`` into ``version_dir`` (local or gs://); returns its path.
+
+    ``version`` (an inspection.version.Version) spares reading back what the caller just wrote.
+    """
+    version = version or version_lib.load(version_dir)
     path = layout.join(version.path, layout.REPORT_HTML)
-    storage.write_bytes(path, render(version, build_seconds).encode('utf-8'))
+    storage.write_bytes(path, render(version, build_seconds).encode('utf-8'), policy)
     return path
 
 

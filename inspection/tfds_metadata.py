@@ -89,7 +89,7 @@ def files(document):
     }
 
 
-def write(version_dir, document):
+def write(version_dir, document, policy=None):
     """Writes TFDS's metadata files into ``version_dir`` (local or gs://)."""
     for name, data in files(document).items():
-        storage.write_bytes(layout.join(version_dir, name), data)
+        storage.write_bytes(layout.join(version_dir, name), data, policy)

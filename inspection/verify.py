@@ -2,7 +2,8 @@
 
 Each record's checksums, that TensorFlow's own parser reads it with the contract's features, its image
 size, its label against labels.txt, the counts per shard, split and label and the bytes against
-dataset.json, and that the record index holds one row per record, in the right part, framing exactly it. Shards are read in parallel threads (reads, CRCs and TensorFlow's parser release the GIL).
+dataset.json, and that the record index holds one row per record, in the right part, framing exactly
+it. Shards are read in parallel threads (reads, CRCs and TensorFlow's parser release the GIL).
 Bytes are read through Beam's FileSystems, which honours a GCS emulator; TensorFlow only parses.
 
 Exit 0 with a one-line summary, 1 with one line per problem naming the shard and record (numbered from
@@ -23,7 +24,7 @@ from contract.tfrecord import FRAME_OVERHEAD
 from inspection import cli, records, version as version_lib
 from inspection.units import human_bytes
 from pipelines import console
-from transforms import gcs
+from transforms import gcs, storage
 
 DEFAULT_WORKERS = 8
 
@@ -153,8 +154,7 @@ def check_index(version, results):
         if not FileSystems.exists(path):
             problems.append(f'{name}: missing')
             continue
-        with FileSystems.open(path) as stream:
-            rows = pq.read_table(io.BytesIO(stream.read())).to_pylist()
+        rows = pq.read_table(io.BytesIO(storage.read_bytes(path))).to_pylist()
         for row in rows:
             source, where = row[I.SOURCE], (row[I.SHARD], row[I.OFFSET], row[I.LENGTH])
             seen.add(source)

@@ -194,10 +194,6 @@ def main(argv=None):
             config, result = launch(config, options)
         except UsageError as error:
             failure = f'build-dataset: error: {error}', 2
-        except local_workers.WorkerDied as error:
-            if config.verbose:
-                raise
-            failure = f'build-dataset: failed: {error}', 1
         except Exception as error:  # a runner wraps our BuildFailed in its own exception types
             message = build_failure_message(error)
             if message is None and config.verbose:

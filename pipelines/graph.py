@@ -9,13 +9,13 @@ import apache_beam as beam
 
 from contract import layout
 from pipelines.refresh import RefreshPlan, label_order, record_options
-from transforms.decode import CountDecisions, DecodeResizeEncode
+from transforms.decode import CountDecisions
 from transforms.dedupe import Dedupe
-from transforms.examples import ToExample
+from transforms.encode import Encode
 from transforms.index import WriteIndex
 from transforms.labels import ResolveLabels
 from transforms.listing import ListImages
-from transforms.previous import COUNTS, REJECTED, REUSED, TO_DECODE, MatchPrevious, ReadPrevious
+from transforms.previous import COUNTS, REJECTED, REUSED, TO_DECODE, MatchPrevious, ReadPrevious, nothing_changed
 from transforms.publication import Latest
 from transforms.publish import Publish
 from transforms.quarantine import Quarantine
@@ -25,24 +25,9 @@ from transforms.splits import AssignSplit
 from transforms.write import INDEX_ROWS, WriteShards
 
 
-class Encode(beam.PTransform):
-    """ImageRef -> {'records': RecordRef with its frame spilled, 'rejected': Rejected}."""
-
-    def __init__(self, config, labels):
-        super().__init__()
-        self._config = config
-        self._labels = labels
-
-    def expand(self, refs):
-        config = self._config
-        decoded = (refs
-                   | 'Reshuffle' >> beam.Reshuffle()
-                   | 'DecodeResize' >> DecodeResizeEncode(config.image_size, config.resize, config.jpeg_quality,
-                                                          config.max_pixels, config.min_size,
-                                                          retry_policy=config.retry_policy()))
-        records = decoded['images'] | 'ToExample' >> ToExample(
-            self._labels, layout.join(config.staging_dir, layout.SPILL_DIR), config.retry_policy())
-        return {'records': records, 'rejected': decoded['rejected']}
+def _encode(config, labels):
+    return Encode(config.image_size, config.resize, config.jpeg_quality, config.max_pixels, config.min_size, labels,
+                  layout.join(config.staging_dir, layout.SPILL_DIR), config.retry_policy())
 
 
 def _image_ref(record):
@@ -70,7 +55,7 @@ def build_pipeline(pipeline, config):
         to_decode, reused = images, []
         counts = pipeline | 'NothingReused' >> beam.Create([{'new': None, 'changed': None, 'removed': None,
                                                               'reused': 0}])
-    encoded = to_decode | 'Encode' >> Encode(config, labels)
+    encoded = to_decode | 'Encode' >> _encode(config, labels)
     rejected.append(encoded['rejected'])
     deduped = [encoded['records'], *reused] | 'AllRecords' >> beam.Flatten() | 'Dedupe' >> Dedupe()
     rejected.append(deduped['rejected'])
@@ -79,7 +64,7 @@ def build_pipeline(pipeline, config):
         # A previous duplicate whose twin is gone is the copy kept now: it is decoded after all.
         promoted = (kept | 'WithoutFrame' >> beam.Filter(lambda r: r.payload_file is None)
                     | 'AsImageRef' >> beam.Map(_image_ref))
-        encoded_promoted = promoted | 'EncodePromoted' >> Encode(config, labels)
+        encoded_promoted = promoted | 'EncodePromoted' >> _encode(config, labels)
         rejected.append(encoded_promoted['rejected'])
         kept = ((kept | 'WithFrame' >> beam.Filter(lambda r: r.payload_file is not None),
                  encoded_promoted['records']) | 'AllKept' >> beam.Flatten())
@@ -87,7 +72,9 @@ def build_pipeline(pipeline, config):
     decoded_count = decode_inputs | 'AllDecoded' >> beam.Flatten() | 'CountDecoded' >> beam.combiners.Count.Globally()
     sharded = kept | 'AssignShards' >> AssignBalancedShards(
         [name for name, _ in config.splits], labels, config.shard_config())
-    written = sharded['assigned'] | 'WriteShards' >> WriteShards(config.staging_dir, sharded['shard_counts'], policy)
+    unchanged = counts | 'NothingChanged' >> beam.Map(nothing_changed, refresh, config.force, labels)
+    written = sharded['assigned'] | 'WriteShards' >> WriteShards(
+        config.staging_dir, sharded['shard_counts'], policy, beam.pvalue.AsSingleton(unchanged))
     index_parts = written[INDEX_ROWS] | 'WriteIndex' >> WriteIndex(config.staging_dir, policy)
     listed_per_split = (images
                         | 'SplitOf' >> beam.Map(lambda ref: (ref.split, 1))
@@ -101,5 +88,5 @@ def build_pipeline(pipeline, config):
         labels=resolved['labels'], listed_per_split=listed_per_split, ignored=ignored,
         rejected=tuple(rejected) | 'Quarantine' >> Quarantine(), duplicates=deduped['duplicates'],
         decisions=kept | 'CountDecisions' >> CountDecisions(), index_parts=index_parts,
-        refresh=(refresh, counts, decoded_count), keep_versions=config.keep_versions, force=config.force,
+        refresh=(refresh, counts, decoded_count, unchanged), keep_versions=config.keep_versions,
         max_error_rate=config.max_error_rate, retry_policy=policy)

@@ -2,11 +2,11 @@
 
 Beam's local runner starts its worker processes from threads (``SubprocessSdkWorker.run``) and then waits
 for them to connect, with no deadline: a worker that cannot start (a broken environment, no memory)
-leaves the build waiting forever. ``watch()`` notes a worker's non-zero exit and signals the main thread
-itself (``pthread_kill``: a signal sent to the process may land on another thread and leave the main
-one asleep) with SIGUSR1 and a handler of its own (SIGINT may be ignored, inherited from a parent), so
-the main thread fails with ``WorkerDied``. This wraps a Beam internal; ``tests/test_local_workers.py`` checks it against the
-pinned Beam.
+leaves the build waiting forever. ``watch()`` notes a worker's non-zero exit and signals the main
+thread itself (``pthread_kill``: a signal sent to the process may land on another thread and leave
+the main one asleep) with SIGUSR1 and a handler of its own (SIGINT may be ignored, inherited from a
+parent), so the main thread fails with ``WorkerDied``. This wraps a Beam internal;
+``tests/test_local_workers.py`` checks it against the pinned Beam.
 """
 import contextlib
 import signal
@@ -14,14 +14,16 @@ import threading
 
 from apache_beam.runners.portability import local_job_service
 
+from transforms.errors import BuildFailed
+
 _lock = threading.Lock()
 _failure = None
 _watching = False
 _main_thread = None
 
 
-class WorkerDied(Exception):
-    """A local worker process exited with an error while the job ran."""
+class WorkerDied(BuildFailed):
+    """A local worker process exited with an error while the job ran: reported like any failed build."""
 
 
 def _run(worker, original=local_job_service.SubprocessSdkWorker.run):

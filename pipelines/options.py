@@ -29,6 +29,11 @@ DIRECT_RUNNER = 'DirectRunner'
 DATAFLOW_RUNNER = 'DataflowRunner'
 
 
+# Facts of this run, or how it runs, reports, retries and cleans up: not choices that shape the dataset.
+_NOT_RECORDED = ('created', 'build_id', 'previous', 'refresh', 'verbose', 'retry_deadline', 'progress',
+                 'progress_interval', 'full', 'force', 'keep_versions', 'clean')
+
+
 class UsageError(Exception):
     """A user mistake in the options or inputs: reported in one line, exit status 2."""
 
@@ -82,9 +87,7 @@ class BuildConfig:
     def describe(self):
         """The options as recorded in dataset.json."""
         options = dataclasses.asdict(self)
-        # Facts of this run, or how it reports and retries: not choices that shape the dataset.
-        for field in ('created', 'build_id', 'previous', 'refresh', 'verbose', 'retry_deadline', 'progress',
-                      'progress_interval'):
+        for field in _NOT_RECORDED:
             del options[field]
         options['image_size'] = list(self.image_size)
         options['splits'] = dict(self.splits)
@@ -123,9 +126,9 @@ def check_beam_args(beam_args, own_options):
     """Refuses what neither the build nor Beam knows, naming a close match; checks Beam's values."""
     parser = _BeamParser()
     _, unknown = parser.parse_known_args(beam_args)
+    known = own_options + [option for action in parser._actions for option in action.option_strings]
     for arg in unknown:
         name = arg.split('=', 1)[0]
-        known = own_options + [option for action in parser._actions for option in action.option_strings]
         close = difflib.get_close_matches(name, known, n=1)
         hint = f' (did you mean {close[0]}?)' if close else ''
         raise UsageError(f'unknown option {name}{hint}' if name.startswith('-') else f'unexpected argument {arg!r}')
@@ -286,9 +289,10 @@ def parse_args(argv, now=None):
         input=args.input, manifest=args.manifest, output=args.output, version=version,
         created=now.strftime('%Y-%m-%dT%H:%M:%SZ'), image_size=image_size, splits=splits,
         resize=args.resize, jpeg_quality=args.jpeg_quality, target_shard_mb=args.target_shard_mb,
-        num_shards=num_shards, labels_file=args.labels_file, build_id=uuid.uuid4().hex[:12], max_pixels=args.max_pixels, min_size=args.min_size,
-        max_error_rate=args.max_error_rate, full=args.full, force=args.force, keep_versions=args.keep_versions,
-        clean=args.clean, verbose=args.verbose, allow_unknown_labels=args.allow_unknown_labels,
-        retry_deadline=args.retry_deadline, progress=args.progress == 'on', progress_interval=args.progress_interval,
-        name=args.name or os.path.basename(source.rstrip('/')).rsplit('.', 1)[0] or 'dataset')
+        num_shards=num_shards, labels_file=args.labels_file, max_pixels=args.max_pixels, min_size=args.min_size,
+        max_error_rate=args.max_error_rate, allow_unknown_labels=args.allow_unknown_labels,
+        name=args.name or os.path.basename(source.rstrip('/')).rsplit('.', 1)[0] or 'dataset',
+        full=args.full, force=args.force, keep_versions=args.keep_versions, clean=args.clean,
+        build_id=uuid.uuid4().hex[:12], verbose=args.verbose, retry_deadline=args.retry_deadline,
+        progress=args.progress == 'on', progress_interval=args.progress_interval)
     return config, beam_args

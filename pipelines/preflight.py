@@ -20,19 +20,22 @@ from transforms.errors import BuildFailed
 from transforms.labels import parse_labels_file
 from transforms.listing import is_image_name, iter_files, list_top_level, manifest_lines, parse_manifest_line
 
+# Below this much free space on a local output's disk the build is refused before it starts.
+MIN_FREE_BYTES = 64 * 2**20
+
 
 def check(config, options):
     """Runs every check; returns ``config`` with the pinned labels and the current LATEST filled in.
 
     Also removes the staging folders that failed builds left (all of them with ``--clean``).
     """
+    policy = config.retry_policy()
     check_input(config, options)
     check_output(config, options)
-    check_temp_locations(options, config.retry_policy())
+    check_temp_locations(options, policy)
     labels = read_labels(config.labels_file) if config.labels_file else None
-    publication.remove_staging(config.output, everything=config.clean)
-    return dataclasses.replace(config, labels=labels,
-                               previous=read_latest(config.output, options, config.retry_policy()))
+    publication.remove_staging(config.output, everything=config.clean, policy=policy)
+    return dataclasses.replace(config, labels=labels, previous=read_latest(config.output, policy))
 
 
 def read_labels(path):
@@ -47,11 +50,12 @@ def read_labels(path):
         raise UsageError(f'--labels file {path} {error}') from None
 
 
-def read_latest(output, options, policy=None):
+def read_latest(output, policy=None):
     """What LATEST of ``output`` names now (a ``publication.Latest``)."""
-    if not gcs.is_gcs(output):
-        return publication.read_latest(output)
-    return _check_gcs(output, options, lambda client, _: publication.read_latest(output, policy))
+    try:
+        return publication.read_latest(output, policy)
+    except GoogleAPIError as error:  # a permanent error: permission, a missing bucket
+        raise UsageError(gcs.describe_error(output, error)) from None
 
 
 def _first_image_on_gcs(storage_client, root):
@@ -104,19 +108,25 @@ def _check_gcs(url, options, probe=gcs.check_readable):
         raise UsageError(gcs.describe_error(url, error)) from None
 
 
-def _probe_gcs(output, probe, policy):
+def _probe_name(folder):
+    return layout.join(folder, f'.probe-{uuid.uuid4().hex}')
+
+
+def _probe_gcs(folder, policy):
     """Writes and deletes a probe object, retried like every write: a permission problem is the user's
     to fix (UsageError); a service that keeps failing fails the build (BuildFailed)."""
+    probe = _probe_name(folder)
     try:
         storage.write_bytes(probe, b'probe', policy)
         storage.delete(probe, policy)
     except BuildFailed as failure:
         if isinstance(failure.__cause__, (Forbidden, NotFound)):
-            raise UsageError(gcs.describe_error(output, failure.__cause__)) from None
+            raise UsageError(gcs.describe_error(folder, failure.__cause__)) from None
         raise
 
 
-def _probe_local(output, probe):
+def _probe_local(output):
+    probe = _probe_name(output)
     try:
         os.makedirs(output, exist_ok=True)
         with open(probe, 'wb') as stream:
@@ -141,21 +151,16 @@ def check_temp_locations(options, policy=None):
     for location in (cloud.temp_location, cloud.staging_location):
         if location and gcs.is_gcs(location):
             _check_gcs(location, options)
-            _probe_gcs(location, layout.join(location, f'.probe-{uuid.uuid4().hex}'), policy)
-
-
-# Below this much free space on a local output's disk the build is refused before it starts.
-MIN_FREE_BYTES = 64 * 2**20
+            _probe_gcs(location, policy)
 
 
 def check_output(config, options=None):
     """Refuses an output that cannot be written (a probe object is written and deleted), a nearly full
     local disk, and a version that was already published."""
-    probe = layout.join(config.output, f'.probe-{uuid.uuid4().hex}')
     if gcs.is_gcs(config.output):
         _check_gcs(config.output, options)
-        _probe_gcs(config.output, probe, config.retry_policy())
+        _probe_gcs(config.output, config.retry_policy())
     elif FileSystems.get_scheme(config.output) is None:
-        _probe_local(config.output, probe)
+        _probe_local(config.output)
     if FileSystems.exists(layout.join(config.version_dir, layout.DATASET_JSON)):
         raise UsageError(f'version {config.version} already exists in {config.output}; pass another --version')

@@ -6,17 +6,16 @@ this code's and Pillow's version), a record index, and labels that keep their nu
 build says why in one line and decodes everything.
 """
 import dataclasses
-import json
 
 from apache_beam.io.filesystems import FileSystems
 
-from contract import layout
-from transforms import image_ops
+from contract import layout, metadata
+from transforms import image_ops, storage
 
 # Options whose value changes the bytes of a record.
 RECORD_OPTIONS = ('image_size', 'resize', 'jpeg_quality', 'max_pixels', 'min_size')
-# Options that are facts of this run, not of the dataset: they differ between otherwise equal builds.
-_RUN_OPTIONS = ('output', 'version', 'name', 'full', 'force', 'keep_versions', 'clean')
+# Recorded options that name the build, not its content: they differ between otherwise equal builds.
+_NAMING_OPTIONS = ('output', 'version', 'name')
 
 
 def record_options(config):
@@ -44,16 +43,19 @@ class RefreshPlan:
                 'full_reason': self.full_reason}
 
 
-def _load(version_dir):
+def _load(version_dir, policy):
+    """The version's dataset.json, or None when it has none this code can read."""
     path = layout.join(version_dir, layout.DATASET_JSON)
     if not FileSystems.exists(path):
         return None
-    with FileSystems.open(path) as stream:
-        return json.loads(stream.read().decode('utf-8'))
+    try:
+        return metadata.loads(storage.read_bytes(path, policy))
+    except ValueError:  # another format_version
+        return None
 
 
 def _comparable(options):
-    return {name: value for name, value in options.items() if name not in _RUN_OPTIONS}
+    return {name: value for name, value in options.items() if name not in _NAMING_OPTIONS}
 
 
 def plan(config):
@@ -62,9 +64,10 @@ def plan(config):
     if previous is None:
         return RefreshPlan()
     previous_dir = layout.join(config.output, previous)
-    document = _load(previous_dir)
+    document = _load(previous_dir, config.retry_policy())
     if document is None:
-        return RefreshPlan(previous=previous, full_reason=f'LATEST names {previous}, which has no dataset.json')
+        return RefreshPlan(previous=previous,
+                           full_reason=f'LATEST names {previous}, which has no dataset.json this build can read')
     labels = tuple(document['labels'])
     same_options = (_comparable(document.get('options', {})) == _comparable(config.describe())
                     and document.get('record_options') == record_options(config))

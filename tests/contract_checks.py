@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import tensorflow as tf
 from PIL import Image
 
-from contract import features as F, index, layout, metadata
+from contract import features as F, index as I, layout, metadata
 from contract.tfrecord import read_records
 from inspection import tfds_metadata
 from training.records import parse_example
@@ -102,29 +102,29 @@ def check_index(version_dir, document, input_root=None):
     rows = []
     for part, name in enumerate(files):
         part_rows = pq.read_table(os.path.join(version_dir, name)).to_pylist()
-        assert [row[index.SOURCE] for row in part_rows] == sorted(row[index.SOURCE] for row in part_rows)
-        assert all(index.index_part(row[index.SOURCE], len(files)) == part for row in part_rows)
+        assert [row[I.SOURCE] for row in part_rows] == sorted(row[I.SOURCE] for row in part_rows)
+        assert all(I.index_part(row[I.SOURCE], len(files)) == part for row in part_rows)
         rows.extend(part_rows)
     written = {shard['file']: shard['records'] for split in document['splits'].values() for shard in split['shards']}
     assert len(rows) == document['index']['num_records'] == sum(written.values())
-    assert len({row[index.SOURCE] for row in rows}) == len(rows)
+    assert len({row[I.SOURCE] for row in rows}) == len(rows)
     for row in rows:
-        with open(os.path.join(version_dir, row[index.SHARD]), 'rb') as stream:
-            stream.seek(row[index.OFFSET])
-            frame = stream.read(row[index.LENGTH])
+        with open(os.path.join(version_dir, row[I.SHARD]), 'rb') as stream:
+            stream.seek(row[I.OFFSET])
+            frame = stream.read(row[I.LENGTH])
         (record,) = read_records(io.BytesIO(frame))  # exactly one whole, CRC-clean record
         feature = tf.train.Example.FromString(record).features.feature
-        assert feature[F.SOURCE].bytes_list.value[0].decode() == row[index.SOURCE]
-        assert feature[F.SHA256].bytes_list.value[0].decode() == row[index.SHA256]
-        assert feature[F.LABEL].int64_list.value[0] == row[index.LABEL]
-        assert row[index.SHARD].startswith(row[index.SPLIT] + '-')
+        assert feature[F.SOURCE].bytes_list.value[0].decode() == row[I.SOURCE]
+        assert feature[F.SHA256].bytes_list.value[0].decode() == row[I.SHA256]
+        assert feature[F.LABEL].int64_list.value[0] == row[I.LABEL]
+        assert row[I.SHARD].startswith(row[I.SPLIT] + '-')
         if input_root is not None:  # a local copy of the input: sizes agree; local stamps too
-            stat = os.stat(os.path.join(input_root, row[index.SOURCE]))
-            assert row[index.SOURCE_SIZE] == stat.st_size
-            if row[index.SOURCE_GENERATION] is None:
-                assert row[index.SOURCE_MTIME_NS] == stat.st_mtime_ns
+            stat = os.stat(os.path.join(input_root, row[I.SOURCE]))
+            assert row[I.SOURCE_SIZE] == stat.st_size
+            if row[I.SOURCE_GENERATION] is None:
+                assert row[I.SOURCE_MTIME_NS] == stat.st_mtime_ns
             else:  # the input was on gs://
-                assert row[index.SOURCE_MTIME_NS] is None and row[index.SOURCE_GENERATION] > 0
+                assert row[I.SOURCE_MTIME_NS] is None and row[I.SOURCE_GENERATION] > 0
     return rows
 
 

@@ -11,7 +11,7 @@ from transforms.records import Duplicate, RecordRef
 
 def _image(source, label, content, split='train'):
     return RecordRef(source=source, label_text=label, split=split, label=ord(label) - ord('a'),
-                     order_key=(0, source), path=f'/in/{source}', sha256=content * 64, source_size=100 + len(source), mtime_ns=None,
+                     path=f'/in/{source}', sha256=content * 64, source_size=100 + len(source), mtime_ns=None,
                      generation=None, decisions=('format=JPEG',), payload_file=f'spill/{source}', payload_offset=0,
                      payload_length=40)
 

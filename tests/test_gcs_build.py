@@ -6,7 +6,6 @@ import pyarrow.parquet as pq
 import pytest
 import tensorflow as tf
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.metrics.metric import MetricsFilter
 
 from contract import features as F, index, layout
 from contract.tfrecord import read_records
@@ -29,12 +28,6 @@ def flowers(gcs_emulator, tmp_path_factory):
     return local, f'{bucket}/images'
 
 
-def counter(result, name):
-    """The committed value of the build counter ``name`` (summed over steps)."""
-    counters = result.metrics().query(MetricsFilter().with_name(name))['counters']
-    return sum(c.committed for c in counters)
-
-
 def test_build_from_gcs_to_gcs_on_worker_processes(gcs_emulator, flowers, tmp_path):
     local, prefix = flowers
     output = gcs_emulator.create_bucket('flowers-out') + '/datasets/flowers'
@@ -53,10 +46,10 @@ def test_build_from_gcs_to_gcs_on_worker_processes(gcs_emulator, flowers, tmp_pa
     assert [document['splits'][s]['num_shards'] for s in ('train', 'validation')] == [2, 1]
 
     # The counters the Dataflow UI shows, as the workers reported them.
-    assert counter(result, 'images_listed') == len(images)
-    assert counter(result, 'images_decoded') == len(images)
-    assert counter(result, 'records_written') == len(images)
-    assert counter(result, 'bytes_written') == sum(
+    assert build_dataset.counter(result, 'images_listed') == len(images)
+    assert build_dataset.counter(result, 'images_decoded') == len(images)
+    assert build_dataset.counter(result, 'records_written') == len(images)
+    assert build_dataset.counter(result, 'bytes_written') == sum(
         shard['bytes'] for split in document['splits'].values() for shard in split['shards'])
 
 

@@ -52,9 +52,9 @@ class _CountingReader(frames.FrameReader):
         return super().read(refs)
 
 
-def _ref(source, payload_ref, order):
+def _ref(source, payload_ref):
     path, offset, length = payload_ref
-    return RecordRef(source=source, path=source, label_text='a', split='train', label=0, order_key=(order, source),
+    return RecordRef(source=source, path=source, label_text='a', split='train', label=0,
                      sha256='0' * 64, source_size=1, mtime_ns=1, generation=None, decisions=(),
                      payload_file=path, payload_offset=offset, payload_length=length)
 
@@ -62,7 +62,7 @@ def _ref(source, payload_ref, order):
 def test_the_shard_writer_streams_a_bounded_window_in_order_key_order(tmp_path, monkeypatch):
     spills = [SpillFile(str(tmp_path / 'spill')) for _ in range(3)]  # records scattered over three files
     payloads = {f's{i:02d}': os.urandom(50 + i) for i in range(25)}
-    records = [_ref(source, spills[i % 3].append(frame(data)), order=(i * 7) % 25)
+    records = [_ref(source, spills[i % 3].append(frame(data)))
                for i, (source, data) in enumerate(payloads.items())]
     for spill in spills:
         spill.close()
@@ -81,10 +81,10 @@ def test_the_shard_writer_streams_a_bounded_window_in_order_key_order(tmp_path, 
 
 
 def test_windows_bound_bytes_and_records():
-    records = [_ref(f's{i}', ('f', 0, 10), i) for i in range(10)]
+    records = [_ref(f's{i}', ('f', 0, 10)) for i in range(10)]
     assert [len(w) for w in write.windows(records, max_bytes=35, max_records=100)] == [3, 3, 3, 1]
     assert [len(w) for w in write.windows(records, max_bytes=10**6, max_records=4)] == [4, 4, 2]
-    big = [_ref('big', ('f', 0, 100), 0)]
+    big = [_ref('big', ('f', 0, 100))]
     assert [len(w) for w in write.windows(big, max_bytes=10, max_records=4)] == [1]  # a big frame still goes
 
 

@@ -12,7 +12,6 @@ from contract import features as F
 from tests.conftest import build
 from tests.contract_checks import check_version
 from transforms import sharding
-from transforms.hashing import stable_hash
 from transforms.records import RecordRef
 
 LABELS = ['a', 'b', 'c', 'd']
@@ -26,7 +25,7 @@ def _records(counts_per_label, split='train', seed=0):
             source = f'{LABELS[label]}/{i}.jpg'
             records.append(RecordRef(
                 source=source, path=source, label_text=LABELS[label], split=split, label=label,
-                order_key=(stable_hash('order', source), source), sha256='0' * 64, source_size=1, mtime_ns=None,
+                sha256='0' * 64, source_size=1, mtime_ns=None,
                 generation=None, decisions=(), payload_file='spill', payload_offset=0,
                 payload_length=rng.randint(10, 200)))
     return records

@@ -11,11 +11,7 @@ from contract import features as F
 from contract.example import encode_example
 from contract.tfrecord import frame
 from transforms import spill
-from transforms.hashing import stable_hash
 from transforms.records import RecordRef
-
-_ORDER_SALT = 'order'
-
 
 def to_example(image, label_index):
     """The Example bytes of one EncodedImage."""
@@ -30,11 +26,6 @@ def to_example(image, label_index):
         F.SOURCE: image.ref.source,
         F.SHA256: image.sha256,
     })
-
-
-def order_key(source):
-    """(salted hash, source): the deterministic shuffled order of records inside a shard."""
-    return stable_hash(_ORDER_SALT, source), source
 
 
 class _ToExampleFn(beam.DoFn):
@@ -62,7 +53,7 @@ class _ToExampleFn(beam.DoFn):
         path, offset, length = self._spill.append(frame(example))
         ref = image.ref
         record = RecordRef(
-            source=ref.source, path=ref.path, label_text=ref.label, split=ref.split, label=index, order_key=order_key(ref.source),
+            source=ref.source, path=ref.path, label_text=ref.label, split=ref.split, label=index,
             sha256=image.sha256, source_size=image.source_bytes, mtime_ns=ref.mtime_ns, generation=ref.generation,
             decisions=image.decisions, payload_file=path, payload_offset=offset, payload_length=length)
         self.ref_bytes.inc(len(self._coder.encode(record)))

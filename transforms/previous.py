@@ -19,7 +19,6 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 
 from contract import index as I, layout
-from transforms.examples import order_key
 from transforms.records import (CORRUPT, EMPTY, NOT_AN_IMAGE, TOO_MANY_PIXELS, TOO_SMALL, TRUNCATED,
                                 UNSUPPORTED_FORMAT, RecordRef, Rejected)
 
@@ -53,6 +52,13 @@ def _duplicate(line):
     return item['source'], (DUPLICATE, {
         'size': item['bytes'], 'stamp': (item.get('mtime_ns'), item.get('generation')),
         'label': item['label'], 'sha256': item['sha256']})
+
+
+def nothing_changed(counts, plan, force, labels):
+    """Whether a build would publish what the previous version already is: nothing new, changed or
+    removed, the same options and labels, and no ``--force``. ``plan`` is the RefreshPlan."""
+    return (not force and plan.incremental and plan.same_options and tuple(labels) == plan.keep_labels
+            and counts['new'] == counts['changed'] == counts['removed'] == 0)
 
 
 class ReadPrevious(beam.PTransform):
@@ -114,7 +120,7 @@ class _MatchFn(beam.DoFn):
             payload = facts.get('payload', (None, 0, 0))
             yield beam.pvalue.TaggedOutput(REUSED, RecordRef(
                 source=ref.source, path=ref.path, label_text=ref.label, split=ref.split,
-                label=self._index_of[ref.label], order_key=order_key(ref.source), sha256=facts['sha256'],
+                label=self._index_of[ref.label], sha256=facts['sha256'],
                 source_size=facts['size'], mtime_ns=ref.mtime_ns, generation=ref.generation,
                 decisions=facts.get('decisions', ()), payload_file=payload[0], payload_offset=payload[1],
                 payload_length=payload[2]))

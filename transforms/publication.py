@@ -11,7 +11,6 @@ LATEST still names the version the build started from (compare-and-swap).
 import concurrent.futures
 import contextlib
 import fcntl
-import json
 import os
 import shutil
 import uuid
@@ -142,23 +141,23 @@ def promote(staging_dir, version_dir, policy=None):
 
 
 def published_versions(output):
-    """[(created, published at, version)] of every published version below ``output`` (those with a
-    dataset.json), oldest first."""
+    """[(published at, version)] of every published version below ``output``, oldest first.
+
+    A version is published once its dataset.json is in place: the file's time (from the listing, no
+    read) is when it was, since a build writes it last, just before the move.
+    """
     found = []
     for match in FileSystems.match([layout.join(output, '*', layout.DATASET_JSON)])[0].metadata_list:
         version = match.path.rstrip('/').split('/')[-2]
-        if layout.is_staging_name(version):
-            continue
-        with FileSystems.open(match.path) as stream:
-            created = json.loads(stream.read().decode('utf-8')).get('created', '')
-        found.append((created, match.last_updated_in_seconds, version))
+        if not layout.is_staging_name(version):
+            found.append((match.last_updated_in_seconds, version))
     return sorted(found)
 
 
 def prune_versions(output, keep_count, keep=(), policy=None):
     """Deletes all but the ``keep_count`` newest published versions; never a version named in ``keep``."""
     versions = published_versions(output)
-    for _, _, version in versions[:max(0, len(versions) - keep_count)]:
+    for _, version in versions[:max(0, len(versions) - keep_count)]:
         if version not in keep:
             delete_tree(layout.join(output, version), policy)
 
@@ -189,16 +188,16 @@ def staging_folders(output):
     return sorted((when, path) for path, when in folders.items())
 
 
-def remove_staging(output, everything=False):
+def remove_staging(output, everything=False, policy=None):
     """Removes the staging folders failed or killed builds left: those last written before the newest
     version was published (a build still running writes newer files), or all with ``everything``.
 
     Returns how many were removed.
     """
-    published_at = max((when for _, when, _ in published_versions(output)), default=None)
+    published_at = max((when for when, _ in published_versions(output)), default=None)
     removed = 0
     for last_written, folder in staging_folders(output):
         if everything or (published_at is not None and last_written < published_at):
-            delete_tree(folder)
+            delete_tree(folder, policy)
             removed += 1
     return removed

@@ -14,6 +14,7 @@ from apache_beam.metrics import Metrics
 
 from contract import index, layout, metadata
 from inspection import report, tfds_metadata
+from inspection.version import Version
 from transforms import image_ops, publication, storage
 from transforms.errors import BuildFailed
 from transforms.records import NOT_ERRORS
@@ -74,15 +75,9 @@ def refresh_summary(plan, counts, decoded):
     return dict(plan.describe(), decoded=decoded, **counts)
 
 
-def nothing_changed(plan, summary, labels, force):
-    """Whether this build would publish what the previous version already is."""
-    return (not force and plan.incremental and plan.same_options and tuple(labels) == plan.keep_labels
-            and summary['new'] == summary['changed'] == summary['removed'] == 0)
-
-
 class _PublishFn(beam.DoFn):
     def __init__(self, output, version, staging_dir, previous, describe, max_error_rate, refresh, keep_versions,
-                 force, policy):
+                 policy):
         self._output = output
         self._version = version
         self._staging_dir = staging_dir
@@ -91,22 +86,21 @@ class _PublishFn(beam.DoFn):
         self._max_error_rate = max_error_rate
         self._refresh = refresh  # refresh.RefreshPlan
         self._keep_versions = keep_versions
-        self._force = force
         self._policy = policy  # retries.RetryPolicy of every write
         self.unchanged = Metrics.counter('publish', 'unchanged')
 
     def process(self, shard_stats, labels, listed_per_split, ignored, rejected, duplicates, decisions, index_parts,
-                refresh_counts, decoded):
+                refresh_counts, decoded, unchanged):
         rejected = sorted(rejected, key=lambda item: (item.source, item.reason))
         duplicates = sorted(duplicates)
         per_split, totals = account(shard_stats, listed_per_split, rejected, duplicates)
         refresh = refresh_summary(self._refresh, refresh_counts, decoded)
-        if nothing_changed(self._refresh, refresh, labels, self._force):
+        if unchanged:
             publication.delete_tree(self._staging_dir, self._policy)
             self.unchanged.inc()
             return
-        version_dir = self._staging_dir
-        quarantine_path = layout.join(version_dir, layout.QUARANTINE_JSONL)
+        staging = self._staging_dir
+        quarantine_path = layout.join(staging, layout.QUARANTINE_JSONL)
         storage.write_bytes(quarantine_path, jsonl(rejected), self._policy)  # first, so a failed build can be diagnosed
         check_error_rate(totals, rejected, self._max_error_rate, quarantine_path)
         if totals['written'] == 0:
@@ -131,13 +125,14 @@ class _PublishFn(beam.DoFn):
             index=index.describe([part['file'] for part in sorted(index_parts, key=lambda p: p['file'])],
                                  sum(part['rows'] for part in index_parts)),
             refresh=refresh, **self._describe)
-        storage.write_bytes(layout.join(version_dir, layout.LABELS_TXT), ''.join(f'{l}\n' for l in labels).encode(),
+        storage.write_bytes(layout.join(staging, layout.LABELS_TXT), ''.join(f'{l}\n' for l in labels).encode(),
                             self._policy)
-        storage.write_bytes(layout.join(version_dir, layout.DUPLICATES_JSONL), jsonl(duplicates), self._policy)
-        storage.write_bytes(layout.join(version_dir, layout.DATASET_JSON), metadata.dumps(document).encode(),
+        storage.write_bytes(layout.join(staging, layout.DUPLICATES_JSONL), jsonl(duplicates), self._policy)
+        storage.write_bytes(layout.join(staging, layout.DATASET_JSON), metadata.dumps(document).encode(),
                             self._policy)
-        tfds_metadata.write(version_dir, document)
-        report.write_report(version_dir, report.seconds_since(document['created']))
+        tfds_metadata.write(staging, document, self._policy)
+        report.write_report(staging, report.seconds_since(document['created']),
+                            Version(staging, document, list(labels)), self._policy)
         self._publish()
         yield document
 
@@ -160,24 +155,25 @@ class Publish(beam.PTransform):
     - ``rejected`` (Rejected) and ``duplicates`` (Duplicate), gathered here on one worker: the first are
       bounded by ``max_error_rate``, the second take ~200 bytes each;
     - ``decisions`` (singleton {decision: count} of the written images), ``index_parts`` ({'file', 'rows'});
-    - ``refresh``: (RefreshPlan, singleton of its counts, singleton of the images decoded).
+    - ``refresh``: (RefreshPlan, singleton of its counts, singleton of the images decoded, singleton of
+      ``previous.nothing_changed``).
     Fails the build, before LATEST, when the accounting does not add up or more than ``max_error_rate``
-    of the inputs were quarantined. Publishes nothing when nothing changed since the previous version
-    (unless ``force``), and prunes to ``keep_versions`` once LATEST has moved.
+    of the inputs were quarantined. Publishes nothing when nothing changed since the previous version,
+    and prunes to ``keep_versions`` once LATEST has moved.
     """
 
     def __init__(self, output, version, staging_dir, previous, describe, *, labels, listed_per_split, ignored,
-                 rejected, duplicates, decisions, index_parts, refresh, keep_versions, force, max_error_rate,
+                 rejected, duplicates, decisions, index_parts, refresh, keep_versions, max_error_rate,
                  retry_policy=None):
         super().__init__()
-        plan, counts, decoded = refresh
+        plan, counts, decoded, unchanged = refresh
         self._fn_args = (output, version, staging_dir, previous, describe, max_error_rate, plan, keep_versions,
-                         force, retry_policy)
+                         retry_policy)
         self._sides = (beam.pvalue.AsSingleton(labels), beam.pvalue.AsDict(listed_per_split),
                        beam.pvalue.AsSingleton(ignored), beam.pvalue.AsList(rejected),
                        beam.pvalue.AsList(duplicates), beam.pvalue.AsSingleton(decisions),
                        beam.pvalue.AsList(index_parts), beam.pvalue.AsSingleton(counts),
-                       beam.pvalue.AsSingleton(decoded))
+                       beam.pvalue.AsSingleton(decoded), beam.pvalue.AsSingleton(unchanged))
 
     def expand(self, shard_stats):
         return (shard_stats

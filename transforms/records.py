@@ -1,6 +1,8 @@
 """The element types that flow between the build's transforms, and the quarantine reason codes."""
 import typing
 
+from contract.hashing import order_key
+
 # Why an input was quarantined: the ``reason`` of a Rejected, a stable code for reports and metrics.
 EMPTY = 'empty'
 NOT_AN_IMAGE = 'not_an_image'
@@ -66,7 +68,6 @@ class RecordRef(typing.NamedTuple):
     label_text: str
     split: str
     label: int
-    order_key: tuple  # (salted hash of the source, source): sorts records deterministically
     sha256: str       # hex digest of the source file's bytes
     source_size: int
     mtime_ns: int     # of the source, as listed (local inputs), or None
@@ -75,6 +76,11 @@ class RecordRef(typing.NamedTuple):
     payload_file: str  # None for a previous version's duplicate: no frame until it is decoded
     payload_offset: int
     payload_length: int
+
+    @property
+    def order_key(self):
+        """(salted hash of the source, source): sorts records deterministically, derived, never shuffled."""
+        return order_key(self.source)
 
 
 class Rejected(typing.NamedTuple):

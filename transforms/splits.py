@@ -5,7 +5,7 @@ rebuilt with more or fewer images.
 """
 import apache_beam as beam
 
-from transforms.hashing import stable_hash
+from contract.hashing import stable_hash
 
 _SALT = 'split'
 

@@ -76,11 +76,14 @@ class _WriteShardFn(beam.DoFn):
         if self._reader is not None:
             self._reader.close()
 
-    def process(self, keyed_records, shard_counts):
+    def process(self, keyed_records, shard_counts, unchanged):
         (split, index), records = keyed_records
         records = [record for record in records if record is not None]
         name = layout.shard_file_name(split, index, shard_counts[split])
-        size, placed = write_shard(layout.join(self._version_dir, name), records, self._reader, self._policy)
+        if unchanged:  # nothing will be published: count the records, copy no bytes
+            size, placed = 0, []
+        else:
+            size, placed = write_shard(layout.join(self._version_dir, name), records, self._reader, self._policy)
         self.shards.inc()
         self.records.inc(len(records))
         self.bytes.inc(size)
@@ -100,22 +103,27 @@ class WriteShards(beam.PTransform):
     """((split, shard), RecordRef) -> {'stats': one dict per shard file, 'index_rows': one dict per record}.
 
     ``shard_counts`` (one-element PCollection {split: count}) also names shards that received no
-    record, so they are written too, empty, and every file of ``-of-N`` exists.
+    record, so they are written too, empty, and every file of ``-of-N`` exists. ``unchanged`` (a
+    singleton side input, False when not given): a refresh that will publish nothing writes nothing.
     """
 
-    def __init__(self, version_dir, shard_counts, retry_policy=None):
+    def __init__(self, version_dir, shard_counts, retry_policy=None, unchanged=None):
         super().__init__()
         self._version_dir = version_dir
         self._shard_counts = shard_counts
         self._policy = retry_policy
+        self._unchanged = unchanged
 
     def expand(self, assigned):
+        unchanged = self._unchanged
+        if unchanged is None:
+            unchanged = beam.pvalue.AsSingleton(assigned.pipeline | 'Changed' >> beam.Create([False]))
         slots = self._shard_counts | 'AllShardSlots' >> beam.FlatMap(
             lambda counts: [((split, index), None) for split, n in counts.items() for index in range(n)])
         results = ((assigned, slots)
                    | 'WithEmptyShards' >> beam.Flatten()
                    | 'GroupByShard' >> beam.GroupByKey()
                    | 'Write' >> beam.ParDo(_WriteShardFn(self._version_dir, self._policy),
-                                           beam.pvalue.AsSingleton(self._shard_counts)).with_outputs(
+                                           beam.pvalue.AsSingleton(self._shard_counts), unchanged).with_outputs(
                        INDEX_ROWS, main='stats'))
         return {'stats': results.stats, INDEX_ROWS: results[INDEX_ROWS]}
