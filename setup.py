@@ -26,7 +26,7 @@ setuptools.setup(
     extras_require={'train': _requirements('train'), 'test': _requirements('test')},
     entry_points={
         'console_scripts': [
-            'build-dataset=pipelines.build_dataset:main',
+            'build-dataset=pipelines.build_dataset:cli',
             'train-model=training.train:main',
             'make-sample-images=samples.generate:main',
             'dataset-report=inspection.report:main',

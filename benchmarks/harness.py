@@ -102,7 +102,8 @@ def _run_job(args):
     counters = {}
     for counter in result.metrics().query(MetricsFilter())['counters']:
         counters[counter.key.metric.name] = counters.get(counter.key.metric.name, 0) + counter.committed
-    print(json.dumps({'version_dir': config.version_dir, 'counters': counters}))
+    print(json.dumps({'version_dir': config.version_dir, 'counters': counters}), flush=True)
+    os._exit(0)  # as build-dataset ends (pipelines.build_dataset.cli): no interpreter teardown
 
 
 if __name__ == '__main__' and sys.argv[1:2] == ['--_job']:

@@ -116,21 +116,29 @@ def launch(config, options):
 
     Waits for the job to finish unless ``--no_wait_until_finish`` (Beam's option) is given.
     """
-    config = preflight.check(config, options)
-    config = dataclasses.replace(config, refresh=refresh.plan(config))
-    if config.refresh.full_reason:
-        print(f'build-dataset: full build: {config.refresh.full_reason}', flush=True)
-    try:
-        pipeline = beam.Pipeline(runner=local_runner(options), options=options)
-    except ValueError as error:  # Beam's own checks of the options (runner name, project id...)
-        raise UsageError(' '.join(str(error).split())) from None
-    build_pipeline(pipeline, config)
-    workers = local_workers.watch() if is_local(options) else contextlib.nullcontext()
-    with workers, progress.Progress(pipeline, options, config.progress, config.progress_interval) as watch:
-        result = pipeline.run()
-        if not options.view_as(StandardOptions).no_wait_until_finish:
-            watch.wait(result)
+    with local_workers.local_run(local_worker_count(options)) if is_local(options) else contextlib.nullcontext():
+        config = preflight.check(config, options)
+        config = dataclasses.replace(config, refresh=refresh.plan(config))
+        if config.refresh.full_reason:
+            print(f'build-dataset: full build: {config.refresh.full_reason}', flush=True)
+        try:
+            pipeline = beam.Pipeline(runner=local_runner(options), options=options)
+        except ValueError as error:  # Beam's own checks of the options (runner name, project id...)
+            raise UsageError(' '.join(str(error).split())) from None
+        build_pipeline(pipeline, config)
+        with progress.Progress(pipeline, options, config.progress, config.progress_interval) as watch:
+            result = pipeline.run()
+            if not options.view_as(StandardOptions).no_wait_until_finish:
+                watch.wait(result)
     return config, result
+
+
+def local_worker_count(options):
+    """How many worker processes a local run starts: one a core unless told, none but in multi-processing."""
+    direct = options.view_as(DirectOptions)
+    if direct.direct_running_mode != 'multi_processing':
+        return 0
+    return direct.direct_num_workers or os.cpu_count() or 1  # Beam reads 0 as one a core
 
 
 def report(config, result, options):
@@ -212,5 +220,17 @@ def main(argv=None):
     return 0
 
 
+def cli():
+    """The ``build-dataset`` command: main(), then an exit that skips tearing the interpreter down.
+
+    Beam, gRPC and the runner's threads take a third of a second to unload, after everything is written.
+    """
+    status = main()
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)  # pylint: disable=protected-access
+
+
 if __name__ == '__main__':
-    sys.exit(main())
+    cli()

@@ -1,20 +1,41 @@
-"""A local worker process that dies is an error within seconds, not a hang.
+"""The local runner's worker processes: started early, stopped together, and an error if one dies.
 
-Beam's local runner starts its worker processes from threads (``SubprocessSdkWorker.run``) and then waits
-for them to connect, with no deadline: a worker that cannot start (a broken environment, no memory)
-leaves the build waiting forever. ``watch()`` notes a worker's non-zero exit and signals the main
-thread itself (``pthread_kill``: a signal sent to the process may land on another thread and leave
-the main one asleep) with SIGUSR1 and a handler of its own (SIGINT may be ignored, inherited from a
-parent), so the main thread fails with ``WorkerDied``. This wraps a Beam internal;
-``tests/test_local_workers.py`` checks it against the pinned Beam.
+Beam's multi-processing DirectRunner starts one worker process per core once the job's graph is built
+and fused, and each spends a second or more importing Beam before it does any work; at the end it stops
+them one after the other. ``local_run()`` changes three things around a local build:
+
+- **Warm start.** Worker processes (``pipelines.warm_worker``) are started when the build begins, so
+  their imports overlap with building the graph. When Beam starts a worker with its usual command, it
+  gets a warm process instead, handed the environment Beam would have given (``_WarmStart``).
+- **Stopping together.** All workers are told to stop before Beam waits for the first to exit.
+- **A dead worker is an error within seconds, not a hang.** Beam starts workers from threads
+  (``SubprocessSdkWorker.run``) and then waits for them to connect with no deadline. A worker's non-zero
+  exit signals the main thread itself (``pthread_kill``: a signal sent to the process may land on another
+  thread and leave the main one asleep) with SIGUSR1 and a handler of its own (SIGINT may be ignored,
+  inherited from a parent), so the main thread fails with ``WorkerDied``.
+
+Each process also keeps to a few malloc arenas (``MALLOC_ARENA_MAX``): glibc otherwise gives threads
+arenas of their own, which keep the memory of every window and group a thread once held. This wraps
+Beam internals; ``tests/test_local_workers.py`` checks it against the pinned Beam.
 """
 import contextlib
+import ctypes
+import json
+import os
 import signal
+import subprocess
+import sys
 import threading
 
 from apache_beam.runners.portability import local_job_service
+from apache_beam.runners.portability.fn_api_runner import worker_handlers
 
 from transforms.errors import BuildFailed
+
+MALLOC_ARENAS = 2
+_M_ARENA_MAX = -8  # mallopt's parameter number, from glibc's malloc.h
+_BEAM_WORKER_COMMAND = f'{sys.executable} -m apache_beam.runners.worker.sdk_worker_main'  # the FnApiRunner's
+_PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 _lock = threading.Lock()
 _failure = None
@@ -38,12 +59,70 @@ def _run(worker, original=local_job_service.SubprocessSdkWorker.run):
         raise
 
 
+def _stop_all_then_wait(manager, original=worker_handlers.WorkerHandlerManager.close_all):
+    """Beam's close_all, after every worker was told to stop: Beam tells one and waits for it, in turn."""
+    for handlers in manager._cached_handlers.values():  # pylint: disable=protected-access
+        for handler in set(handlers):
+            if isinstance(handler, worker_handlers.GrpcWorkerHandler):
+                handler.control_conn.push(worker_handlers.BeamFnControlServicer._DONE_MARKER)  # pylint: disable=protected-access
+    original(manager)
+
+
+class _WarmStart:
+    """Stands in for ``subprocess`` where Beam starts a worker: hands out a warm process when one is left."""
+
+    def __init__(self):
+        self._processes = []
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name):
+        return getattr(subprocess, name)
+
+    def start(self, count):
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [_PROJECT_ROOT, os.environ.get('PYTHONPATH')])))
+        with self._lock:
+            self._processes = [subprocess.Popen([sys.executable, '-m', 'pipelines.warm_worker'],
+                                                stdin=subprocess.PIPE, env=env) for _ in range(count)]
+
+    def stop(self):
+        """Ends the warm processes no worker was asked of."""
+        with self._lock:
+            left, self._processes = self._processes, []
+        for process in left:
+            process.stdin.close()  # end of input: the process exits
+            process.wait()
+
+    def Popen(self, command, env=None, **kwargs):  # pylint: disable=invalid-name
+        with self._lock:
+            process = self._processes.pop() if self._processes and command == _BEAM_WORKER_COMMAND else None
+        if process is None:
+            return subprocess.Popen(command, env=env, **kwargs)
+        try:
+            process.stdin.write((json.dumps(dict(env if env is not None else os.environ)) + '\n').encode())
+            process.stdin.close()
+        except OSError:
+            pass  # it died while warming up: Beam sees its exit status
+        return process
+
+
+_warm = _WarmStart()
 local_job_service.SubprocessSdkWorker.run = _run
+local_job_service.subprocess = _warm
+worker_handlers.WorkerHandlerManager.close_all = _stop_all_then_wait
 
 
 def _raise_worker_died(signum, frame):  # pylint: disable=unused-argument
     raise WorkerDied(f'a local Beam worker process could not start or died ({_failure}); '
                      f'run with --verbose to see its output')
+
+
+def _limit_malloc_arenas():
+    """This process and the workers it starts keep to MALLOC_ARENAS arenas, unless the user chose."""
+    if 'MALLOC_ARENA_MAX' in os.environ:
+        return
+    os.environ['MALLOC_ARENA_MAX'] = str(MALLOC_ARENAS)  # read by each worker's C library at start
+    with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to limit
+        ctypes.CDLL(None).mallopt(_M_ARENA_MAX, MALLOC_ARENAS)
 
 
 @contextlib.contextmanager
@@ -60,3 +139,15 @@ def watch():
         with _lock:
             _watching = False
         signal.signal(signal.SIGUSR1, previous)
+
+
+@contextlib.contextmanager
+def local_run(workers):
+    """Around a local build: ``workers`` warm worker processes (0 for none), fewer arenas, and ``watch()``."""
+    _limit_malloc_arenas()
+    _warm.start(workers)
+    try:
+        with watch():
+            yield
+    finally:
+        _warm.stop()

@@ -8,10 +8,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _build_with_workers_that_cannot_start(images, tmp_path, preexec_fn=None):
-    # Only Beam's worker processes have CONTROL_API_SERVICE_DESCRIPTOR: they exit at start, the job doesn't.
+    # Only worker processes run these modules (Beam's harness, or the warm worker that runs it): they exit
+    # at start, the job doesn't.
     (tmp_path / 'site').mkdir()
     (tmp_path / 'site' / 'sitecustomize.py').write_text(
-        "import os, sys\nif 'CONTROL_API_SERVICE_DESCRIPTOR' in os.environ:\n    sys.exit(3)\n")
+        "import sys\nif {'apache_beam.runners.worker.sdk_worker_main', 'pipelines.warm_worker'} & set(sys.orig_argv):\n"
+        "    sys.exit(3)\n")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path / 'site'), ROOT]))
     return subprocess.run(
         [sys.executable, '-m', 'pipelines.build_dataset', '--input', images, '--output', str(tmp_path / 'out'),
@@ -40,3 +42,23 @@ def test_whatever_signals_the_parent_ignores_or_blocks(sample_images, tmp_path):
     """A parent that ignores SIGINT (nohup, some schedulers) or blocks signals passes that on to the build."""
     result = _build_with_workers_that_cannot_start(sample_images, tmp_path, _ignore_and_block_signals)
     _assert_one_line_failure(result, tmp_path / 'out')
+
+
+def test_beam_gets_warm_workers_then_its_own_and_unused_ones_exit():
+    """Beam's worker command gets a process started before the graph, as many as asked; then its own."""
+    from apache_beam.runners.portability import local_job_service
+    from pipelines import local_workers
+
+    env = dict(os.environ, CONTROL_API_SERVICE_DESCRIPTOR='unused')
+    with local_workers.local_run(2):
+        warm = local_job_service.subprocess.Popen(local_workers._BEAM_WORKER_COMMAND, shell=True, env=env)
+        other = local_job_service.subprocess.Popen('exit 7', shell=True, env=env)
+        assert warm.args == [sys.executable, '-m', 'pipelines.warm_worker']
+        assert other.wait() == 7  # any other command runs as Beam asked
+        warm.kill()
+        warm.wait()
+        unused = list(local_workers._warm._processes)
+        assert len(unused) == 1
+    assert [process.returncode for process in unused] == [0]  # told there is no job: exited cleanly
+    assert local_workers._warm._processes == []
+    assert os.environ['MALLOC_ARENA_MAX'] == str(local_workers.MALLOC_ARENAS)
