@@ -5,16 +5,19 @@ cost, CPU utilisation, peak memory of the whole process tree, and bytes through 
     python benchmarks/build_throughput.py --images 20000    # 2,000 photos copied with distinct trailing bytes
 
 The baseline does, for each file: Image.open -> convert('RGB') -> ImageOps.fit(size, BILINEAR) -> JPEG
-save at quality 90, on up to 2,400 of the images (its rate per image does not depend on the count). The
-job runs as a user runs it, ``python -m pipelines.build_dataset`` in a process of its own (DirectRunner,
-one worker process per core), timed from process start to exit. A second job on 40 images measures the
-fixed start-up cost. Memory is sampled every 0.2 s over the job's process and all its descendants.
+save at quality 90, on up to 2,400 of the images (its rate per image does not depend on the count), once
+before the job and once after: the ratios use the mean of the two, so a machine that speeds up or slows
+down during the run (these are shared) moves both sides alike, and the drift is printed. The job runs as a
+user runs it, ``python -m pipelines.build_dataset`` in a process of its own (DirectRunner, one worker
+process per core), timed from process start to exit. Three jobs on 40 images measure the fixed start-up
+cost (their median). Memory is sampled every 0.2 s over the job's process and all its descendants.
 """
 import argparse
 import io
 import json
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -31,6 +34,7 @@ from contract.tfrecord import read_records  # noqa: E402
 from transforms.image_ops import parse_image_size  # noqa: E402
 
 SMALL_RUN = 40
+SMALL_RUNS = 3
 # Each record's reference crosses three shuffles: to its sha256 group, its rank bucket, its shard.
 SHUFFLES_PER_RECORD = 3
 
@@ -95,29 +99,32 @@ def main():
     cores = os.cpu_count()
     print(f'{len(names)} photos (640x480 to 1600x1200) -> {size[0]}x{size[1]}, {args.workers} worker(s), {cores} core(s)')
     sample = names[::max(1, len(names) // MAX_GENERATED)][:MAX_GENERATED]
-    naive, naive_seconds = baseline(root, sample, size)
-    naive_rate = len(naive) / naive_seconds
+    naive, naive_before = baseline(root, sample, size)
     output = tempfile.mkdtemp(prefix='build-bench-')
     small_root = subset(root, names[::max(1, len(names) // SMALL_RUN)][:SMALL_RUN])
     try:
         run = build(root, args.image_size, args.workers, os.path.join(output, 'full'))
-        small = build(small_root, args.image_size, args.workers, os.path.join(output, 'small'))
+        small = statistics.median(build(small_root, args.image_size, args.workers, os.path.join(output, f'small{i}'))
+                                  ['seconds'] for i in range(SMALL_RUNS))
         built, document = written_images(run['version_dir'], sample)
     finally:
         shutil.rmtree(small_root)
+    _, naive_after = baseline(root, sample, size)
+    naive_rate = 2 * len(naive) / (naive_before + naive_after)
     try:
         counters = run['counters']
         written = document['counts']['written']
         assert written == len(names), f"the job wrote {written} of {len(names)} images"
         scores = [psnr(built[name], naive[name]) for name in sample]
         job_rate = written / run['seconds']
-        marginal = (written - SMALL_RUN) / (run['seconds'] - small['seconds'])
+        marginal = (written - SMALL_RUN) / (run['seconds'] - small)
         ref_bytes = counters.get('record_ref_bytes', 0) / max(1, counters.get('examples_built', 1))
         shard_bytes = sum(s['bytes'] for split in document['splits'].values() for s in split['shards'])
-        print(f"baseline (one process, full decode, {len(naive)} images): {naive_rate:8.1f} images/s")
+        print(f"baseline (one process, full decode, {len(naive)} images): {naive_rate:8.1f} images/s  "
+              f"(before the job {len(naive) / naive_before:.1f}, after {len(naive) / naive_after:.1f})")
         print(f"build job, whole process:                     {job_rate:8.1f} images/s  ({run['seconds']:.1f} s)  "
               f"= {job_rate / naive_rate:.2f}x the baseline")
-        print(f"start-up (a {SMALL_RUN}-image job, whole process):          {small['seconds']:.1f} s; beyond it "
+        print(f"start-up (a {SMALL_RUN}-image job, whole process, median of {SMALL_RUNS}): {small:.1f} s; beyond it "
               f"{marginal:.1f} images/s = {marginal / naive_rate:.2f}x the baseline")
         print(f"CPU utilisation:                              {run['cpu_seconds'] / (run['seconds'] * cores):8.0%} "
               f"of {cores} cores ({run['cpu_seconds']:.0f} CPU s)")

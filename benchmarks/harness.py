@@ -13,8 +13,6 @@ import psutil
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from samples.generate import photo_corpus  # noqa: E402
-
 BASE_CORPUS = 2000
 MAX_GENERATED = 2400
 CACHE = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'out')
@@ -24,6 +22,7 @@ def corpus(count):
     """``count`` distinct photo files: a generated corpus, or copies of 2,000 generated photos with
     distinct trailing bytes (JPEG decoders stop at the end-of-image marker, so copies decode to the same
     pixels but are distinct files with distinct sha256s)."""
+    from samples.generate import photo_corpus  # pylint: disable=import-outside-toplevel  # not in the job's process
     if count <= MAX_GENERATED:
         return photo_corpus(CACHE, count)
     base = photo_corpus(CACHE, BASE_CORPUS)
@@ -97,7 +96,8 @@ def _run_job(args):
     import logging  # pylint: disable=import-outside-toplevel
     logging.basicConfig(level=logging.ERROR)
     from apache_beam.metrics.metric import MetricsFilter  # pylint: disable=import-outside-toplevel
-    from pipelines import build_dataset  # pylint: disable=import-outside-toplevel
+    from pipelines import build_dataset, local_workers  # pylint: disable=import-outside-toplevel
+    local_workers.tune_malloc()  # as build-dataset does (pipelines.build_dataset.cli)
     config, result = build_dataset.run(['--progress', 'off', *args])
     counters = {}
     for counter in result.metrics().query(MetricsFilter())['counters']:

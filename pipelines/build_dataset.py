@@ -225,6 +225,7 @@ def cli():
 
     Beam, gRPC and the runner's threads take a third of a second to unload, after everything is written.
     """
+    local_workers.tune_malloc()
     status = main()
     logging.shutdown()
     sys.stdout.flush()

@@ -35,6 +35,12 @@ def _image_ref(record):
                     record.mtime_ns, record.generation)
 
 
+def _count():
+    """A count that is empty, not 0, for no input: Publish reads it with 0 for default, and the runner
+    runs no extra stage to make the 0."""
+    return beam.combiners.Count.Globally().without_defaults()
+
+
 def build_pipeline(pipeline, config):
     """Adds the build's transforms to ``pipeline``; returns the one-element PCollection of dataset.json."""
     refresh = config.refresh or RefreshPlan()
@@ -69,7 +75,7 @@ def build_pipeline(pipeline, config):
         kept = ((kept | 'WithFrame' >> beam.Filter(lambda r: r.payload_file is not None),
                  encoded_promoted['records']) | 'AllKept' >> beam.Flatten())
         decode_inputs.append(promoted)
-    decoded_count = decode_inputs | 'AllDecoded' >> beam.Flatten() | 'CountDecoded' >> beam.combiners.Count.Globally()
+    decoded_count = decode_inputs | 'AllDecoded' >> beam.Flatten() | 'CountDecoded' >> _count()
     sharded = kept | 'AssignShards' >> AssignBalancedShards(
         [name for name, _ in config.splits], labels, config.shard_config())
     unchanged = counts | 'NothingChanged' >> beam.Map(nothing_changed, refresh, config.force, labels)
@@ -79,7 +85,7 @@ def build_pipeline(pipeline, config):
     listed_per_split = (images
                         | 'SplitOf' >> beam.Map(lambda ref: (ref.split, 1))
                         | 'CountPerSplit' >> beam.CombinePerKey(sum))
-    ignored = listed['ignored'] | 'CountIgnored' >> beam.combiners.Count.Globally()
+    ignored = listed['ignored'] | 'CountIgnored' >> _count()
     return written['stats'] | 'Publish' >> Publish(
         config.output, config.version, config.staging_dir, config.previous or Latest(),
         {'name': config.name, 'created': config.created, 'options': config.describe(),

@@ -88,10 +88,9 @@ def _counted_decisions(image):
 
 
 class CountDecisions(beam.PTransform):
-    """EncodedImage -> one {decision: images} dict (a small global aggregate); each also a metric decode/<decision>."""
+    """EncodedImage -> (decision, images) pairs, a few dozen at most; each also a metric decode/<decision>."""
 
     def expand(self, images):
         return (images
                 | 'Decisions' >> beam.FlatMap(_counted_decisions)
-                | 'CountEach' >> beam.combiners.Count.PerElement()
-                | 'AsDict' >> beam.combiners.ToDict())
+                | 'CountEach' >> beam.combiners.Count.PerElement())

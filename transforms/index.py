@@ -44,7 +44,8 @@ class WriteIndex(beam.PTransform):
     def expand(self, rows):
         version_dir, policy = self._version_dir, self._policy
         parts = beam.pvalue.AsSingleton(
-            rows | 'CountRows' >> beam.combiners.Count.Globally() | 'Parts' >> beam.Map(I.num_parts))
+            rows | 'CountRows' >> beam.combiners.Count.Globally().without_defaults() | 'Parts' >> beam.Map(I.num_parts),
+            default_value=I.num_parts(0))
         slots = (rows.pipeline
                  | 'One' >> beam.Create([None])
                  | 'AllParts' >> beam.FlatMap(lambda _, n: [(part, None) for part in range(n)], parts))

@@ -151,10 +151,10 @@ class Publish(beam.PTransform):
 
     ``previous`` is the ``publication.Latest`` read when the build started: LATEST moves only if it still
     holds it. Side inputs:
-    - ``labels`` (singleton list), ``listed_per_split`` ((split, count)), ``ignored`` (singleton count);
+    - ``labels`` (singleton list), ``listed_per_split`` ((split, count)), ``ignored`` (count; none is 0);
     - ``rejected`` (Rejected) and ``duplicates`` (Duplicate), gathered here on one worker: the first are
       bounded by ``max_error_rate``, the second take ~200 bytes each;
-    - ``decisions`` (singleton {decision: count} of the written images), ``index_parts`` ({'file', 'rows'});
+    - ``decisions`` ((decision, count) of the written images), ``index_parts`` ({'file', 'rows'});
     - ``refresh``: (RefreshPlan, singleton of its counts, singleton of the images decoded, singleton of
       ``previous.nothing_changed``).
     Fails the build, before LATEST, when the accounting does not add up or more than ``max_error_rate``
@@ -170,10 +170,10 @@ class Publish(beam.PTransform):
         self._fn_args = (output, version, staging_dir, previous, describe, max_error_rate, plan, keep_versions,
                          retry_policy)
         self._sides = (beam.pvalue.AsSingleton(labels), beam.pvalue.AsDict(listed_per_split),
-                       beam.pvalue.AsSingleton(ignored), beam.pvalue.AsList(rejected),
-                       beam.pvalue.AsList(duplicates), beam.pvalue.AsSingleton(decisions),
+                       beam.pvalue.AsSingleton(ignored, default_value=0), beam.pvalue.AsList(rejected),
+                       beam.pvalue.AsList(duplicates), beam.pvalue.AsDict(decisions),
                        beam.pvalue.AsList(index_parts), beam.pvalue.AsSingleton(counts),
-                       beam.pvalue.AsSingleton(decoded), beam.pvalue.AsSingleton(unchanged))
+                       beam.pvalue.AsSingleton(decoded, default_value=0), beam.pvalue.AsSingleton(unchanged))
 
     def expand(self, shard_stats):
         return (shard_stats
