@@ -7,11 +7,12 @@ transient error (timeout, reset, HTTP 429 or 5xx) is retried until the retry dea
 be fine and quarantining it would silently drop it. Only permanent read errors (missing, forbidden)
 are quarantined, as ``read_error``.
 
-Reads run ahead of decoding: each bundle keeps the next ``READ_AHEAD`` files in flight on threads of
-its own, so a worker's core decodes while the following files come off the disk or out of the bucket
-(a ``gs://`` read waits tens of milliseconds; a cold local read a fraction of one). A read's first
-attempt is its read-ahead; retries and their counters run in the DoFn's own thread, where Beam's
-metrics are kept. Outputs keep their inputs' order, timestamps and windows.
+Reads run ahead of decoding, ``READ_AHEAD`` files a bundle, so a worker's core decodes while the next
+files come off the disk or out of the bucket. A ``gs://`` read (tens of milliseconds of waiting) runs on
+a thread of the DoFn's own, and is the read's first attempt; retries and their counters run in the
+DoFn's thread, where Beam keeps metrics. A local file only gets a read-ahead hint to the kernel
+(``storage.will_read``): a thread would cost more in Python's lock than the read itself. Outputs keep
+their inputs' order, timestamps and windows.
 """
 import collections
 import concurrent.futures
@@ -21,7 +22,7 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.utils.windowed_value import WindowedValue
 
-from transforms import image_ops, retries, storage
+from transforms import gcs, image_ops, retries, storage
 from transforms.errors import BuildFailed
 from transforms.records import READ_ERROR, EncodedImage, Rejected
 
@@ -51,7 +52,7 @@ class _DecodeResizeEncodeFn(beam.DoFn):
         self._pending = collections.deque()
 
     def process(self, ref, timestamp=beam.DoFn.TimestampParam, window=beam.DoFn.WindowParam):
-        self._pending.append((ref, self._pool.submit(self._read, ref.path), timestamp, window))
+        self._pending.append((ref, self._start_read(ref.path), timestamp, window))
         while len(self._pending) > READ_AHEAD:
             yield from self._finish(*self._pending.popleft())
 
@@ -63,8 +64,15 @@ class _DecodeResizeEncodeFn(beam.DoFn):
         if self._pool is not None:
             self._pool.shutdown(cancel_futures=True)
 
-    def _finish(self, ref, read_ahead, timestamp, window):
-        for output in self._decoded(ref, read_ahead):
+    def _start_read(self, path):
+        """A callable that makes the first attempt at reading ``path``, begun now where it pays."""
+        if gcs.is_gcs(path):
+            return self._pool.submit(self._read, path).result
+        storage.will_read(path)
+        return lambda: self._read(path)
+
+    def _finish(self, ref, first_attempt, timestamp, window):
+        for output in self._decoded(ref, first_attempt):
             if isinstance(output, beam.pvalue.TaggedOutput):
                 yield beam.pvalue.TaggedOutput(output.tag, WindowedValue(output.value, timestamp, (window,)))
             else:
@@ -75,8 +83,8 @@ class _DecodeResizeEncodeFn(beam.DoFn):
         return beam.pvalue.TaggedOutput(REJECTED, Rejected(ref.source, reason, message, size, ref.split, ref.label,
                                                            ref.mtime_ns, ref.generation))
 
-    def _decoded(self, ref, read_ahead):
-        attempts = iter([read_ahead.result])  # the first attempt is the read already made; then read again
+    def _decoded(self, ref, first_attempt):
+        attempts = iter([first_attempt])  # then a read of its own for each retry
 
         def attempt():
             return next(attempts, lambda: self._read(ref.path))()

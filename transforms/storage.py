@@ -25,6 +25,23 @@ def read_once(path):
         return stream.read()
 
 
+def will_read(path):
+    """Tells the kernel that a local file is about to be read, so its pages come in meanwhile. A hint:
+    a file that cannot be opened is left to the read to report."""
+    if gcs.is_gcs(path) or FileSystems.get_scheme(path) is not None or not hasattr(os, 'posix_fadvise'):
+        return
+    try:
+        descriptor = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.posix_fadvise(descriptor, 0, 0, os.POSIX_FADV_WILLNEED)
+    except OSError:
+        pass
+    finally:
+        os.close(descriptor)
+
+
 def read_bytes(path, policy=None):
     """The whole file, transient errors retried; raises the permanent error or RetriesExhausted."""
     return retries.call(lambda: read_once(path), retries.READ, path, policy)
