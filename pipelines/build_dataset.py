@@ -116,11 +116,11 @@ def launch(config, options):
 
     Waits for the job to finish unless ``--no_wait_until_finish`` (Beam's option) is given.
     """
+    config = preflight.check(config, options)
+    config = dataclasses.replace(config, refresh=refresh.plan(config))
+    if config.refresh.full_reason:
+        print(f'build-dataset: full build: {config.refresh.full_reason}', flush=True)
     with local_workers.local_run(local_worker_count(options)) if is_local(options) else contextlib.nullcontext():
-        config = preflight.check(config, options)
-        config = dataclasses.replace(config, refresh=refresh.plan(config))
-        if config.refresh.full_reason:
-            print(f'build-dataset: full build: {config.refresh.full_reason}', flush=True)
         try:
             pipeline = beam.Pipeline(runner=local_runner(options), options=options)
         except ValueError as error:  # Beam's own checks of the options (runner name, project id...)

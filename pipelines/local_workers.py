@@ -15,11 +15,12 @@ them one after the other. ``local_run()`` changes three things around a local bu
   inherited from a parent), so the main thread fails with ``WorkerDied``.
 
 Worker processes also start with glibc's malloc tuned so that memory freed after a stage goes back to
-the system (``MALLOC_SETTINGS``; ``tune_malloc()`` does the same for the ``build-dataset`` process). By default each thread may get an arena of its own, and the threshold above which
-a block is mapped apart (and unmapped when freed) rises to the largest block freed, up to 32 MB: after
-the first large message of Beam's data plane, every later one comes from the heap and stays with the
-process. At 20,000 images this cut the build's peak memory by a tenth (see README, benchmarks). This
-wraps Beam internals; ``tests/test_local_workers.py`` checks it against the pinned Beam.
+the system (``MALLOC_SETTINGS``; ``tune_malloc()`` does the same for the ``build-dataset`` process). By
+default each thread may get an arena of its own, and the threshold above which a block is mapped apart
+(and unmapped when freed) rises to the largest block freed, up to 32 MB: after the first large message
+of Beam's data plane, every later one comes from the heap and stays with the process. At 20,000 images
+this cut the build's peak memory by a tenth (README, Benchmarks). This wraps Beam internals;
+``tests/test_local_workers.py`` checks it against the pinned Beam.
 """
 import contextlib
 import ctypes
@@ -89,12 +90,13 @@ class _WarmStart:
                                                 stdin=subprocess.PIPE, env=env) for _ in range(count)]
 
     def stop(self):
-        """Ends the warm processes no worker was asked of."""
+        """Ends the warm processes no worker was asked of (they hold nothing yet)."""
         with self._lock:
             left, self._processes = self._processes, []
         for process in left:
-            process.stdin.close()  # end of input: the process exits
+            process.kill()
             process.wait()
+            process.stdin.close()
 
     def Popen(self, command, env=None, **kwargs):  # pylint: disable=invalid-name
         if command != _BEAM_WORKER_COMMAND:

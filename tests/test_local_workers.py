@@ -46,23 +46,33 @@ def test_whatever_signals_the_parent_ignores_or_blocks(sample_images, tmp_path):
     _assert_one_line_failure(result, tmp_path / 'out')
 
 
-def test_beam_gets_warm_workers_then_its_own_and_unused_ones_exit():
-    """Beam's worker command gets a process started before the graph, as many as asked; then its own."""
+def test_beam_gets_warm_workers_while_they_last_then_its_own():
+    """Beam's worker command gets a process started before the graph, as many as there are; any other
+    command, or the worker command once none is left, runs as Beam asked."""
     from apache_beam.runners.portability import local_job_service
     from pipelines import local_workers
 
+    start = local_job_service.subprocess.Popen  # where Beam starts a worker
     env = dict(os.environ, CONTROL_API_SERVICE_DESCRIPTOR='unused')
-    with local_workers.local_run(2):
-        warm = local_job_service.subprocess.Popen(local_workers._BEAM_WORKER_COMMAND, shell=True, env=env)
-        handed = psutil.Process(warm.pid).environ()  # what Beam's harness is about to start with
-        other = local_job_service.subprocess.Popen('exit 7', shell=True, env=env)
-        assert warm.args == [sys.executable, '-m', 'pipelines.warm_worker']
-        assert all(name in handed for name in local_workers.MALLOC_SETTINGS)
-        assert other.wait() == 7  # any other command runs as Beam asked
-        warm.kill()
-        warm.wait()
-        unused = list(local_workers._warm._processes)
-        assert len(unused) == 1
-    assert [process.returncode for process in unused] == [0]  # told there is no job: exited cleanly
-    assert local_workers._warm._processes == []
+    with local_workers.local_run(1):
+        other = start('exit 7', shell=True, env=env)
+        warm = start(local_workers._BEAM_WORKER_COMMAND, shell=True, env=env)
+        handed = psutil.Process(warm.pid).environ()  # what the process started with
+        cold = start(local_workers._BEAM_WORKER_COMMAND, shell=True, env=env)
+        for process in (warm, cold):
+            process.kill()
+            process.wait()
+        assert other.wait() == 7
+    assert warm.args == [sys.executable, '-m', 'pipelines.warm_worker']
+    assert all(name in handed for name in local_workers.MALLOC_SETTINGS)
+    assert cold.args == local_workers._BEAM_WORKER_COMMAND
 
+
+def test_warm_workers_no_job_asked_for_end_with_the_build():
+    from pipelines import local_workers
+
+    with local_workers.local_run(2):
+        unused = list(local_workers._warm._processes)
+        assert len(unused) == 2 and all(process.poll() is None for process in unused)
+    assert all(process.poll() is not None for process in unused)
+    assert local_workers._warm._processes == []
