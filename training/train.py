@@ -22,14 +22,12 @@ import sys
 
 from contract import layout
 from training import dataset_version, native_logs, run_state
+from training.batching import DEFAULT_PER_REPLICA_BATCH, TPU_PER_REPLICA_BATCH, TPU_STEPS_PER_EXECUTION
 from training.errors import UserError
 
 log = logging.getLogger('training')
 
 PRECISIONS = ('float32', 'mixed_bfloat16', 'mixed_float16')
-TPU_PER_REPLICA_BATCH = 128  # the Cloud TPU codelab's recommendation
-DEFAULT_PER_REPLICA_BATCH = 32
-TPU_STEPS_PER_EXECUTION = 32
 BUILT_IN_MODELS = 'small_cnn, mobilenet_v2 or resnet50'  # training.model.MODELS, named without importing Keras
 
 

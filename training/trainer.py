@@ -23,7 +23,7 @@ from training import run_state, strategy as strategy_lib
 from training.checkpoints import Checkpoints
 from training.errors import DataError, UserError
 from training.progress import Progress
-from training.train import DEFAULT_PER_REPLICA_BATCH, TPU_PER_REPLICA_BATCH, TPU_STEPS_PER_EXECUTION
+from training.batching import DEFAULT_PER_REPLICA_BATCH, TPU_PER_REPLICA_BATCH, TPU_STEPS_PER_EXECUTION
 
 log = logging.getLogger('training')
 
