@@ -107,11 +107,8 @@ def main():
         small = statistics.median(build(small_root, args.image_size, args.workers, os.path.join(output, f'small{i}'))
                                   ['seconds'] for i in range(SMALL_RUNS))
         built, document = written_images(run['version_dir'], sample)
-    finally:
-        shutil.rmtree(small_root)
-    _, naive_after = baseline(root, sample, size)
-    naive_rate = 2 * len(naive) / (naive_before + naive_after)
-    try:
+        _, naive_after = baseline(root, sample, size)
+        naive_rate = 2 * len(naive) / (naive_before + naive_after)
         counters = run['counters']
         written = document['counts']['written']
         assert written == len(names), f"the job wrote {written} of {len(names)} images"
@@ -135,6 +132,7 @@ def main():
         print("shards: " + ', '.join(f"{name} {split['num_shards']}" for name, split in document['splits'].items()))
         print(f'PSNR of job vs baseline images: mean {np.mean(scores):.1f} dB, min {np.min(scores):.1f} dB')
     finally:
+        shutil.rmtree(small_root)
         shutil.rmtree(output)
 
 

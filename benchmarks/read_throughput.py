@@ -8,7 +8,7 @@ same tf.data parallelism, measured one after the other in one run:
   and record shuffling, parse, decode, scale, augment, batch);
 - per-file baseline: ``list_files -> read_file -> decode -> resize -> batch`` over the original images.
 Without ``--images`` it uses the build benchmark's corpus of ``--count`` photo-sized images (640x480
-to 1600x1200, ``samples.generate.photo_corpus``); without ``--data`` it builds them with the real Beam
+to 1600x1200, ``harness.corpus``); without ``--data`` it builds them with the real Beam
 job (``pipelines.build_dataset``) into ``--work``. Both are reused by the next run.
 """
 import argparse
@@ -16,13 +16,14 @@ import os
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
 import tensorflow as tf  # noqa: E402
 
 from contract import layout  # noqa: E402
-from samples.generate import photo_corpus  # noqa: E402
+from harness import corpus  # noqa: E402
 from training import dataset, dataset_version  # noqa: E402
 
 SPLIT = 'train'
@@ -68,7 +69,7 @@ def main(argv=None):
     parser.add_argument('--work', default='benchmarks/out/read', help='where generated images and shards go')
     args = parser.parse_args(argv)
 
-    images = args.images or photo_corpus(os.path.dirname(args.work), args.count)
+    images = args.images or corpus(args.count)
     data = args.data or os.path.join(args.work, f'records-{args.count}-{args.image_size}')
     if not os.path.exists(os.path.join(data, layout.LATEST)):
         build_shards(images, data, args.image_size, args.num_shards)

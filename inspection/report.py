@@ -99,10 +99,11 @@ def split_charts(name, info, labels):
 
 
 def sample_thumbnails(version, per_class=SAMPLES_PER_CLASS, max_records=MAX_RECORDS_SCANNED):
-    """{label: [thumbnail data URL]} of the first records of each class, in split and shard order."""
+    """{label: [(source, thumbnail data URL)]} of the first records of each class shown, in split and shard
+    order."""
     samples = collections.defaultdict(list)
-    wanted = len(version.document['labels'][:MAX_CLASSES_SHOWN]) * per_class
-    scanned = 0
+    shown = set(version.document['labels'][:MAX_CLASSES_SHOWN])
+    wanted, found, scanned = len(shown) * per_class, 0, 0
     for _, _, path in version_lib.shard_paths(version):
         if not FileSystems.exists(path):
             continue
@@ -111,10 +112,11 @@ def sample_thumbnails(version, per_class=SAMPLES_PER_CLASS, max_records=MAX_RECO
                 scanned += 1
                 values = decode_example(serialized)
                 label = values[F.LABEL_TEXT].decode('utf-8', 'replace')
-                if len(samples[label]) < per_class:
+                if label in shown and len(samples[label]) < per_class:
                     samples[label].append((values[F.SOURCE].decode('utf-8', 'replace'),
                                            thumbnail(Image.open(io.BytesIO(values[F.IMAGE_ENCODED])))))
-                if sum(map(len, samples.values())) >= wanted or scanned >= max_records:
+                    found += 1
+                if found >= wanted or scanned >= max_records:
                     return samples
         except ValueError:  # a damaged shard: verify-dataset names it; the report shows what it can
             continue

@@ -15,6 +15,7 @@ import apache_beam as beam
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import (DirectOptions, GoogleCloudOptions, PipelineOptions, SetupOptions,
                                                   StandardOptions, WorkerOptions)
+from apache_beam.runners.portability.fn_api_runner import fn_runner
 
 from contract import layout, metadata
 from pipelines import console, local_workers, preflight, progress, refresh
@@ -90,13 +91,16 @@ def is_local(options):
     return options.view_as(StandardOptions).runner == DIRECT_RUNNER
 
 
-def local_runner(options):
+def local_runner(options, live_counters=True):
     """Beam's Python FnApiRunner when the DirectRunner is asked for, else None (Beam resolves the name).
 
     Beam's DirectRunner now first tries Prism, a binary it downloads at run time; our local runs must
     work offline and honour ``--direct_running_mode`` and ``--direct_num_workers``, which Prism ignores.
+    With ``live_counters`` (progress lines), the FnApiRunner polls running bundles for their counters.
     """
-    return progress.CountingRunner() if is_local(options) else None  # an FnApiRunner with live counters
+    if not is_local(options):
+        return None
+    return progress.CountingRunner() if live_counters else fn_runner.FnApiRunner()
 
 
 def parse(argv):
@@ -122,7 +126,7 @@ def launch(config, options):
         print(f'build-dataset: full build: {config.refresh.full_reason}', flush=True)
     with local_workers.local_run(local_worker_count(options)) if is_local(options) else contextlib.nullcontext():
         try:
-            pipeline = beam.Pipeline(runner=local_runner(options), options=options)
+            pipeline = beam.Pipeline(runner=local_runner(options, config.progress), options=options)
         except ValueError as error:  # Beam's own checks of the options (runner name, project id...)
             raise UsageError(' '.join(str(error).split())) from None
         build_pipeline(pipeline, config)

@@ -2,7 +2,8 @@
 
 Beam's multi-processing DirectRunner starts one worker process per core once the job's graph is built
 and fused, and each spends a second or more importing Beam before it does any work; at the end it stops
-them one after the other. ``local_run()`` changes three things around a local build:
+them one after the other. This module changes three things, by patching Beam when it is imported (the
+warm start only acts within ``local_run()``, which starts the warm processes):
 
 - **Warm start.** Worker processes (``pipelines.warm_worker``) are started when the build begins, so
   their imports overlap with building the graph. When Beam starts a worker with its usual command, it

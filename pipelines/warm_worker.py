@@ -11,11 +11,8 @@ import sys
 
 from apache_beam.runners.worker import sdk_worker_main
 
-# The modules the graph's DoFns live in: unpickling them later is then free.
-import transforms.encode  # noqa: F401  pylint: disable=unused-import
-import transforms.listing  # noqa: F401  pylint: disable=unused-import
-import transforms.publish  # noqa: F401  pylint: disable=unused-import
-import transforms.write  # noqa: F401  pylint: disable=unused-import
+# The graph's modules, and so every module its DoFns live in: unpickling them later is then free.
+import pipelines.graph  # noqa: F401  pylint: disable=unused-import
 
 
 def main():

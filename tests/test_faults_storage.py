@@ -1,12 +1,18 @@
 """Whole-file I/O: transient errors are ridden out, permanent ones are not retried and end in one line, and
 LATEST never shows a partial value."""
+import concurrent.futures
 import os
 
+import apache_beam as beam
 import pytest
+from apache_beam.metrics.metric import MetricsFilter
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.testing.test_pipeline import TestPipeline
+from apache_beam.testing.util import assert_that, equal_to
 
 from tests.fault_proxy import WRITE, faulty_gcs, gcs_emulator  # noqa: F401  (fixtures)
 from transforms import publication, retries, storage
-from transforms.errors import BuildFailed
+from transforms.errors import BuildFailed, TruncatedRead
 
 QUICK = retries.RetryPolicy(deadline_s=30, initial_delay_s=0.01, max_delay_s=0.02)
 
@@ -36,7 +42,7 @@ def test_an_output_under_a_file_fails_at_once_in_one_line(tmp_path):
     assert '\n' not in message and 'still failing' not in message  # permanent: one attempt
 
 
-def test_transient_write_errors_are_retried_until_the_deadline(tmp_path):
+def test_transient_errors_are_retried_until_the_deadline():
     attempts = []
 
     def flaky():
@@ -48,6 +54,51 @@ def test_transient_write_errors_are_retried_until_the_deadline(tmp_path):
     assert len(attempts) > 2
     assert str(failure.value).startswith(
         'ConnectionResetError: [Errno 104] Connection reset by peer (still failing after ')
+
+
+class _RetriedOnPoolThreads(beam.DoFn):
+    """Each element: a read on a pool thread whose first attempt fails with a transient error."""
+
+    def process(self, element):
+        def read(item):
+            attempts = []
+
+            def attempt():
+                attempts.append(1)
+                if len(attempts) == 1:
+                    raise ConnectionResetError(104, 'Connection reset by peer')
+                return item
+
+            return retries.call(attempt, retries.READ, f'file {item}', QUICK)
+
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            yield from retries.counted_map(pool, read, range(element))
+
+
+def test_retries_on_pool_threads_reach_the_counters():
+    """Beam keeps metrics per thread: a retry counted on a pool thread alone would be lost."""
+    pipeline = TestPipeline(options=PipelineOptions(['--direct_running_mode', 'in_memory']))
+    outputs = pipeline | beam.Create([3, 5]) | beam.ParDo(_RetriedOnPoolThreads())
+    assert_that(outputs, equal_to([0, 1, 2, 0, 1, 2, 3, 4]))
+    result = pipeline.run()
+    result.wait_until_finish()
+    counters = result.metrics().query(MetricsFilter().with_namespace(retries.NAMESPACE))['counters']
+    assert sum(c.committed for c in counters if c.key.metric.name == retries.READ) == 8
+    assert retries.summary_line(result) == 'retried 8 operations (8 reads)'
+
+
+def test_a_short_range_is_a_truncated_record_not_a_transient_error(tmp_path):
+    from transforms.frames import FrameReader
+
+    spill = tmp_path / 'spill.tfrecord'
+    spill.write_bytes(b'0123456789')
+    reader = FrameReader(QUICK)
+    try:
+        with pytest.raises(TruncatedRead, match='ends at 10, before byte 14'):
+            reader.read([(str(spill), 4, 10)])
+    finally:
+        reader.close()
+    assert not retries.is_transient(TruncatedRead('x'))
 
 
 def test_gcs_reads_writes_copies_and_deletions_ride_out_faults(faulty_gcs, gcs_emulator):

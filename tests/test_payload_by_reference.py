@@ -2,6 +2,7 @@
 writer, and what a build leaves behind when it publishes or fails."""
 import io
 import os
+import shutil
 
 import pytest
 
@@ -10,7 +11,7 @@ from contract.tfrecord import frame, read_records
 from tests.conftest import build
 from tests.contract_checks import check_index, load_version
 from transforms import frames, write
-from transforms.errors import BuildFailed
+from transforms.errors import build_failure_message
 from transforms.records import RecordRef
 from transforms.spill import SpillFile
 
@@ -106,15 +107,20 @@ def test_publishing_removes_the_spill_files_and_staging(sample_images, tmp_path)
 
 def test_a_failed_build_leaves_its_spill_files_out_of_every_version(sample_images, tmp_path):
     output = build(sample_images, tmp_path / 'out', '--version', 'v1')
-    with pytest.raises(Exception) as failure:  # nothing can be written at this pixel cap
-        build(sample_images, tmp_path / 'out', '--version', 'v2', '--max_pixels', '1')
-    assert 'BuildFailed' in repr(failure.value) or isinstance(failure.value, BuildFailed)
+    images = tmp_path / 'images'
+    shutil.copytree(sample_images, images)
+    (images / 'circle' / 'broken.jpg').write_bytes(b'not a JPEG')
+    with pytest.raises(Exception) as failure:  # fails at publication, after every Example was spilled
+        build(str(images), tmp_path / 'out', '--version', 'v2', '--max_error_rate', '0', '--full')
+    assert 'over --max_error_rate' in build_failure_message(failure.value)
     names = sorted(os.listdir(output))
     assert (tmp_path / 'out' / layout.LATEST).read_text() == 'v1\n'
     staging = [name for name in names if layout.is_staging_name(name)]
     assert names == sorted([layout.LATEST, 'v1', *staging]) and len(staging) == 1
     assert staging[0].startswith('v2' + layout.STAGING_MARK)
+    assert os.listdir(os.path.join(output, staging[0], layout.SPILL_DIR))  # spilled, left in staging only
     assert not os.path.exists(os.path.join(output, 'v2'))
+    assert not os.path.exists(os.path.join(output, 'v1', layout.SPILL_DIR))
     # The next build of that version is not refused: it was never published (--force: nothing changed).
     build(sample_images, tmp_path / 'out', '--version', 'v2', '--force')
     assert (tmp_path / 'out' / layout.LATEST).read_text() == 'v2\n'

@@ -13,9 +13,11 @@ import pytest
 from contract import layout
 from pipelines import build_dataset
 from pipelines.preflight import read_latest
+from pipelines.refresh import record_options
 from samples.generate import write_images
 from tests.conftest import SMALL
 from tests.contract_checks import check_version, load_version
+from transforms.errors import build_failure_message
 from transforms.publication import Latest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -174,8 +176,9 @@ def test_keep_versions_prunes_the_oldest_after_publishing(tmp_path):
     _refresh(images, output, '--version', 'v4', '--force', '--keep_versions', '2')
     assert sorted(os.listdir(output)) == [layout.LATEST, 'v3', 'v4']
     # A failed build deletes nothing.
-    with pytest.raises(Exception):
+    with pytest.raises(Exception) as failure:  # the runner wraps our BuildFailed in its own type
         _refresh(images, output, '--version', 'v5', '--force', '--keep_versions', '1', '--max_pixels', '1')
+    assert build_failure_message(failure.value)
     assert sorted(name for name in os.listdir(output) if not layout.is_staging_name(name)) == [
         layout.LATEST, 'v3', 'v4']
 
@@ -226,6 +229,7 @@ def test_latest_is_never_read_half_written_by_concurrent_writers(tmp_path):
     while any(writer.poll() is None for writer in writers):
         seen.add((output / layout.LATEST).read_text())
     assert all(writer.returncode == 0 for writer in writers)
+    assert seen
     assert all(text.endswith('\n') and text.count('\n') == 1 and len(text) > 2 for text in seen), seen
     assert not [name for name in os.listdir(output) if name != layout.LATEST]  # no temporary file left
 
@@ -314,10 +318,11 @@ def test_dataset_json_records_how_labels_were_ordered(tmp_path):
     assert document['label_order'] == 'sorted class names'
     (images / 'zebra').mkdir()
     (images / 'zebra' / 'z.jpg').write_bytes(_fresh_image(images, 21, 'cross'))
-    _refresh(images, tmp_path / 'out', '--version', 'v2')
+    config, _ = _refresh(images, tmp_path / 'out', '--version', 'v2')
     _, document = load_version(str(tmp_path / 'out'))
     assert document['label_order'] == 'version v1, new classes appended in sorted order'
-    assert json.loads(json.dumps(document['record_options']))['image_size'] == [32, 32]
+    assert document['record_options'] == json.loads(json.dumps(record_options(config)))  # tuples as lists
+    assert document['record_options']['image_size'] == [32, 32] and document['record_options']['encoder']
 
 
 def test_a_staging_folder_killed_before_its_first_file_is_removed_too(tmp_path):

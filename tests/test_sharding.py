@@ -57,7 +57,7 @@ def test_shards_are_balanced_and_stratified(monkeypatch, bucket_target):
                   | sharding.AssignBalancedShards(['train'], beam.pvalue.AsSingleton(labels),
                                                 sharding.ShardConfig(fixed={'train': 7})))
         _assert_balanced(result['assigned'], 7)
-        assert_that(result['shard_counts'], lambda counts: counts == [{'train': 7}], label='ShardCount')
+        assert_that(result['shard_counts'], equal_to([{'train': 7}]), label='ShardCount')
 
 
 def _reference_assignment(records, shards):

@@ -11,13 +11,15 @@ quarter of float32's: on a CPU host, per-image float conversion cost this reader
 A training dataset is one epoch, whose order is a pure function of (seed, epoch, input pipeline): each
 epoch reshuffles with its own seed, so a run resumed at (epoch, step) skips exactly the records it
 already trained on, without replaying earlier epochs or checkpointing shuffle buffers. (tf.data also
-mixes TensorFlow's global seed into shuffles; ``training.train`` sets it from ``--seed`` in every run.)
+mixes TensorFlow's global seed into shuffles; ``training.trainer`` sets it from ``--seed`` before it builds
+the model.)
 Evaluation reads each record once and pads the last batches with ``PAD_LABEL`` records, so shapes stay
 static (TPU) and no record is dropped.
 
 Every shard is read with its record count from ``dataset.json``: a shard holding more records fails the
-pass when the first extra one is read (one with fewer ends the pass early), and the trainer then names
-the shard (``record_check``) instead of training on a silently different set of records.
+pass when the first extra one is read, and the trainer then names the shard (``record_check``) instead of
+training on a silently different set of records. A shard holding fewer is caught by evaluation, which
+counts the records it read against ``dataset.json``.
 """
 import dataclasses
 import random

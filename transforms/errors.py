@@ -9,6 +9,17 @@ class BuildFailed(Exception):
     """The build cannot produce a correct dataset; the message says why, in one line."""
 
 
+class TruncatedRead(ValueError):
+    """A file or object ends before the byte range a record index or reference names: no retry mends it."""
+
+
+def checked_range(path, start, end, data):
+    """``data``, the bytes read for [start, end) of ``path``; raises TruncatedRead when it is short."""
+    if len(data) != end - start:
+        raise TruncatedRead(f'{path} ends at {start + len(data)}, before byte {end} of a record')
+    return data
+
+
 def build_failure_message(error):
     """The one-line message of a BuildFailed raised inside a pipeline, wherever the runner wrapped it.
 

@@ -8,6 +8,7 @@ group of nearby frames, not one per record, and the latency of those round trips
 import concurrent.futures
 
 from transforms import gcs, retries
+from transforms.errors import checked_range
 
 # Frames of one gs:// object closer than this are fetched by one read (the gap is read and dropped): a
 # round trip costs more than a few hundred kB. Local reads cost a system call: only touching frames merge.
@@ -48,10 +49,7 @@ class FrameReader:
             return retries.call(lambda: gcs.download_range(file, start, end), retries.READ, file, self._policy)
         with open(file, 'rb') as stream:
             stream.seek(start)
-            data = stream.read(end - start)
-        if len(data) != end - start:
-            raise IOError(f'{file} ends at {start + len(data)}, before byte {end} of a record')
-        return data
+            return checked_range(file, start, end, stream.read(end - start))
 
     def read(self, refs):
         """{(file, offset, length): frame bytes} for every ref."""
@@ -60,7 +58,7 @@ class FrameReader:
             self._pool = concurrent.futures.ThreadPoolExecutor(self._threads)
         frames = {}
         for (file, start, _end, members), data in zip(
-                reads, self._pool.map(lambda r: self._read_range(*r[:3]), reads)):
+                reads, retries.counted_map(self._pool, lambda r: self._read_range(*r[:3]), reads)):
             for ref in members:
                 frames[ref] = data[ref[1] - start:ref[1] - start + ref[2]]
         return frames

@@ -24,6 +24,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from google.api_core import exceptions
 
 from transforms import retries
+from transforms.errors import checked_range
 
 EMULATOR_HOST = 'STORAGE_EMULATOR_HOST'
 PAGE_SIZE = 1000
@@ -109,9 +110,7 @@ def download_range(url, start, end):
     """Bytes ``start`` to ``end`` (exclusive) of object ``url``: one ranged GET, in one attempt."""
     data = _blob(url).download_as_bytes(start=start, end=end - 1, checksum=None, retry=None,
                                         timeout=retries.ATTEMPT_TIMEOUT_S)
-    if len(data) != end - start:
-        raise IOError(f'{url} ends at {start + len(data)}, before byte {end} of a record')
-    return data
+    return checked_range(url, start, end, data)
 
 
 def copy(source_url, target_url):

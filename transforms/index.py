@@ -1,7 +1,7 @@
 """Writes the record index (``contract.index``): the writers' rows, grouped into parts by source hash.
 
-Rows are light (about 150 bytes), and a part holds at most about ``contract.index.ROWS_PER_PART`` of
-them, so a part writer's memory is bounded whatever the dataset's size.
+Rows are light through the shuffle (about 150 bytes); a part holds about ``contract.index.ROWS_PER_PART``
+of them, one Parquet row group, so a part writer's memory is bounded whatever the dataset's size.
 """
 import io
 
@@ -9,9 +9,6 @@ import apache_beam as beam
 
 from contract import index as I, layout
 from transforms import storage
-
-# Row groups of this many rows: a lookup by source (parts are sorted by it) reads one of them.
-ROW_GROUP_ROWS = 16_384
 
 
 def index_part_bytes(rows):
@@ -21,7 +18,7 @@ def index_part_bytes(rows):
     rows = sorted(rows, key=lambda row: row[I.SOURCE])
     table = pyarrow.Table.from_pylist(rows, schema=I.schema())
     out = io.BytesIO()
-    pq.write_table(table, out, row_group_size=ROW_GROUP_ROWS, compression='zstd', write_statistics=True)
+    pq.write_table(table, out, compression='zstd', write_statistics=True)
     return out.getvalue()
 
 

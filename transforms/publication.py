@@ -111,7 +111,7 @@ def _objects(folder):
 
 def _each(function, items):
     with concurrent.futures.ThreadPoolExecutor(THREADS) as pool:
-        list(pool.map(function, items))
+        retries.counted_map(pool, function, items)
 
 
 def delete_tree(folder, policy=None):

@@ -6,8 +6,10 @@ happens then is the caller's choice: a read that still fails fails the build (``
 write (``storage``). A permanent error (404, 403, a full or read-only disk) is not retried.
 
 Every retry increments the Beam counter ``retries/<kind>`` (kind: read, write, list), so
-``summary_line`` can report them once the build has finished.
+``summary_line`` can report them once the build has finished. Beam keeps metrics per thread: work on a
+pool's threads goes through ``counted_map``, which adds their retries to the calling thread's counters.
 """
+import collections
 import contextlib
 import errno
 import http.client
@@ -15,6 +17,7 @@ import json
 import logging
 import random
 import re
+import threading
 import time
 import typing
 
@@ -115,6 +118,36 @@ def _delays(policy):
         delay = min(delay * 2, policy.max_delay_s)
 
 
+_pool_thread = threading.local()  # .tally: the Counter of the counted_map this thread works for
+
+
+def _count_retry(kind):
+    tally = getattr(_pool_thread, 'tally', None)
+    if tally is None:
+        Metrics.counter(NAMESPACE, kind).inc()
+    else:
+        with tally.lock:
+            tally[kind] += 1
+
+
+def counted_map(pool, function, items):
+    """``list(pool.map(function, items))``, the retries made on the pool's threads counted here."""
+    tally = collections.Counter()
+    tally.lock = threading.Lock()
+
+    def run(item):
+        _pool_thread.tally = tally
+        try:
+            return function(item)
+        finally:
+            _pool_thread.tally = None
+
+    results = list(pool.map(run, items))
+    for kind, retried in tally.items():
+        Metrics.counter(NAMESPACE, kind).inc(retried)
+    return results
+
+
 def call(attempt, kind, what, policy=None):
     """``attempt()``, retried while it raises transient errors, until ``policy.deadline_s`` has passed.
 
@@ -122,7 +155,6 @@ def call(attempt, kind, what, policy=None):
     the object for the log; each retry counts in ``retries/<kind>``.
     """
     policy = policy or default_policy()
-    counter = Metrics.counter(NAMESPACE, kind)
     start = time.monotonic()
     attempts = 0
     for delay in _delays(policy):
@@ -135,7 +167,7 @@ def call(attempt, kind, what, policy=None):
             remaining = policy.deadline_s - (time.monotonic() - start)
             if remaining <= 0:
                 raise RetriesExhausted(error, attempts, time.monotonic() - start) from error
-            counter.inc()
+            _count_retry(kind)
             _LOG.info('%s of %s failed (%s); retrying', kind, what, describe(error))
             time.sleep(min(delay, remaining))
     raise AssertionError('unreachable')  # _delays never ends
@@ -144,9 +176,8 @@ def call(attempt, kind, what, policy=None):
 def api_retry_for(kind, policy=None):
     """The same policy as a google.api_core Retry, for client calls that take one (listing pages)."""
     policy = policy or default_policy()
-    counter = Metrics.counter(NAMESPACE, kind)
     return api_retry.Retry(predicate=is_transient, initial=policy.initial_delay_s, maximum=policy.max_delay_s,
-                           multiplier=2.0, timeout=policy.deadline_s, on_error=lambda error: counter.inc())
+                           multiplier=2.0, timeout=policy.deadline_s, on_error=lambda error: _count_retry(kind))
 
 
 _KIND_NAMES = ((READ, 'reads'), (WRITE, 'writes'), (LIST, 'listings'))

@@ -28,7 +28,7 @@ def read_once(path):
 def will_read(path):
     """Tells the kernel that a local file is about to be read, so its pages come in meanwhile. A hint:
     a file that cannot be opened is left to the read to report."""
-    if gcs.is_gcs(path) or FileSystems.get_scheme(path) is not None or not hasattr(os, 'posix_fadvise'):
+    if FileSystems.get_scheme(path) is not None or not hasattr(os, 'posix_fadvise'):  # local files only
         return
     try:
         descriptor = os.open(path, os.O_RDONLY)

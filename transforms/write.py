@@ -104,10 +104,10 @@ class WriteShards(beam.PTransform):
 
     ``shard_counts`` (one-element PCollection {split: count}) also names shards that received no
     record, so they are written too, empty, and every file of ``-of-N`` exists. ``unchanged`` (a
-    singleton side input, False when not given): a refresh that will publish nothing writes nothing.
+    singleton side input): a refresh that will publish nothing writes nothing.
     """
 
-    def __init__(self, version_dir, shard_counts, retry_policy=None, unchanged=None):
+    def __init__(self, version_dir, shard_counts, retry_policy, unchanged):
         super().__init__()
         self._version_dir = version_dir
         self._shard_counts = shard_counts
@@ -115,15 +115,12 @@ class WriteShards(beam.PTransform):
         self._unchanged = unchanged
 
     def expand(self, assigned):
-        unchanged = self._unchanged
-        if unchanged is None:
-            unchanged = beam.pvalue.AsSingleton(assigned.pipeline | 'Changed' >> beam.Create([False]))
         slots = self._shard_counts | 'AllShardSlots' >> beam.FlatMap(
             lambda counts: [((split, index), None) for split, n in counts.items() for index in range(n)])
         results = ((assigned, slots)
                    | 'WithEmptyShards' >> beam.Flatten()
                    | 'GroupByShard' >> beam.GroupByKey()
                    | 'Write' >> beam.ParDo(_WriteShardFn(self._version_dir, self._policy),
-                                           beam.pvalue.AsSingleton(self._shard_counts), unchanged).with_outputs(
+                                           beam.pvalue.AsSingleton(self._shard_counts), self._unchanged).with_outputs(
                        INDEX_ROWS, main='stats'))
         return {'stats': results.stats, INDEX_ROWS: results[INDEX_ROWS]}
