@@ -78,7 +78,8 @@ def build_pipeline(pipeline, config):
     decoded_count = decode_inputs | 'AllDecoded' >> beam.Flatten() | 'CountDecoded' >> _count()
     sharded = kept | 'AssignShards' >> AssignBalancedShards(
         [name for name, _ in config.splits], labels, config.shard_config())
-    unchanged = counts | 'NothingChanged' >> beam.Map(nothing_changed, refresh, config.force, labels)
+    reusable = refresh.incremental and refresh.same_options and not config.force
+    unchanged = counts | 'NothingChanged' >> beam.Map(nothing_changed, reusable, refresh.keep_labels, labels)
     written = sharded['assigned'] | 'WriteShards' >> WriteShards(
         config.staging_dir, sharded['shard_counts'], policy, beam.pvalue.AsSingleton(unchanged))
     index_parts = written[INDEX_ROWS] | 'WriteIndex' >> WriteIndex(config.staging_dir, policy)
@@ -94,5 +95,5 @@ def build_pipeline(pipeline, config):
         labels=resolved['labels'], listed_per_split=listed_per_split, ignored=ignored,
         rejected=tuple(rejected) | 'Quarantine' >> Quarantine(), duplicates=deduped['duplicates'],
         decisions=kept | 'CountDecisions' >> CountDecisions(), index_parts=index_parts,
-        refresh=(refresh, counts, decoded_count, unchanged), keep_versions=config.keep_versions,
+        refresh=(refresh.describe(), counts, decoded_count, unchanged), keep_versions=config.keep_versions,
         max_error_rate=config.max_error_rate, retry_policy=policy)

@@ -66,10 +66,11 @@ def _run(worker, original=local_job_service.SubprocessSdkWorker.run):
 
 def _stop_all_then_wait(manager, original=worker_handlers.WorkerHandlerManager.close_all):
     """Beam's close_all, after every worker was told to stop: Beam tells one and waits for it, in turn."""
+    done = worker_handlers.BeamFnControlServicer._DONE_MARKER  # pylint: disable=protected-access
     for handlers in manager._cached_handlers.values():  # pylint: disable=protected-access
         for handler in set(handlers):
             if isinstance(handler, worker_handlers.GrpcWorkerHandler):
-                handler.control_conn.push(worker_handlers.BeamFnControlServicer._DONE_MARKER)  # pylint: disable=protected-access
+                handler.control_conn.push(done)
     original(manager)
 
 

@@ -54,10 +54,12 @@ def _duplicate(line):
         'label': item['label'], 'sha256': item['sha256']})
 
 
-def nothing_changed(counts, plan, force, labels):
+def nothing_changed(counts, reusable, keep_labels, labels):
     """Whether a build would publish what the previous version already is: nothing new, changed or
-    removed, the same options and labels, and no ``--force``. ``plan`` is the RefreshPlan."""
-    return (not force and plan.incremental and plan.same_options and tuple(labels) == plan.keep_labels
+    removed, and the same labels. ``reusable``: an incremental build with the previous version's options,
+    not forced (known before the job runs, so only it and the label order go into the graph, not the
+    previous dataset.json)."""
+    return (reusable and tuple(labels) == keep_labels
             and counts['new'] == counts['changed'] == counts['removed'] == 0)
 
 

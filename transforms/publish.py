@@ -70,11 +70,6 @@ def jsonl(items):
     return ''.join(json.dumps(item._asdict(), ensure_ascii=False, sort_keys=True) + '\n' for item in items).encode()
 
 
-def refresh_summary(plan, counts, decoded):
-    """The ``refresh`` object of dataset.json."""
-    return dict(plan.describe(), decoded=decoded, **counts)
-
-
 class _PublishFn(beam.DoFn):
     def __init__(self, output, version, staging_dir, previous, describe, max_error_rate, refresh, keep_versions,
                  policy):
@@ -84,7 +79,7 @@ class _PublishFn(beam.DoFn):
         self._previous = previous  # publication.Latest: what LATEST held when the build started
         self._describe = describe  # name, created, options, image_size, record_options, label_order
         self._max_error_rate = max_error_rate
-        self._refresh = refresh  # refresh.RefreshPlan
+        self._refresh = refresh  # RefreshPlan.describe(): previous, mode, full_reason
         self._keep_versions = keep_versions
         self._policy = policy  # retries.RetryPolicy of every write
         self.unchanged = Metrics.counter('publish', 'unchanged')
@@ -94,11 +89,11 @@ class _PublishFn(beam.DoFn):
         rejected = sorted(rejected, key=lambda item: (item.source, item.reason))
         duplicates = sorted(duplicates)
         per_split, totals = account(shard_stats, listed_per_split, rejected, duplicates)
-        refresh = refresh_summary(self._refresh, refresh_counts, decoded)
         if unchanged:
             publication.delete_tree(self._staging_dir, self._policy)
             self.unchanged.inc()
             return
+        refresh = dict(self._refresh, decoded=decoded, **refresh_counts)
         staging = self._staging_dir
         quarantine_path = layout.join(staging, layout.QUARANTINE_JSONL)
         storage.write_bytes(quarantine_path, jsonl(rejected), self._policy)  # first, so a failed build can be diagnosed
@@ -155,8 +150,8 @@ class Publish(beam.PTransform):
     - ``rejected`` (Rejected) and ``duplicates`` (Duplicate), gathered here on one worker: the first are
       bounded by ``max_error_rate``, the second take ~200 bytes each;
     - ``decisions`` ((decision, count) of the written images), ``index_parts`` ({'file', 'rows'});
-    - ``refresh``: (RefreshPlan, singleton of its counts, singleton of the images decoded, singleton of
-      ``previous.nothing_changed``).
+    - ``refresh``: (``RefreshPlan.describe()``, singleton of its counts, singleton of the images decoded,
+      singleton of ``previous.nothing_changed``).
     Fails the build, before LATEST, when the accounting does not add up or more than ``max_error_rate``
     of the inputs were quarantined. Publishes nothing when nothing changed since the previous version,
     and prunes to ``keep_versions`` once LATEST has moved.
@@ -166,8 +161,8 @@ class Publish(beam.PTransform):
                  rejected, duplicates, decisions, index_parts, refresh, keep_versions, max_error_rate,
                  retry_policy=None):
         super().__init__()
-        plan, counts, decoded, unchanged = refresh
-        self._fn_args = (output, version, staging_dir, previous, describe, max_error_rate, plan, keep_versions,
+        described, counts, decoded, unchanged = refresh
+        self._fn_args = (output, version, staging_dir, previous, describe, max_error_rate, described, keep_versions,
                          retry_policy)
         self._sides = (beam.pvalue.AsSingleton(labels), beam.pvalue.AsDict(listed_per_split),
                        beam.pvalue.AsSingleton(ignored, default_value=0), beam.pvalue.AsList(rejected),
