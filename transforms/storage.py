@@ -79,7 +79,9 @@ class StreamedFile:
     """A file written piece by piece without holding it: a local file is written in place; a gs://
     object is staged in a local temporary file and uploaded whole, with retries, on ``close()``.
 
-    As a context manager, an exception discards what was written instead of publishing a part.
+    As a context manager, an exception closes the file without finishing it: a gs:// object is never
+    uploaded; a local file keeps its part, in the staging folder that only a finished build publishes (a
+    retried bundle writes it again).
     """
 
     def __init__(self, path, policy=None):
@@ -97,10 +99,12 @@ class StreamedFile:
         self._stream.write(data)
 
     def close(self):
-        if gcs.is_gcs(self.path):
-            self._stream.flush()
-            retried('write', self.path, lambda: gcs.upload_file(self.path, self._stream.name), self._policy)
-        self._stream.close()
+        try:
+            if gcs.is_gcs(self.path):
+                self._stream.flush()
+                retried('write', self.path, lambda: gcs.upload_file(self.path, self._stream.name), self._policy)
+        finally:
+            self._stream.close()
 
     def __enter__(self):
         return self
