@@ -17,6 +17,10 @@ WORKDIR /template
 COPY setup.py MANIFEST.in constraints.txt ./
 COPY requirements requirements
 COPY contract contract
+COPY imgrec_console imgrec_console
+COPY imgrec_storage imgrec_storage
+COPY imgrec_imaging imgrec_imaging
+COPY imgrec_versions imgrec_versions
 COPY pipelines pipelines
 COPY transforms transforms
 COPY samples samples

@@ -21,7 +21,7 @@ setuptools.setup(
     description='Build labelled image folders into balanced TFRecord shards with Apache Beam, '
     'and train from them on TPU, GPU or CPU.',
     python_requires='>=3.11',
-    packages=setuptools.find_packages(include=['contract', 'inspection', 'pipelines', 'transforms', 'training', 'samples']),
+    packages=setuptools.find_packages(include=['contract', 'imgrec_*', 'pipelines', 'pipelines.*', 'transforms', 'training', 'samples']),
     install_requires=_requirements('worker'),
     extras_require={'train': _requirements('train'), 'test': _requirements('test')},
     entry_points={
@@ -29,8 +29,8 @@ setuptools.setup(
             'build-dataset=pipelines.build_dataset:cli',
             'train-model=training.train:main',
             'make-sample-images=samples.generate:main',
-            'dataset-report=inspection.report:main',
-            'verify-dataset=inspection.verify:main',
+            'dataset-report=imgrec_versions.report:main',
+            'verify-dataset=imgrec_versions.verify:main',
         ],
     },
 )

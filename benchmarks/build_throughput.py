@@ -28,10 +28,11 @@ from PIL import Image, ImageOps
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from harness import MAX_GENERATED, corpus, job, listed  # noqa: E402
+
 from contract import features as F, index as I, layout  # noqa: E402
 from contract.example import decode_example  # noqa: E402
 from contract.tfrecord import read_records  # noqa: E402
-from transforms.image_ops import parse_image_size  # noqa: E402
+from imgrec_imaging.image_ops import parse_image_size  # noqa: E402
 
 SMALL_RUN = 40
 SMALL_RUNS = 3

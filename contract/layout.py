@@ -7,7 +7,7 @@
 <output>/<version>/duplicates.jsonl   inputs not written because the same bytes were, one JSON object a line
 <output>/<version>/{split}-{index:05d}-of-{count:05d}.tfrecord
 <output>/<version>/index/part-{index:05d}-of-{count:05d}.parquet   record index (contract.index)
-<output>/<version>/report.html        the build report: one self-contained page (inspection.report)
+<output>/<version>/report.html        the build report: one self-contained page (imgrec_versions.report)
 <output>/<version>/dataset_info.json, features.json, image-class-label.labels.txt
                                       TFDS's metadata, so tfds.builder_from_directory reads the version
 

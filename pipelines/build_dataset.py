@@ -13,16 +13,22 @@ import sys
 
 import apache_beam as beam
 from apache_beam.metrics.metric import MetricsFilter
-from apache_beam.options.pipeline_options import (DirectOptions, GoogleCloudOptions, PipelineOptions, SetupOptions,
-                                                  StandardOptions, WorkerOptions)
+from apache_beam.options.pipeline_options import (
+    DirectOptions,
+    GoogleCloudOptions,
+    PipelineOptions,
+    SetupOptions,
+    StandardOptions,
+    WorkerOptions,
+)
 from apache_beam.runners.portability.fn_api_runner import fn_runner
 
 from contract import layout, metadata
+from imgrec_console.errors import build_failure_message
+from imgrec_storage import fileio, gcs, retries
 from pipelines import console, local_workers, preflight, progress, refresh
 from pipelines.graph import build_pipeline
 from pipelines.options import DATAFLOW_RUNNER, DIRECT_RUNNER, UsageError, parse_args, runner_name
-from transforms import gcs, retries, storage
-from transforms.errors import build_failure_message
 
 # Dataflow workers install the project from this file (with requirements/worker.txt only: no TensorFlow).
 SETUP_FILE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'setup.py')
@@ -172,7 +178,7 @@ def counter(result, name):
 
 def summary(config):
     """One line a split, read back from the published dataset.json."""
-    document = metadata.loads(storage.read_bytes(layout.join(config.version_dir, layout.DATASET_JSON)))
+    document = metadata.loads(fileio.read_bytes(layout.join(config.version_dir, layout.DATASET_JSON)))
     counts, refreshed = document['counts'], document['refresh']
     lines = [f"build-dataset: wrote {counts['written']} of {counts['inputs']} images to {config.version_dir} "
              f"({counts['quarantined']} quarantined, {counts['duplicates']} duplicates, "

@@ -8,18 +8,18 @@ decoded for them (``transforms.previous``).
 import apache_beam as beam
 
 from contract import layout
+from imgrec_storage.publication import Latest
 from pipelines.refresh import RefreshPlan, label_order, record_options
 from transforms.decode import CountDecisions
 from transforms.dedupe import Dedupe
+from transforms.elements import ImageRef
 from transforms.encode import Encode
 from transforms.index import WriteIndex
 from transforms.labels import ResolveLabels
 from transforms.listing import ListImages
 from transforms.previous import COUNTS, REJECTED, REUSED, TO_DECODE, MatchPrevious, ReadPrevious, nothing_changed
-from transforms.publication import Latest
 from transforms.publish import Publish
 from transforms.quarantine import Quarantine
-from transforms.records import ImageRef
 from transforms.sharding import AssignBalancedShards
 from transforms.splits import AssignSplit
 from transforms.write import INDEX_ROWS, WriteShards

@@ -35,7 +35,7 @@ import threading
 from apache_beam.runners.portability import local_job_service
 from apache_beam.runners.portability.fn_api_runner import worker_handlers
 
-from transforms.errors import BuildFailed
+from imgrec_console.errors import BuildFailed
 
 # glibc's environment variable -> (mallopt's parameter number from malloc.h, value)
 MALLOC_SETTINGS = {'MALLOC_ARENA_MAX': (-8, 2), 'MALLOC_MMAP_THRESHOLD_': (-3, 1 << 20)}

@@ -16,7 +16,8 @@ import uuid
 from apache_beam.options.pipeline_options import PipelineOptions, _BeamArgumentParser
 
 from contract import layout
-from transforms import image_ops, retries
+from imgrec_imaging import image_ops
+from imgrec_storage import retries
 from transforms.sharding import MAX_SHARDS, ShardConfig
 
 DEFAULT_SPLITS = 'train=90,validation=10'

@@ -14,9 +14,9 @@ from apache_beam.options.pipeline_options import GoogleCloudOptions
 from google.api_core.exceptions import Forbidden, GoogleAPIError, NotFound
 
 from contract import layout
+from imgrec_console.errors import BuildFailed
+from imgrec_storage import fileio, gcs, publication
 from pipelines.options import UsageError
-from transforms import gcs, publication, storage
-from transforms.errors import BuildFailed
 from transforms.labels import parse_labels_file
 from transforms.listing import is_image_name, iter_files, list_top_level, manifest_lines, parse_manifest_line
 
@@ -117,8 +117,8 @@ def _probe_gcs(folder, policy):
     to fix (UsageError); a service that keeps failing fails the build (BuildFailed)."""
     probe = _probe_name(folder)
     try:
-        storage.write_bytes(probe, b'probe', policy)
-        storage.delete(probe, policy)
+        fileio.write_bytes(probe, b'probe', policy)
+        fileio.delete(probe, policy)
     except BuildFailed as failure:
         if isinstance(failure.__cause__, (Forbidden, NotFound)):
             raise UsageError(gcs.describe_error(folder, failure.__cause__)) from None

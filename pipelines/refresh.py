@@ -10,7 +10,8 @@ import dataclasses
 from apache_beam.io.filesystems import FileSystems
 
 from contract import layout, metadata
-from transforms import image_ops, storage
+from imgrec_imaging import image_ops
+from imgrec_storage import fileio
 
 # Options whose value changes the bytes of a record.
 RECORD_OPTIONS = ('image_size', 'resize', 'jpeg_quality', 'max_pixels', 'min_size')
@@ -49,7 +50,7 @@ def _load(version_dir, policy):
     if not FileSystems.exists(path):
         return None
     try:
-        return metadata.loads(storage.read_bytes(path, policy))
+        return metadata.loads(fileio.read_bytes(path, policy))
     except ValueError:  # another format_version
         return None
 

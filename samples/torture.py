@@ -15,9 +15,17 @@ import zlib
 
 from PIL import Image
 
-from transforms import image_ops
-from transforms.records import (CORRUPT, EMPTY, LABEL_CONFLICT, NOT_AN_IMAGE, TOO_MANY_PIXELS, TOO_SMALL,
-                                TRUNCATED, UNSUPPORTED_FORMAT)
+from contract.reasons import (
+    CORRUPT,
+    EMPTY,
+    LABEL_CONFLICT,
+    NOT_AN_IMAGE,
+    TOO_MANY_PIXELS,
+    TOO_SMALL,
+    TRUNCATED,
+    UNSUPPORTED_FORMAT,
+)
+from imgrec_imaging import image_ops
 
 # Options the expectations assume: a 3:2 landscape target (height 32, width 48), a small pixel cap, 1x1
 # images refused, and a high error rate allowed (a third of this corpus is bad on purpose).

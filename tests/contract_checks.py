@@ -15,8 +15,8 @@ from PIL import Image
 
 from contract import features as F, index as I, layout, metadata
 from contract.tfrecord import read_records
-from inspection import tfds_metadata
-from training.records import parse_example
+from imgrec_versions import tfds_metadata
+from training.example_parsing import parse_example
 
 
 def read_shard(path):

@@ -32,8 +32,8 @@ import urllib.parse
 
 import pytest
 
+from imgrec_storage import gcs
 from tests.gcs_emulator import gcs_emulator  # noqa: F401  (the fixture faulty_gcs stands on)
-from transforms import gcs
 
 READ, LIST, METADATA, WRITE, LATEST = 'read', 'list', 'metadata', 'write', 'latest'
 KINDS = (READ, LIST, METADATA, WRITE, LATEST)

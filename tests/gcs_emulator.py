@@ -18,7 +18,7 @@ import urllib.request
 import pytest
 from google.cloud import storage
 
-from transforms import gcs
+from imgrec_storage import gcs
 
 _START_DEADLINE_S = 30  # how long the server may take to answer before the fixture gives up
 

@@ -6,7 +6,7 @@ from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from transforms.dedupe import Dedupe
-from transforms.records import Duplicate, RecordRef
+from transforms.elements import Duplicate, RecordRef
 
 
 def _image(source, label, content, split='train'):

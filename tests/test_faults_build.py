@@ -6,12 +6,12 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.test_pipeline import TestPipeline
 
 from contract import layout
+from imgrec_console.errors import build_failure_message
+from imgrec_storage import retries
 from pipelines import build_dataset
 from samples.generate import write_images
 from tests.conftest import SMALL
 from tests.fault_proxy import LATEST, LIST, READ, WRITE, faulty_gcs, gcs_emulator  # noqa: F401  (fixtures)
-from transforms import retries
-from transforms.errors import build_failure_message
 from transforms.listing import ListImages
 
 OPTIONS = ['--image_size', '32', '--version', 'v1', '--num_shards', 'train=2,validation=1',

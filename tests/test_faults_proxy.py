@@ -6,9 +6,23 @@ import requests
 from google.api_core import exceptions
 from google.cloud import storage
 
-from tests.fault_proxy import (FAULTS, KINDS, LATEST, LIST, METADATA, READ, RESET, SLOW, WRITE, FaultProxy,
-                               faulty_gcs, gcs_emulator, object_name, request_kind)  # noqa: F401  (fixtures)
-from transforms import retries
+from imgrec_storage import retries
+from tests.fault_proxy import (
+    FAULTS,
+    KINDS,
+    LATEST,
+    LIST,
+    METADATA,
+    READ,
+    RESET,
+    SLOW,
+    WRITE,
+    FaultProxy,
+    faulty_gcs,  # noqa: F401  (fixtures)
+    gcs_emulator,
+    object_name,
+    request_kind,
+)
 
 
 @pytest.fixture(scope='module')

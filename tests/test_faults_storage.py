@@ -10,9 +10,9 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
+from imgrec_console.errors import BuildFailed, TruncatedRead
+from imgrec_storage import fileio, publication, retries
 from tests.fault_proxy import WRITE, faulty_gcs, gcs_emulator  # noqa: F401  (fixtures)
-from transforms import publication, retries, storage
-from transforms.errors import BuildFailed, TruncatedRead
 
 QUICK = retries.RetryPolicy(deadline_s=30, initial_delay_s=0.01, max_delay_s=0.02)
 
@@ -24,7 +24,7 @@ def test_a_read_only_folder_fails_at_once_in_one_line(tmp_path):
     folder.chmod(0o555)
     try:
         with pytest.raises(BuildFailed) as failure:
-            storage.write_bytes(str(folder / 'v1' / 'dataset.json'), b'{}', QUICK)
+            fileio.write_bytes(str(folder / 'v1' / 'dataset.json'), b'{}', QUICK)
     finally:
         folder.chmod(0o755)
     message = str(failure.value)
@@ -36,7 +36,7 @@ def test_an_output_under_a_file_fails_at_once_in_one_line(tmp_path):
     (tmp_path / 'out').write_text('a file, not a folder')
     target = tmp_path / 'out' / 'v1' / 'dataset.json'
     with pytest.raises(BuildFailed) as failure:
-        storage.write_bytes(str(target), b'{}', QUICK)
+        fileio.write_bytes(str(target), b'{}', QUICK)
     message = str(failure.value)
     assert message.startswith(f'cannot write {target}: ') and 'Error: ' in message
     assert '\n' not in message and 'still failing' not in message  # permanent: one attempt
@@ -88,7 +88,7 @@ def test_retries_on_pool_threads_reach_the_counters():
 
 
 def test_a_short_range_is_a_truncated_record_not_a_transient_error(tmp_path):
-    from transforms.frames import FrameReader
+    from imgrec_storage.frames import FrameReader
 
     spill = tmp_path / 'spill.tfrecord'
     spill.write_bytes(b'0123456789')
@@ -105,10 +105,10 @@ def test_gcs_reads_writes_copies_and_deletions_ride_out_faults(faulty_gcs, gcs_e
     bucket = gcs_emulator.create_bucket('storage-faults')
     faulty_gcs.configure(rate=0.5, seed=3, faults=['503', '429', 'reset'])
     for n in range(4):
-        storage.write_bytes(f'{bucket}/staging/f{n}', b'data %d' % n, QUICK)
-        storage.copy(f'{bucket}/staging/f{n}', f'{bucket}/v1/f{n}', QUICK)
-        storage.delete(f'{bucket}/staging/f{n}', QUICK)
-        assert storage.read_bytes(f'{bucket}/v1/f{n}', QUICK) == b'data %d' % n
+        fileio.write_bytes(f'{bucket}/staging/f{n}', b'data %d' % n, QUICK)
+        fileio.copy(f'{bucket}/staging/f{n}', f'{bucket}/v1/f{n}', QUICK)
+        fileio.delete(f'{bucket}/staging/f{n}', QUICK)
+        assert fileio.read_bytes(f'{bucket}/v1/f{n}', QUICK) == b'data %d' % n
     publication.replace_latest(bucket, 'v1', publication.Latest(), QUICK)
     faulty_gcs.configure(rate=0)
     assert gcs_emulator.list(bucket) == [f'{bucket}/LATEST'] + [f'{bucket}/v1/f{n}' for n in range(4)]
@@ -121,7 +121,7 @@ def test_a_copy_that_keeps_failing_ends_in_one_line(faulty_gcs, gcs_emulator):
     gcs_emulator.upload_bytes(f'{bucket}/a', b'a')
     faulty_gcs.configure(rate=1.0, kinds=[WRITE], faults=['503'])
     with pytest.raises(BuildFailed) as failure:
-        storage.copy(f'{bucket}/a', f'{bucket}/b', retries.RetryPolicy(0.3, 0.01, 0.02))
+        fileio.copy(f'{bucket}/a', f'{bucket}/b', retries.RetryPolicy(0.3, 0.01, 0.02))
     assert str(failure.value).startswith(f'cannot copy {bucket}/a to {bucket}/b: ServiceUnavailable (HTTP 503): ')
     assert 'still failing after' in str(failure.value) and '\n' not in str(failure.value)
 
@@ -131,6 +131,6 @@ def test_a_shard_too_big_for_one_request_is_uploaded_whole_through_faults(faulty
     bucket = gcs_emulator.create_bucket('storage-big')
     data = bytes(range(256)) * (9 * 4096)  # 9 MiB
     faulty_gcs.configure(rate=0.3, seed=5, kinds=[WRITE], faults=['503', 'reset'])
-    storage.write_bytes(f'{bucket}/v1/train-00000-of-00001.tfrecord', data, QUICK)
+    fileio.write_bytes(f'{bucket}/v1/train-00000-of-00001.tfrecord', data, QUICK)
     assert gcs_emulator.read_bytes(f'{bucket}/v1/train-00000-of-00001.tfrecord') == data
     assert faulty_gcs.injected and faulty_gcs.requests[WRITE] > 2

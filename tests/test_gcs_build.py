@@ -9,12 +9,12 @@ from apache_beam.io.filesystems import FileSystems
 
 from contract import features as F, index, layout
 from contract.tfrecord import read_records
+from imgrec_storage import gcs
 from pipelines import build_dataset
 from samples.generate import write_images
 from tests.conftest import SMALL
 from tests.contract_checks import check_version
 from tests.gcs_emulator import gcs_emulator  # noqa: F401  (the fixture)
-from transforms import gcs
 
 
 @pytest.fixture(scope='module')

@@ -2,9 +2,9 @@
 import pytest
 from google.api_core import exceptions
 
+from imgrec_storage import gcs
 from pipelines import build_dataset
 from tests.gcs_emulator import gcs_emulator  # noqa: F401  (the fixture)
-from transforms import gcs
 
 
 @pytest.fixture(scope='module')

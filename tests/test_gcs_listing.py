@@ -9,9 +9,9 @@ from apache_beam.options.pipeline_options import SetupOptions
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
+from imgrec_storage import gcs
 from pipelines.build_dataset import pipeline_options
 from tests.gcs_emulator import gcs_emulator  # noqa: F401  (the fixture)
-from transforms import gcs
 from transforms.listing import ListImages
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -64,7 +64,7 @@ def test_a_process_importing_the_plugin_connects_without_a_credential_search(gcs
     """What a worker does first (it imports --beam_plugins), then a read through Beam's FileSystems."""
     bucket = gcs_emulator.create_bucket('plugin-bootstrap')
     gcs_emulator.upload_bytes(f'{bucket}/hello.txt', b'hello')
-    code = ('import logging; logging.basicConfig(level=logging.INFO); import transforms.gcs; '
+    code = ('import logging; logging.basicConfig(level=logging.INFO); import imgrec_storage.gcs; '
             'from apache_beam.io.filesystems import FileSystems; '
             f"print(FileSystems.open('{bucket}/hello.txt').read().decode())")
     result = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, cwd=REPO, check=True)

@@ -9,10 +9,10 @@ import sys
 import pytest
 from PIL import Image
 
+from contract.reasons import LABEL_CONFLICT, REASONS
+from imgrec_imaging import image_ops
 from samples import torture
 from tests.torture_fixtures import TOLERANCE, colour_errors
-from transforms import image_ops
-from transforms.records import LABEL_CONFLICT, REASONS
 
 CASES = {source: case for source, case in torture.corpus().items() if case[1].fate != torture.IGNORED}
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -72,7 +72,7 @@ def test_the_bomb_is_refused_at_any_cap_below_its_size_before_decoding():
 
 _MEASURE = '''
 import json, resource, sys
-from transforms import image_ops
+from imgrec_imaging import image_ops
 data = open(sys.argv[1], 'rb').read()
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 image, notes = image_ops.decode(data, (int(sys.argv[2]), int(sys.argv[2])))

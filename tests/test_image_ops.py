@@ -4,7 +4,7 @@ import io
 import pytest
 from PIL import Image
 
-from transforms import image_ops
+from imgrec_imaging import image_ops
 
 
 def _jpeg(image, **options):

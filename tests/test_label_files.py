@@ -13,9 +13,9 @@ from contract import layout
 from pipelines import build_dataset
 from samples.generate import write_images
 from tests.conftest import SMALL
+from transforms.elements import ImageRef
 from transforms.labels import ResolveLabels, parse_labels_file, unmatched_labels_message
 from transforms.listing import ListImages
-from transforms.records import ImageRef
 
 CLASSES = ('circle', 'square')
 

@@ -8,12 +8,13 @@ import pytest
 
 from contract import index, layout
 from contract.tfrecord import frame, read_records
+from imgrec_console.errors import build_failure_message
+from imgrec_storage import frames
+from imgrec_storage.spill import SpillFile
 from tests.conftest import build
 from tests.contract_checks import check_index, load_version
-from transforms import frames, write
-from transforms.errors import build_failure_message
-from transforms.records import RecordRef
-from transforms.spill import SpillFile
+from transforms import write
+from transforms.elements import RecordRef
 
 
 def test_nearby_frames_of_a_file_are_fetched_by_one_read():

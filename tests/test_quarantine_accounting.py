@@ -1,10 +1,10 @@
 """The accounting invariant and the error-rate check that guard LATEST (plain functions of publish)."""
 import pytest
 
+from imgrec_console.errors import BuildFailed
 from pipelines.options import UsageError, parse_args
-from transforms.errors import BuildFailed
+from transforms.elements import Duplicate, Rejected
 from transforms.publish import account, check_error_rate, top_reasons
-from transforms.records import Duplicate, Rejected
 
 STATS = [{'split': 'train', 'records': 5}, {'split': 'train', 'records': 3}, {'split': 'validation', 'records': 2}]
 REJECTED = [Rejected('a/1.jpg', 'truncated', 'm', 10, 'train'), Rejected('a/2.jpg', 'empty', 'm', 0, 'validation'),

@@ -15,11 +15,11 @@ from apache_beam.testing.util import assert_that, equal_to
 from google.api_core import exceptions as google_errors
 from PIL import Image
 
-from transforms import retries, storage
+from imgrec_console.errors import build_failure_message
+from imgrec_storage import fileio, retries
+from imgrec_storage.retries import RetryPolicy, is_transient
 from transforms.decode import DecodeResizeEncode
-from transforms.errors import build_failure_message
-from transforms.records import ImageRef
-from transforms.retries import RetryPolicy, is_transient
+from transforms.elements import ImageRef
 
 
 class FlakyReader:
@@ -40,7 +40,7 @@ class FlakyReader:
             log.write(b'.')
         if self.attempts(path) <= self.failures:
             raise self.error(f'injected failure {self.attempts(path)} reading {path}')
-        return storage.read_bytes(path)
+        return fileio.read_bytes(path)
 
 
 @pytest.fixture

@@ -11,14 +11,14 @@ import time
 import pytest
 
 from contract import layout
+from imgrec_console.errors import build_failure_message
+from imgrec_storage.publication import Latest
 from pipelines import build_dataset
 from pipelines.preflight import read_latest
 from pipelines.refresh import record_options
 from samples.generate import write_images
 from tests.conftest import SMALL
 from tests.contract_checks import check_version, load_version
-from transforms.errors import build_failure_message
-from transforms.publication import Latest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OPTIONS = ('--splits', 'train=80,validation=20', '--num_shards', 'train=2,validation=1')
@@ -218,7 +218,7 @@ def test_latest_is_never_read_half_written_by_concurrent_writers(tmp_path):
     output = tmp_path / 'out'
     output.mkdir()
     (output / layout.LATEST).write_text('v0\n')
-    script = ('import sys\nfrom transforms.publication import Latest, read_latest, replace_latest\n'
+    script = ('import sys\nfrom imgrec_storage.publication import Latest, read_latest, replace_latest\n'
               'for i in range(200):\n'
               '    try:\n'
               '        replace_latest(sys.argv[1], sys.argv[2] + str(i), read_latest(sys.argv[1]))\n'

@@ -11,7 +11,7 @@ from PIL import Image
 
 from contract import layout
 from contract.example import decode_example
-from inspection import records, report, version as version_lib
+from imgrec_versions import report, shard_reader, version as version_lib
 from tests.chromium import open_page, requires_chromium
 from tests.torture_fixtures import torture_build, torture_corpus  # noqa: F401  (the fixtures)
 
@@ -87,12 +87,12 @@ def test_no_dataset_is_a_one_line_error(tmp_path, capsys):
 
 def test_the_reports_example_reader_agrees_with_tensorflows_parser(built_dataset):
     """The report reads records without TensorFlow (Beam workers have none): it must read what TF reads."""
-    from training.records import parse_example
+    from training.example_parsing import parse_example
 
     version = version_lib.load(built_dataset)
     checked = 0
     for _, _, path in version_lib.shard_paths(version):
-        for serialized in records.read_shard(path):
+        for serialized in shard_reader.read_shard(path):
             ours = decode_example(serialized)
             theirs = {key: value.numpy() for key, value in parse_example(serialized).items()}
             assert ours == theirs

@@ -12,7 +12,7 @@ from contract import features as F
 from tests.conftest import build
 from tests.contract_checks import check_version
 from transforms import sharding
-from transforms.records import RecordRef
+from transforms.elements import RecordRef
 
 LABELS = ['a', 'b', 'c', 'd']
 

@@ -7,7 +7,7 @@ import tensorflow_datasets as tfds
 from tensorflow_datasets.core import naming
 
 from contract import layout
-from inspection import tfds_metadata
+from imgrec_versions import tfds_metadata
 from tests.contract_checks import load_version
 from training import dataset, dataset_version
 from training.dataset import PAD_LABEL

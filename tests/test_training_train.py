@@ -14,7 +14,7 @@ import tensorflow as tf
 import training
 from contract import features as F, layout
 from tests import training_fixtures as fixtures
-from training import dataset, dataset_version, export, model as model_lib, records, run_state, train
+from training import dataset, dataset_version, example_parsing, export, model as model_lib, run_state, train
 
 EPOCHS, BATCH = 2, 8
 
@@ -80,9 +80,9 @@ def test_saved_model_serves_jpeg_bytes_like_the_training_pipeline(trained, built
     shard_path = source.shards('validation')[0][0]
     encoded, expected_images = [], []
     for serialized in tf.data.TFRecordDataset(shard_path).take(4):
-        features = records.parse_example(serialized)
+        features = example_parsing.parse_example(serialized)
         encoded.append(features[F.IMAGE_ENCODED])
-        image, _ = records.decode_image_label(features, source.image_shape)
+        image, _ = example_parsing.decode_image_label(features, source.image_shape)
         expected_images.append(image)
     model = model_lib.build_model('small_cnn', source.image_shape, len(source.labels))
     tf.train.Checkpoint(model=model).restore(

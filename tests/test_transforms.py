@@ -8,10 +8,10 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from contract import features as F
 from contract.tfrecord import frame
+from transforms.elements import EncodedImage, ImageRef
 from transforms.examples import ToExample, to_example
 from transforms.labels import ResolveLabels
 from transforms.listing import ListImages
-from transforms.records import EncodedImage, ImageRef
 from transforms.splits import AssignSplit, split_for
 
 

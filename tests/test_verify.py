@@ -12,7 +12,7 @@ import pytest
 
 from contract import features as F, layout, tfrecord
 from contract.example import decode_example, encode_example
-from inspection import verify
+from imgrec_versions import verify
 from tests.gcs_emulator import gcs_emulator  # noqa: F401  (the fixture)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -41,7 +41,7 @@ def _verify(path, capsys, *args):
 
 
 def test_a_good_version_passes_in_one_quiet_line(built_dataset):
-    run = subprocess.run([sys.executable, '-m', 'inspection.verify', built_dataset], cwd=ROOT,
+    run = subprocess.run([sys.executable, '-m', 'imgrec_versions.verify', built_dataset], cwd=ROOT,
                          capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     assert run.stderr == ''  # TensorFlow's start-up lines are held back without --verbose

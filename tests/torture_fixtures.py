@@ -9,9 +9,9 @@ import pytest
 from PIL import Image
 
 from contract import features as F, layout, metadata
+from contract.reasons import REASONS
 from pipelines import build_dataset
 from samples import torture
-from transforms.records import REASONS
 from transforms.splits import split_for
 
 # Max difference per channel between a checked pixel and its expected colour (JPEG at quality 90).

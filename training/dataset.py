@@ -26,7 +26,7 @@ import random
 
 import tensorflow as tf
 
-from training import images, records
+from training import example_parsing, images
 from training.errors import UserError
 
 PAD_LABEL = -1
@@ -54,8 +54,8 @@ class InputConfig:
 class InputReader:
     """Reads one split of a ``DatasetVersion``; ``parse_fn``/``decode_fn`` replace the contract's."""
 
-    def __init__(self, source, config, *, parse_fn=records.parse_example,
-                 decode_fn=records.decode_image_label):
+    def __init__(self, source, config, *, parse_fn=example_parsing.parse_example,
+                 decode_fn=example_parsing.decode_image_label):
         self.config = config
         self.image_shape = source.image_shape
         self._shards = source.shards(config.split)
@@ -172,6 +172,6 @@ def _counted_records(path, records):
     """A shard's serialised records; reading one more than ``records`` fails with InvalidArgumentError."""
     def check(index, serialized):
         message = 'a shard holds more records than dataset.json says'
-        with tf.control_dependencies([tf.debugging.assert_less(index, tf.cast(records, tf.int64), message=message)]):
+        with tf.control_dependencies([tf.debugging.assert_less(index, tf.cast(example_parsing, tf.int64), message=message)]):
             return tf.identity(serialized)
     return tf.data.TFRecordDataset(path).enumerate().map(check)

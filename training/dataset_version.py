@@ -6,7 +6,7 @@ it (or naming a version that has a ``dataset.json``) never lands on a half-writt
 import dataclasses
 
 from contract import layout, metadata as metadata_lib, shard_check
-from training import storage
+from training import tf_files
 from training.errors import DataError, UserError
 
 
@@ -46,7 +46,7 @@ class DatasetVersion:
 
     def check_shards(self, splits):
         """Refuses a version whose shards of ``splits`` are missing or not the size ``dataset.json`` gives."""
-        problems = shard_check.shard_problems(self.metadata, self.directory, storage.size, splits)
+        problems = shard_check.shard_problems(self.metadata, self.directory, tf_files.size, splits)
         if problems:
             more = f' (and {len(problems) - 1} more problem(s))' if len(problems) > 1 else ''
             raise DataError(f'dataset {self.directory} is damaged: {problems[0]}{more}')
@@ -60,17 +60,17 @@ def open_version(root, version=None):
     """Returns the ``DatasetVersion`` named ``version``, or the one ``<root>/LATEST`` names."""
     if version is None:
         latest = layout.join(root, layout.LATEST)
-        if not storage.exists(latest):
+        if not tf_files.exists(latest):
             raise UserError(f'no published dataset at {root}: {latest} does not exist '
                             '(build one with build-dataset, or check --data)')
-        version = storage.read_text(latest).strip()
+        version = tf_files.read_text(latest).strip()
     if layout.is_staging_name(version):
         raise UserError(f'{version!r} is the staging folder of a build that did not publish it, not a version')
     metadata_path = layout.join(root, version, layout.DATASET_JSON)
-    if not storage.exists(metadata_path):
+    if not tf_files.exists(metadata_path):
         raise UserError(f'dataset version {version!r} not found: {metadata_path} does not exist')
     try:
-        metadata = metadata_lib.loads(storage.read_text(metadata_path))
+        metadata = metadata_lib.loads(tf_files.read_text(metadata_path))
     except ValueError as error:
         raise UserError(f'{metadata_path}: {error}') from None
     return DatasetVersion(root=root.rstrip('/'), version=version, metadata=metadata)

@@ -6,7 +6,7 @@ that split's shards here with the contract's own framing reader, to name the sha
 byte offset. Only on the failure path: it reads the whole split.
 """
 from contract import layout, tfrecord
-from training import storage
+from training import tf_files
 
 
 def first_problem(shards):
@@ -20,10 +20,10 @@ def first_problem(shards):
 
 def shard_problem(path, expected):
     """What is wrong with the shard at ``path``, which ``dataset.json`` says holds ``expected`` records, or None."""
-    if storage.size(path) is None:
+    if tf_files.size(path) is None:
         return f'{path} is missing'
     count = 0
-    with storage.open_file(path, 'rb') as stream:
+    with tf_files.open_file(path, 'rb') as stream:
         records = tfrecord.read_records(stream)
         while True:
             offset = stream.tell()

@@ -8,7 +8,7 @@ Reading them needs no TensorFlow for a local ``--model_dir``, so the command lin
 import json
 
 from contract import layout
-from training import storage
+from training import tf_files
 from training.errors import UserError
 
 RUN_JSON = 'run.json'
@@ -18,14 +18,14 @@ CHECKPOINTS = 'checkpoints'
 def read_settings(model_dir):
     """The settings pinned in ``model_dir``, or {} for a new run."""
     path = layout.join(model_dir, RUN_JSON)
-    return json.loads(storage.read_text(path)) if storage.exists(path) else {}
+    return json.loads(tf_files.read_text(path)) if tf_files.exists(path) else {}
 
 
 def pin_settings(model_dir, settings):
     """Writes ``settings`` for a new ``model_dir``; for an existing one, refuses any that changed."""
     pinned = read_settings(model_dir)
     if not pinned:
-        storage.write_text(layout.join(model_dir, RUN_JSON), json.dumps(settings, indent=2, sort_keys=True) + '\n')
+        tf_files.write_text(layout.join(model_dir, RUN_JSON), json.dumps(settings, indent=2, sort_keys=True) + '\n')
         return
     changed = [f'{key} {pinned.get(key)!r} -> {value!r}' for key, value in settings.items() if pinned.get(key) != value]
     if changed:

@@ -3,7 +3,7 @@
 One bad input never fails the bundle: an input that cannot be used leaves through the ``rejected``
 side output with a reason code (``records.REASONS``), and the build goes on. A read that fails on a
 transient error (timeout, reset, HTTP 429 or 5xx) is retried until the retry deadline
-(``transforms.retries``); if it still fails the build fails with BuildFailed, since the file itself may
+(``imgrec_storage.retries``); if it still fails the build fails with BuildFailed, since the file itself may
 be fine and quarantining it would silently drop it. Only permanent read errors (missing, forbidden)
 are quarantined, as ``read_error``.
 
@@ -11,7 +11,7 @@ Reads run ahead of decoding, ``READ_AHEAD`` files a bundle, so a worker's core d
 files come off the disk or out of the bucket. A ``gs://`` read (tens of milliseconds of waiting) runs on
 a thread of the DoFn's own, and is the read's first attempt; retries and their counters run in the
 DoFn's thread, where Beam keeps metrics. A local file only gets a read-ahead hint to the kernel
-(``storage.will_read``): a thread would cost more in Python's lock than the read itself. Outputs keep
+(``fileio.will_read``): a thread would cost more in Python's lock than the read itself. Outputs keep
 their inputs' order, timestamps and windows.
 """
 import collections
@@ -22,9 +22,11 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.utils.windowed_value import WindowedValue
 
-from transforms import gcs, image_ops, retries, storage
-from transforms.errors import BuildFailed
-from transforms.records import READ_ERROR, EncodedImage, Rejected
+from contract.reasons import READ_ERROR
+from imgrec_console.errors import BuildFailed
+from imgrec_imaging import image_ops
+from imgrec_storage import fileio, gcs, retries
+from transforms.elements import EncodedImage, Rejected
 
 REJECTED = 'rejected'
 READ_AHEAD = 8  # files read ahead of the decoder, per bundle: at most this many sources held at once
@@ -68,7 +70,7 @@ class _DecodeResizeEncodeFn(beam.DoFn):
         """A callable that makes the first attempt at reading ``path``, begun now where it pays."""
         if gcs.is_gcs(path):
             return self._pool.submit(self._read, path).result
-        storage.will_read(path)
+        fileio.will_read(path)
         return lambda: self._read(path)
 
     def _finish(self, ref, first_attempt, timestamp, window):
@@ -120,7 +122,7 @@ class DecodeResizeEncode(beam.PTransform):
     """
 
     def __init__(self, image_size, resize_mode='crop', jpeg_quality=90,
-                 max_pixels=image_ops.DEFAULT_MAX_PIXELS, min_side=1, *, read=storage.read_once,
+                 max_pixels=image_ops.DEFAULT_MAX_PIXELS, min_side=1, *, read=fileio.read_once,
                  retry_policy=None):
         super().__init__()
         self._fn = _DecodeResizeEncodeFn(image_size, resize_mode, jpeg_quality, max_pixels, min_side, read,

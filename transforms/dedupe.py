@@ -8,7 +8,8 @@ references, so only the copies of one file meet on a worker, and no image bytes 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
-from transforms.records import LABEL_CONFLICT, Duplicate, Rejected
+from contract.reasons import LABEL_CONFLICT
+from transforms.elements import Duplicate, Rejected
 
 REJECTED = 'rejected'
 DUPLICATES = 'duplicates'

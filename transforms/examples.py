@@ -10,8 +10,9 @@ from apache_beam.metrics import Metrics
 from contract import features as F
 from contract.example import encode_example
 from contract.tfrecord import frame
-from transforms import spill
-from transforms.records import RecordRef
+from imgrec_storage import spill
+from transforms.elements import RecordRef
+
 
 def to_example(image, label_index):
     """The Example bytes of one EncodedImage."""

@@ -8,7 +8,7 @@ import io
 import apache_beam as beam
 
 from contract import index as I, layout
-from transforms import storage
+from imgrec_storage import fileio
 
 
 def index_part_bytes(rows):
@@ -26,7 +26,7 @@ def _write_part(keyed_rows, version_dir, parts, policy):
     part, rows = keyed_rows
     rows = list(rows)
     name = layout.index_file_name(part, parts)
-    storage.write_bytes(layout.join(version_dir, name), index_part_bytes(rows), policy)
+    fileio.write_bytes(layout.join(version_dir, name), index_part_bytes(rows), policy)
     return {'file': name, 'rows': len(rows)}
 
 

@@ -14,8 +14,9 @@ import functools
 
 import apache_beam as beam
 
-from transforms.errors import BuildFailed
-from transforms.records import BAD_LABEL, UNKNOWN_LABEL, Rejected
+from contract.reasons import BAD_LABEL, UNKNOWN_LABEL
+from imgrec_console.errors import BuildFailed
+from transforms.elements import Rejected
 
 REJECTED = 'rejected'
 _BYTE_ORDER_MARKS = ((codecs.BOM_UTF8, 'utf-8-sig'), (codecs.BOM_UTF16_LE, 'utf-16'),

@@ -2,8 +2,8 @@
 
 Folder listing fans out: the input's class folders are listed first, then a Reshuffle spreads the
 folders over the workers and each lists its own. A gs:// listing goes one level at a time and one page
-at a time (``transforms.gcs``), so no worker holds the whole listing, even of millions of objects.
-Each page is retried on transient errors (``transforms.retries``); a listing that still fails, fails
+at a time (``imgrec_storage.gcs``), so no worker holds the whole listing, even of millions of objects.
+Each page is retried on transient errors (``imgrec_storage.retries``); a listing that still fails, fails
 the build in one line, since images it did not list would be silently missing.
 
 A manifest may come from Excel: a UTF-8 byte-order mark before the first line and CRLF or CR-only line
@@ -19,9 +19,10 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
 from contract import layout
-from transforms import gcs, retries
-from transforms.errors import BuildFailed
-from transforms.records import BAD_MANIFEST_LINE, ImageRef, Rejected
+from contract.reasons import BAD_MANIFEST_LINE
+from imgrec_console.errors import BuildFailed
+from imgrec_storage import gcs, retries
+from transforms.elements import ImageRef, Rejected
 
 IMAGE_EXTENSIONS = frozenset(('.jpg', '.jpeg', '.png', '.gif', '.bmp', '.webp', '.tif', '.tiff'))
 IGNORED = 'ignored'

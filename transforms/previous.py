@@ -19,8 +19,8 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 
 from contract import index as I, layout
-from transforms.records import (CORRUPT, EMPTY, NOT_AN_IMAGE, TOO_MANY_PIXELS, TOO_SMALL, TRUNCATED,
-                                UNSUPPORTED_FORMAT, RecordRef, Rejected)
+from contract.reasons import CORRUPT, EMPTY, NOT_AN_IMAGE, TOO_MANY_PIXELS, TOO_SMALL, TRUNCATED, UNSUPPORTED_FORMAT
+from transforms.elements import RecordRef, Rejected
 
 REUSED, REJECTED, TO_DECODE, COUNTS = 'reused', 'rejected', 'to_decode', 'counts'
 WRITTEN, QUARANTINED, DUPLICATE = 'written', 'quarantined', 'duplicate'

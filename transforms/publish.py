@@ -2,7 +2,7 @@
 
 Runs on the gathered per-shard and per-index-part stats, so it starts only after every shard and the
 index are written. Everything is written into the staging folder; publishing deletes the spill files,
-moves the staging folder to its version name and, last, moves LATEST (``transforms.publication``). A
+moves the staging folder to its version name and, last, moves LATEST (``imgrec_storage.publication``). A
 reader that follows LATEST never sees a half-written version, and a build that fails a check never
 moves LATEST.
 """
@@ -13,11 +13,12 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 
 from contract import index, layout, metadata
-from inspection import report, tfds_metadata
-from inspection.version import Version
-from transforms import image_ops, publication, storage
-from transforms.errors import BuildFailed
-from transforms.records import NOT_ERRORS
+from contract.reasons import NOT_ERRORS
+from imgrec_console.errors import BuildFailed
+from imgrec_imaging import image_ops
+from imgrec_storage import fileio, publication
+from imgrec_versions import report, tfds_metadata
+from imgrec_versions.version import Version
 
 
 def account(shard_stats, listed_per_split, rejected, duplicates):
@@ -96,7 +97,7 @@ class _PublishFn(beam.DoFn):
         refresh = dict(self._refresh, decoded=decoded, **refresh_counts)
         staging = self._staging_dir
         quarantine_path = layout.join(staging, layout.QUARANTINE_JSONL)
-        storage.write_bytes(quarantine_path, jsonl(rejected), self._policy)  # first, so a failed build can be diagnosed
+        fileio.write_bytes(quarantine_path, jsonl(rejected), self._policy)  # first, so a failed build can be diagnosed
         check_error_rate(totals, rejected, self._max_error_rate, quarantine_path)
         if totals['written'] == 0:
             raise BuildFailed(f"no image was written: {totals['inputs']} input(s), {ignored} non-image file(s) "
@@ -120,10 +121,10 @@ class _PublishFn(beam.DoFn):
             index=index.describe([part['file'] for part in sorted(index_parts, key=lambda p: p['file'])],
                                  sum(part['rows'] for part in index_parts)),
             refresh=refresh, **self._describe)
-        storage.write_bytes(layout.join(staging, layout.LABELS_TXT), ''.join(f'{l}\n' for l in labels).encode(),
+        fileio.write_bytes(layout.join(staging, layout.LABELS_TXT), ''.join(f'{l}\n' for l in labels).encode(),
                             self._policy)
-        storage.write_bytes(layout.join(staging, layout.DUPLICATES_JSONL), jsonl(duplicates), self._policy)
-        storage.write_bytes(layout.join(staging, layout.DATASET_JSON), metadata.dumps(document).encode(),
+        fileio.write_bytes(layout.join(staging, layout.DUPLICATES_JSONL), jsonl(duplicates), self._policy)
+        fileio.write_bytes(layout.join(staging, layout.DATASET_JSON), metadata.dumps(document).encode(),
                             self._policy)
         tfds_metadata.write(staging, document, self._policy)
         report.write_report(staging, report.seconds_since(document['created']),

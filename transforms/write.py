@@ -10,8 +10,8 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 
 from contract import index as I, layout
-from transforms import storage
-from transforms.frames import FrameReader
+from imgrec_storage import fileio
+from imgrec_storage.frames import FrameReader
 
 INDEX_ROWS = 'index_rows'
 # A writer fetches at most this many bytes of frames (or records) before streaming them out.
@@ -49,7 +49,7 @@ def write_shard(path, records, reader, policy=None):
     Returns (bytes written, [(record, offset in the shard)]).
     """
     placed, offset = [], 0
-    with storage.StreamedFile(path, policy) as stream:
+    with fileio.StreamedFile(path, policy) as stream:
         for window in windows(sorted(records, key=lambda r: r.order_key), WINDOW_BYTES, WINDOW_RECORDS):
             frames = reader.read([_payload(record) for record in window])
             for record in window:

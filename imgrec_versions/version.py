@@ -6,7 +6,7 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from contract import layout, metadata
-from transforms import storage
+from imgrec_storage import fileio
 
 
 class InspectionError(Exception):
@@ -26,7 +26,7 @@ def resolve(path):
         return path
     latest = layout.join(path, layout.LATEST)
     if FileSystems.exists(latest):
-        name = storage.read_bytes(latest).decode('utf-8').strip()
+        name = fileio.read_bytes(latest).decode('utf-8').strip()
         if name and FileSystems.exists(layout.join(path, name, layout.DATASET_JSON)):
             return layout.join(path, name)
         raise InspectionError(f'{latest} names version {name!r}, which has no {layout.DATASET_JSON}')
@@ -37,11 +37,11 @@ def load(path):
     """The Version at ``path`` (OUT or OUT/VERSION)."""
     version_dir = resolve(path)
     try:
-        document = metadata.loads(storage.read_bytes(layout.join(version_dir, layout.DATASET_JSON)))
+        document = metadata.loads(fileio.read_bytes(layout.join(version_dir, layout.DATASET_JSON)))
     except ValueError as error:
         raise InspectionError(f'{layout.join(version_dir, layout.DATASET_JSON)}: {error}') from None
     labels_path = layout.join(version_dir, layout.LABELS_TXT)
-    labels = storage.read_bytes(labels_path).decode('utf-8').splitlines() if FileSystems.exists(labels_path) else None
+    labels = fileio.read_bytes(labels_path).decode('utf-8').splitlines() if FileSystems.exists(labels_path) else None
     return Version(version_dir, document, labels)
 
 

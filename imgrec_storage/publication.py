@@ -19,9 +19,8 @@ from apache_beam.io.filesystems import FileSystems
 from google.api_core import exceptions as gcs_exceptions
 
 from contract import layout
-from transforms import gcs, retries, storage
-from transforms.errors import BuildFailed
-
+from imgrec_console.errors import BuildFailed
+from imgrec_storage import fileio, gcs, retries
 
 # Objects copied or deleted at once on gs://.
 THREADS = 8
@@ -102,7 +101,7 @@ def replace_latest(output, version, expected, policy=None):
             if found.version != version:  # else an earlier attempt of ours landed, and its answer was lost
                 raise _moved_by_another(output, expected, found) from None
 
-    storage.retried('write', path, attempt, policy)
+    fileio.retried('write', path, attempt, policy)
 
 
 def _objects(folder):
@@ -119,7 +118,7 @@ def delete_tree(folder, policy=None):
     if _is_local(folder):
         shutil.rmtree(folder, ignore_errors=True)
     else:
-        _each(lambda path: storage.delete(path, policy), _objects(folder))
+        _each(lambda path: fileio.delete(path, policy), _objects(folder))
 
 
 def promote(staging_dir, version_dir, policy=None):
@@ -136,8 +135,8 @@ def promote(staging_dir, version_dir, policy=None):
         return
     sources = _objects(staging_dir)
     prefix = gcs.as_folder(staging_dir)
-    _each(lambda source: storage.copy(source, layout.join(version_dir, source[len(prefix):]), policy), sources)
-    _each(lambda source: storage.delete(source, policy), sources)
+    _each(lambda source: fileio.copy(source, layout.join(version_dir, source[len(prefix):]), policy), sources)
+    _each(lambda source: fileio.delete(source, policy), sources)
 
 
 def published_versions(output):

@@ -16,8 +16,7 @@ import math
 import PIL
 from PIL import Image, ImageOps, UnidentifiedImageError
 
-from transforms.records import (CORRUPT, EMPTY, NOT_AN_IMAGE, TOO_MANY_PIXELS, TOO_SMALL, TRUNCATED,
-                                UNSUPPORTED_FORMAT)
+from contract.reasons import CORRUPT, EMPTY, NOT_AN_IMAGE, TOO_MANY_PIXELS, TOO_SMALL, TRUNCATED, UNSUPPORTED_FORMAT
 
 RESIZE_MODES = ('crop', 'pad', 'stretch')
 # Formats we decode. Anything else Pillow can identify (EPS, ICNS, PSD, PPM...) is refused, which also

@@ -7,8 +7,8 @@ group of nearby frames, not one per record, and the latency of those round trips
 """
 import concurrent.futures
 
-from transforms import gcs, retries
-from transforms.errors import checked_range
+from imgrec_console.errors import checked_range
+from imgrec_storage import gcs, retries
 
 # Frames of one gs:// object closer than this are fetched by one read (the gap is read and dropped): a
 # round trip costs more than a few hundred kB. Local reads cost a system call: only touching frames merge.

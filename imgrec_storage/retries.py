@@ -24,8 +24,7 @@ import typing
 import requests
 from apache_beam.metrics import Metrics
 from apache_beam.metrics.metric import MetricsFilter
-from google.api_core import exceptions as api_exceptions
-from google.api_core import retry as api_retry
+from google.api_core import exceptions as api_exceptions, retry as api_retry
 from google.auth import exceptions as auth_exceptions
 from google.cloud.storage import exceptions as storage_exceptions
 

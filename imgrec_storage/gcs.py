@@ -7,8 +7,8 @@ authenticates as Beam does: Application Default Credentials on Google Cloud, ano
 emulator named by ``STORAGE_EMULATOR_HOST``.
 
 Object reads, writes, copies and deletions (``download``, ``upload``, ``copy``, ``delete``) are single
-attempts with the client's own retries off: ``transforms.storage`` retries them under one policy
-(``transforms.retries``). Listings retry each page under that policy.
+attempts with the client's own retries off: ``imgrec_storage.fileio`` retries them under one policy
+(``imgrec_storage.retries``). Listings retry each page under that policy.
 
 Beam imports every ``--beam_plugins`` module first thing in a worker process, and
 ``pipelines.build_dataset`` lists this one when an emulator is set, so the import below prepares the
@@ -23,8 +23,8 @@ from apache_beam.io.gcp import gcsio
 from apache_beam.options.pipeline_options import PipelineOptions
 from google.api_core import exceptions
 
-from transforms import retries
-from transforms.errors import checked_range
+from imgrec_console.errors import checked_range
+from imgrec_storage import retries
 
 EMULATOR_HOST = 'STORAGE_EMULATOR_HOST'
 PAGE_SIZE = 1000

@@ -13,8 +13,8 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from google.api_core import exceptions as api_exceptions
 
-from transforms import gcs, retries
-from transforms.errors import BuildFailed
+from imgrec_console.errors import BuildFailed
+from imgrec_storage import gcs, retries
 
 
 def read_once(path):

@@ -7,7 +7,7 @@ orphan file that nothing refers to; publishing deletes the whole spill folder.
 import uuid
 
 from contract import layout
-from transforms import storage
+from imgrec_storage import fileio
 
 
 class SpillFile:
@@ -22,7 +22,7 @@ class SpillFile:
     def append(self, frame):
         """Writes ``frame``; returns (file, offset, length)."""
         if self._stream is None:
-            self._stream = storage.StreamedFile(layout.join(self._spill_dir, f'{uuid.uuid4().hex}.spill'),
+            self._stream = fileio.StreamedFile(layout.join(self._spill_dir, f'{uuid.uuid4().hex}.spill'),
                                                 self._policy)
         offset = self._offset
         self._stream.write(frame)

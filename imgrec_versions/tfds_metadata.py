@@ -12,7 +12,7 @@ import json
 import re
 
 from contract import features as F, layout, metadata
-from transforms import storage
+from imgrec_storage import fileio
 
 # The shards' names (layout.shard_file_name) in TFDS's template language: the same names up to 99,999
 # shards a split (TFDS pads to the digits of the shard count, at least 5).
@@ -92,4 +92,4 @@ def files(document):
 def write(version_dir, document, policy=None):
     """Writes TFDS's metadata files into ``version_dir`` (local or gs://)."""
     for name, data in files(document).items():
-        storage.write_bytes(layout.join(version_dir, name), data, policy)
+        fileio.write_bytes(layout.join(version_dir, name), data, policy)

@@ -22,10 +22,11 @@ from PIL import Image
 
 from contract import features as F, layout
 from contract.example import decode_example
-from inspection import cli, records, version as version_lib
-from inspection.units import human_bytes
-from transforms import gcs, image_ops, storage
-from transforms.records import REASONS
+from contract.reasons import REASONS
+from imgrec_imaging import image_ops
+from imgrec_storage import fileio, gcs
+from imgrec_versions import cli, shard_reader, version as version_lib
+from imgrec_versions.units import human_bytes
 
 SAMPLES_PER_CLASS = 8
 MAX_CLASSES_SHOWN = 100
@@ -108,7 +109,7 @@ def sample_thumbnails(version, per_class=SAMPLES_PER_CLASS, max_records=MAX_RECO
         if not FileSystems.exists(path):
             continue
         try:
-            for serialized in records.read_shard(path):
+            for serialized in shard_reader.read_shard(path):
                 scanned += 1
                 values = decode_example(serialized)
                 label = values[F.LABEL_TEXT].decode('utf-8', 'replace')
@@ -142,7 +143,7 @@ def source_thumbnail(options, source):
             return None
         if FileSystems.match([path])[0].metadata_list[0].size_in_bytes > MAX_SOURCE_BYTES:
             return None
-        image, _ = image_ops.decode(storage.read_bytes(path), (THUMBNAIL, THUMBNAIL), 'pad',
+        image, _ = image_ops.decode(fileio.read_bytes(path), (THUMBNAIL, THUMBNAIL), 'pad',
                                     max_pixels=options.get('max_pixels') or image_ops.DEFAULT_MAX_PIXELS)
         return thumbnail(image)
     except Exception:  # pylint: disable=broad-except  (unreadable or undecodable: that is why it is here)
@@ -212,7 +213,7 @@ def _duplicates_section(version_dir):
 
 
 def render(version, build_seconds=None):
-    """The report of ``version`` (an inspection.version.Version) as HTML text."""
+    """The report of ``version`` (an imgrec_versions.version.Version) as HTML text."""
     document, options = version.document, version.document.get('options') or {}
     build_seconds = round(build_seconds, 3) if build_seconds else None  # as recorded, so a re-render matches
     labels = document['labels']
@@ -280,18 +281,18 @@ def recorded_build_seconds(version_dir):
     path = layout.join(version_dir, layout.REPORT_HTML)
     if not FileSystems.exists(path):
         return None
-    match = _BUILD_SECONDS.search(storage.read_bytes(path).decode('utf-8', 'replace'))
+    match = _BUILD_SECONDS.search(fileio.read_bytes(path).decode('utf-8', 'replace'))
     return float(match.group(1)) if match else None
 
 
 def write_report(version_dir, build_seconds=None, version=None, policy=None):
     """Renders and writes ``report.html`` into ``version_dir`` (local or gs://); returns its path.
 
-    ``version`` (an inspection.version.Version) spares reading back what the caller just wrote.
+    ``version`` (an imgrec_versions.version.Version) spares reading back what the caller just wrote.
     """
     version = version or version_lib.load(version_dir)
     path = layout.join(version.path, layout.REPORT_HTML)
-    storage.write_bytes(path, render(version, build_seconds).encode('utf-8'), policy)
+    fileio.write_bytes(path, render(version, build_seconds).encode('utf-8'), policy)
     return path
 
 

@@ -21,10 +21,10 @@ from PIL import Image
 
 from contract import features as F, index as I, layout, metadata
 from contract.tfrecord import FRAME_OVERHEAD
-from inspection import cli, records, version as version_lib
-from inspection.units import human_bytes
+from imgrec_storage import fileio, gcs
+from imgrec_versions import cli, shard_reader, version as version_lib
+from imgrec_versions.units import human_bytes
 from pipelines import console
-from transforms import gcs, storage
 
 DEFAULT_WORKERS = 8
 
@@ -86,7 +86,7 @@ def check_shard(split, shard, path, parse, shape, labels, sample=None):
         result.problem(f"{result.size} bytes, dataset.json says {shard['bytes']}")
     offset = 0
     try:
-        for serialized in records.read_shard(path):
+        for serialized in shard_reader.read_shard(path):
             if sample is not None and result.records >= sample:
                 break
             problems, label, source = check_record(serialized, parse, shape, labels)
@@ -154,7 +154,7 @@ def check_index(version, results):
         if not FileSystems.exists(path):
             problems.append(f'{name}: missing')
             continue
-        rows = pq.read_table(io.BytesIO(storage.read_bytes(path))).to_pylist()
+        rows = pq.read_table(io.BytesIO(fileio.read_bytes(path))).to_pylist()
         for row in rows:
             source, where = row[I.SOURCE], (row[I.SHARD], row[I.OFFSET], row[I.LENGTH])
             seen.add(source)
@@ -175,8 +175,9 @@ def verify(path, sample=None, workers=DEFAULT_WORKERS):
     version = version_lib.load(path)
     if version.labels is None:
         raise version_lib.InspectionError(f'{layout.join(version.path, layout.LABELS_TXT)} not found')
-    from training.records import feature_spec  # TensorFlow: only once the arguments and the version are good
     import tensorflow as tf
+
+    from training.example_parsing import feature_spec  # TensorFlow: only once the arguments and the version are good
 
     spec = feature_spec()
     parse = lambda serialized: tf.io.parse_single_example(serialized, spec)  # noqa: E731

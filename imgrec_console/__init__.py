@@ -1,0 +1,1 @@
+"""The command-line convention: one-line errors, exit codes, held stderr, the shared parser."""

@@ -1,0 +1,1 @@
+"""Image operations as plain functions (Pillow): decode, resize, encode."""
