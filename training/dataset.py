@@ -172,6 +172,6 @@ def _counted_records(path, records):
     """A shard's serialised records; reading one more than ``records`` fails with InvalidArgumentError."""
     def check(index, serialized):
         message = 'a shard holds more records than dataset.json says'
-        with tf.control_dependencies([tf.debugging.assert_less(index, tf.cast(example_parsing, tf.int64), message=message)]):
+        with tf.control_dependencies([tf.debugging.assert_less(index, tf.cast(records, tf.int64), message=message)]):
             return tf.identity(serialized)
     return tf.data.TFRecordDataset(path).enumerate().map(check)
