@@ -27,10 +27,10 @@ setuptools.setup(
     entry_points={
         'console_scripts': [
             'build-dataset=pipelines.build_dataset:cli',
-            'train-model=training.train:main',
+            'train-model=training.train:cli',
             'make-sample-images=samples.generate:main',
-            'dataset-report=imgrec_versions.report:main',
-            'verify-dataset=imgrec_versions.verify:main',
+            'dataset-report=imgrec_versions.report:cli',
+            'verify-dataset=imgrec_versions.verify:cli',
         ],
     },
 )

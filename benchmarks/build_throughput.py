@@ -1,16 +1,27 @@
-"""The build job against a naive one-process Pillow loop, measured in the same run: throughput, start-up
-cost, CPU utilisation, peak memory of the whole process tree, and bytes through the shuffles.
+"""The build job against its peers, in the same run: a hand-written 2-process Pillow script (the bar) and
+the naive one-process Pillow loop. Throughput, CPU per image and peak memory of each, as whole processes.
 
-    python benchmarks/build_throughput.py [--images 2400] [--image_size 224] [--workers N]
+    python benchmarks/build_throughput.py [--images 2400] [--rounds 3] [--modes default,multi_processing]
     python benchmarks/build_throughput.py --images 20000    # 2,000 photos copied with distinct trailing bytes
 
-The baseline does, for each file: Image.open -> convert('RGB') -> ImageOps.fit(size, BILINEAR) -> JPEG
-save at quality 90, on up to 2,400 of the images (its rate per image does not depend on the count), once
-before the job and once after: the ratios use the mean of the two, so a machine that speeds up or slows
-down during the run (these are shared) moves both sides alike, and the drift is printed. The job runs as a
-user runs it, ``python -m pipelines.build_dataset`` in a process of its own (DirectRunner, one worker
-process per core), timed from process start to exit. Three jobs on 40 images measure the fixed start-up
-cost (their median). Memory is sampled every 0.2 s over the job's process and all its descendants.
+The peer is ``benchmarks/pool_script.py``: a ``multiprocessing.Pool`` of 2 processes that decodes with
+Pillow's ``draft``, fits to the size, encodes JPEG and frames TFRecords by hand into 16 shards (no dedupe,
+checks, splits, index or atomic publication). The build runs as a user runs it (``build-dataset`` with its
+defaults and progress lines on, in a process of its own), once per round for each mode ``--modes`` names,
+alternating with the pool script (A, B, A, B...), so a machine whose speed drifts (these are shared) moves
+both alike. Each is timed from process start to exit; its CPU is that of its whole process tree, and its
+memory is sampled every 0.2 s over the process and all its descendants. The ratios are medians of the
+rounds' paired ratios. Three 40-image builds per mode, interleaved too, measure the fixed start-up cost.
+
+The naive loop does, for each file: Image.open -> convert('RGB') -> ImageOps.fit(size, BILINEAR) -> JPEG
+save at quality 90 (a full decode), in this process, on up to ``--naive_images`` of the images, once before
+the rounds and once after; its rate is the mean of the two. The build's images are compared with its
+(PSNR).
+
+    python benchmarks/build_throughput.py --formats_ratio [--images 2400]
+
+measures only what ArrayRecord shards cost (``formats_ratio``): the same build with ``--formats tfrecord``
+and with ``--formats tfrecord,array_record``, run alternately, twice each, in the same run.
 """
 import argparse
 import io
@@ -27,9 +38,9 @@ from PIL import Image, ImageOps
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from harness import MAX_GENERATED, corpus, job, listed  # noqa: E402
+from harness import MAX_GENERATED, corpus, counter, job, listed, measure  # noqa: E402
 
-from contract import features as F, index as I, layout  # noqa: E402
+from contract import counters, features as F, index as I, layout  # noqa: E402
 from contract.example import decode_example  # noqa: E402
 from contract.tfrecord import read_records  # noqa: E402
 from imgrec_imaging.image_ops import parse_image_size  # noqa: E402
@@ -38,24 +49,46 @@ SMALL_RUN = 40
 SMALL_RUNS = 3
 # Each record's reference crosses three shuffles: to its sha256 group, its rank bucket, its shard.
 SHUFFLES_PER_RECORD = 3
+POOL_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'pool_script.py')
+POOL_PROCESSES = 2
+PATCHES_OFF = {'IMGREC_BEAM_PATCHES': 'off'}  # stock Beam: no warm workers, no live progress (docs/beam-internals.md)
+
+
+def modes(workers):
+    """The ways of running the build the benchmark knows: name -> (extra arguments, extra environment)."""
+    given = ['--direct_num_workers', str(workers)]
+    processes = ['--direct_running_mode', 'multi_processing', *given]
+    threads = ['--direct_running_mode', 'multi_threading', *given]
+    return {'default': ([], {}), 'default_patches_off': ([], PATCHES_OFF),
+            'multi_processing': (processes, {}), 'multi_processing_patches_off': (processes, PATCHES_OFF),
+            'multi_threading': (threads, {}), 'multi_threading_patches_off': (threads, PATCHES_OFF)}
 
 
 def baseline(root, names, size):
-    """The naive loop; returns ({source: jpeg bytes}, seconds)."""
+    """The naive loop; returns ({source: jpeg bytes}, seconds, CPU seconds)."""
     height, width = size
-    outputs, start = {}, time.perf_counter()
+    outputs, start, cpu = {}, time.perf_counter(), time.process_time()
     for name in names:
         image = Image.open(os.path.join(root, name)).convert('RGB')
         image = ImageOps.fit(image, (width, height), Image.Resampling.BILINEAR)
         out = io.BytesIO()
         image.save(out, 'JPEG', quality=90)
         outputs[name] = out.getvalue()
-    return outputs, time.perf_counter() - start
+    return outputs, time.perf_counter() - start, time.process_time() - cpu
 
 
-def build(root, size_text, workers, output):
+def build(root, size_text, output, mode):
+    args, env = mode
     return job(['--input', root, '--output', output, '--image_size', size_text, '--version', 'bench',
-                '--direct_running_mode', 'multi_processing', '--direct_num_workers', str(workers)])
+                '--progress', 'on', *args], env)
+
+
+def pool_script(root, size, output):
+    """The peer, as a user runs it; its measurements (``harness.measure``)."""
+    stdout, measured = measure([sys.executable, POOL_SCRIPT, root, output, '--size', str(size),
+                                '--processes', str(POOL_PROCESSES)])
+    measured['written'] = int(stdout.split()[0])
+    return measured
 
 
 def written_images(version_dir, sources):
@@ -88,53 +121,141 @@ def subset(root, names):
     return folder
 
 
+def formats_ratio(root, size_text, workers, count):
+    """Throughput of the build with both formats against TFRecord alone, as one ratio measured here: the
+    builds alternate (alone, both, both, alone), so a machine that drifts moves both sides alike."""
+    output = tempfile.mkdtemp(prefix='build-bench-formats-')
+    seconds = {'tfrecord': [], 'tfrecord,array_record': []}
+    sizes = {}
+    try:
+        for run, formats in enumerate(('tfrecord', 'tfrecord,array_record', 'tfrecord,array_record', 'tfrecord')):
+            folder = os.path.join(output, str(run))
+            done = job(['--input', root, '--output', folder, '--image_size', size_text, '--version', 'bench',
+                        '--direct_running_mode', 'multi_processing', '--direct_num_workers', str(workers),
+                        '--formats', formats])
+            seconds[formats].append(done['seconds'])
+            document = json.load(open(os.path.join(done['version_dir'], layout.DATASET_JSON)))
+            sizes[formats] = {name: sum(s['bytes'] for split in document['splits'].values()
+                                        for s in split.get(key, [])) for name, key in
+                              (('tfrecord', 'shards'), ('array_record', 'array_record_shards'))}
+            shutil.rmtree(folder)
+    finally:
+        shutil.rmtree(output)
+    alone, both = (count / statistics.mean(seconds[key]) for key in ('tfrecord', 'tfrecord,array_record'))
+    bytes_ = sizes['tfrecord,array_record']
+    print(f'{count} photos -> {size_text}, {workers} worker(s); whole process, mean of 2 runs each, alternated')
+    runs = {key: ', '.join(f'{s:.1f}' for s in values) for key, values in seconds.items()}
+    print(f"TFRecord alone:              {alone:8.1f} images/s  (runs {runs['tfrecord']} s)")
+    print(f"TFRecord + ArrayRecord:      {both:8.1f} images/s  (runs {runs['tfrecord,array_record']} s)")
+    print(f"both formats / TFRecord alone: {both / alone:.2f}x the throughput; ArrayRecord shards "
+          f"{bytes_['array_record'] / 2**20:.1f} MB = {bytes_['array_record'] / bytes_['tfrecord']:.3f}x the "
+          f'TFRecord shards')
+    return both / alone
+
+
+def median(values):
+    return statistics.median(values) if values else float('nan')
+
+
+def describe(name, runs, images, pool_runs):
+    """One row of the table: medians of the runs, and the medians of their paired ratios to the pool script."""
+    wall = median([run['seconds'] for run in runs])
+    cpu_ms = median([run['cpu_seconds'] for run in runs]) / images * 1e3
+    peak = median([run['peak_tree'] for run in runs]) / 2**20
+    speed = median([pool['seconds'] / run['seconds'] for run, pool in zip(runs, pool_runs)])
+    cpu = median([run['cpu_seconds'] / pool['cpu_seconds'] for run, pool in zip(runs, pool_runs)])
+    memory = median([run['peak_tree'] / pool['peak_tree'] for run, pool in zip(runs, pool_runs)])
+    return (f"{name:30s} {wall:7.1f} {images / wall:9.1f} {cpu_ms:8.2f} {peak:8.0f}   "
+            f"{speed:6.2f}x {cpu:8.2f}x {memory:7.2f}x")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--images', type=int, default=MAX_GENERATED)
     parser.add_argument('--image_size', default='224')
-    parser.add_argument('--workers', type=int, default=os.cpu_count())
+    parser.add_argument('--workers', type=int, default=os.cpu_count(),
+                        help='--direct_num_workers of the modes that name a running mode')
+    parser.add_argument('--modes', default='default',
+                        help=f"comma-separated modes of the build, each run every round: {', '.join(modes(1))}")
+    parser.add_argument('--rounds', type=int, default=3, help='rounds of (each mode, the pool script)')
+    parser.add_argument('--naive_images', type=int, default=1200, help='images the naive loop runs on')
+    parser.add_argument('--formats_ratio', action='store_true',
+                        help='measure only the cost of --formats tfrecord,array_record against tfrecord alone')
     args = parser.parse_args()
     root = corpus(args.images)
+    if args.formats_ratio:
+        formats_ratio(root, args.image_size, args.workers, len(listed(root)))
+        return
+    known = modes(args.workers)
+    chosen = [name.strip() for name in args.modes.split(',') if name.strip()]
+    if not chosen or any(name not in known for name in chosen):
+        parser.error(f"--modes: choose from {', '.join(known)}")
     names = listed(root)
     size = parse_image_size(args.image_size)
+    if size[0] != size[1]:
+        parser.error('--image_size: the pool script makes square images; give one number')
     cores = os.cpu_count()
-    print(f'{len(names)} photos (640x480 to 1600x1200) -> {size[0]}x{size[1]}, {args.workers} worker(s), {cores} core(s)')
-    sample = names[::max(1, len(names) // MAX_GENERATED)][:MAX_GENERATED]
-    naive, naive_before = baseline(root, sample, size)
+    print(f"{len(names)} photos (640x480 to 1600x1200) -> {size[0]}x{size[1]}, {cores} core(s); build modes: "
+          f"{', '.join(chosen)}; {args.rounds} round(s), each mode and the pool script alternating")
+    sample = names[::max(1, len(names) // args.naive_images)][:args.naive_images]
+    naive, naive_before, naive_cpu_before = baseline(root, sample, size)
     output = tempfile.mkdtemp(prefix='build-bench-')
     small_root = subset(root, names[::max(1, len(names) // SMALL_RUN)][:SMALL_RUN])
+    runs, pool_runs, small = {name: [] for name in chosen}, [], {name: [] for name in chosen}
     try:
-        run = build(root, args.image_size, args.workers, os.path.join(output, 'full'))
-        small = statistics.median(build(small_root, args.image_size, args.workers, os.path.join(output, f'small{i}'))
-                                  ['seconds'] for i in range(SMALL_RUNS))
-        built, document = written_images(run['version_dir'], sample)
-        _, naive_after = baseline(root, sample, size)
-        naive_rate = 2 * len(naive) / (naive_before + naive_after)
-        counters = run['counters']
-        written = document['counts']['written']
-        assert written == len(names), f"the job wrote {written} of {len(names)} images"
-        scores = [psnr(built[name], naive[name]) for name in sample]
-        job_rate = written / run['seconds']
-        marginal = (written - SMALL_RUN) / (run['seconds'] - small)
-        ref_bytes = counters.get('record_ref_bytes', 0) / max(1, counters.get('examples_built', 1))
-        shard_bytes = sum(s['bytes'] for split in document['splits'].values() for s in split['shards'])
-        print(f"baseline (one process, full decode, {len(naive)} images): {naive_rate:8.1f} images/s  "
-              f"(before the job {len(naive) / naive_before:.1f}, after {len(naive) / naive_after:.1f})")
-        print(f"build job, whole process:                     {job_rate:8.1f} images/s  ({run['seconds']:.1f} s)  "
-              f"= {job_rate / naive_rate:.2f}x the baseline")
-        print(f"start-up (a {SMALL_RUN}-image job, whole process, median of {SMALL_RUNS}): {small:.1f} s; beyond it "
-              f"{marginal:.1f} images/s = {marginal / naive_rate:.2f}x the baseline")
-        print(f"CPU utilisation:                              {run['cpu_seconds'] / (run['seconds'] * cores):8.0%} "
-              f"of {cores} cores ({run['cpu_seconds']:.0f} CPU s)")
-        print(f"peak memory, runner + workers:                {run['peak_tree'] / 2**20:8.0f} MB "
-              f"(runner process {run['peak_root'] / 2**20:.0f} MB); shards {shard_bytes / 2**20:.0f} MB")
-        print(f"bytes through shuffles per image:             {ref_bytes * SHUFFLES_PER_RECORD:8.0f} "
-              f"({ref_bytes:.0f} B a reference x {SHUFFLES_PER_RECORD} shuffles)")
-        print("shards: " + ', '.join(f"{name} {split['num_shards']}" for name, split in document['splits'].items()))
-        print(f'PSNR of job vs baseline images: mean {np.mean(scores):.1f} dB, min {np.min(scores):.1f} dB')
+        checked = None
+        for round_ in range(args.rounds):
+            for name in chosen:
+                folder = os.path.join(output, f'{name}-{round_}')
+                run = build(root, args.image_size, folder, known[name])
+                if checked is None:  # the first build is read back and compared; the others only counted
+                    checked = run, written_images(run['version_dir'], sample)
+                runs[name].append(run)
+                pool = pool_script(root, size[0], os.path.join(output, f'pool-{round_}'))
+                assert pool['written'] == len(names), f"the pool script wrote {pool['written']} of {len(names)}"
+                pool_runs.append(pool)
+                print(f"  round {round_ + 1}: {name} {run['seconds']:.1f} s, pool script {pool['seconds']:.1f} s",
+                      flush=True)
+                shutil.rmtree(folder)
+                shutil.rmtree(os.path.join(output, f'pool-{round_}'))
+        for i in range(SMALL_RUNS):
+            for name in chosen:
+                small[name].append(build(small_root, args.image_size, os.path.join(output, f'small-{name}-{i}'),
+                                         known[name])['seconds'])
+        _, naive_after, naive_cpu_after = baseline(root, sample, size)
     finally:
         shutil.rmtree(small_root)
-        shutil.rmtree(output)
+        shutil.rmtree(output, ignore_errors=True)
+    run, (built, document) = checked
+    written = document['counts']['written']
+    assert written == len(names), f"the job wrote {written} of {len(names)} images"
+    naive_rate = 2 * len(naive) / (naive_before + naive_after)
+    naive_cpu_ms = (naive_cpu_before + naive_cpu_after) / (2 * len(naive)) * 1e3
+    pool_rate = len(names) / median([pool['seconds'] for pool in pool_runs])
+    scores = [psnr(built[name], naive[name]) for name in sample]
+    ref_bytes = counter(run, counters.RECORD_REF_BYTES) / max(1, counter(run, counters.EXAMPLES_BUILT))
+    shard_bytes = sum(s['bytes'] for split in document['splits'].values() for s in split['shards'])
+    print(f"\n{'':30s} {'wall s':>7s} {'images/s':>9s} {'CPU ms':>8s} {'peak MB':>8s}   {'against the pool script':s}")
+    print(f"{'':30s} {'median':>7s} {'':9s} {'an image':>8s} {'(tree)':>8s}   "
+          f"{'speed':>7s} {'CPU':>9s} {'memory':>8s}")
+    print(describe(f'pool script ({POOL_PROCESSES} processes)', pool_runs, len(names), pool_runs))
+    for index, name in enumerate(chosen):  # each build is paired with the pool script run right after it
+        print(describe(f'build-dataset, {name}', runs[name], len(names), pool_runs[index::len(chosen)]))
+    print(f"{f'naive loop (1 process, {len(naive)} images)':30s} {len(names) / naive_rate:7.1f} {naive_rate:9.1f} "
+          f"{naive_cpu_ms:8.2f} {'':8s}   {naive_rate / pool_rate:6.2f}x   (before the rounds "
+          f"{len(naive) / naive_before:.1f} images/s, after {len(naive) / naive_after:.1f}; wall scaled to "
+          f"{len(names)})")
+    for name in chosen:
+        beyond = (len(names) - SMALL_RUN) / (median([r['seconds'] for r in runs[name]]) - median(small[name]))
+        print(f"{name}: a {SMALL_RUN}-image build {median(small[name]):.2f} s (median of {SMALL_RUNS}: "
+              f"{', '.join(f'{s:.2f}' for s in small[name])}); beyond it {beyond:.1f} images/s = "
+              f"{beyond / pool_rate:.2f}x the pool script's whole-process rate")
+    print(f"CPU utilisation of the first build:   {run['cpu_seconds'] / (run['seconds'] * cores):.0%} of {cores} "
+          f"cores; runner process peak {run['peak_root'] / 2**20:.0f} MB; shards {shard_bytes / 2**20:.0f} MB")
+    print(f"bytes through shuffles per image:     {ref_bytes * SHUFFLES_PER_RECORD:.0f} "
+          f"({ref_bytes:.0f} B a reference x {SHUFFLES_PER_RECORD} shuffles)")
+    print("shards: " + ', '.join(f"{name} {split['num_shards']}" for name, split in document['splits'].items()))
+    print(f'PSNR of the build vs the naive loop: mean {np.mean(scores):.1f} dB, min {np.min(scores):.1f} dB')
 
 
 if __name__ == '__main__':

@@ -1,10 +1,12 @@
 """What the benchmarks share: generated photo corpora, and running the build as a user runs it while
-measuring its whole process tree (wall time, CPU, peak memory) and reading back its counters."""
+measuring its whole process tree (wall time, CPU, peak memory) and reading back its counters (by
+``contract.counters.read``, the rule the build's summary uses; ``counter`` picks one out)."""
 import json
 import os
 import resource
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -71,38 +73,52 @@ class TreeSampler(threading.Thread):
         self.join()
 
 
-def job(args):
-    """Runs ``build-dataset ARGS`` in a process of its own; returns its counters and measurements:
-    seconds (process start to exit), cpu_seconds (the whole tree), peak_tree and peak_root (bytes)."""
+def measure(command, env=None):
+    """Runs ``command`` (a list) in a process of its own, as a user would; returns its stdout and
+    measurements: seconds (process start to exit), cpu_seconds (the whole tree), peak_tree and peak_root
+    (bytes). ``env``: variables added to this environment. Its stderr is shown only if it fails."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    process = subprocess.Popen([sys.executable, os.path.abspath(__file__), '--_job', *args],
-                               cwd=ROOT, stdout=subprocess.PIPE, text=True)
-    sampler = TreeSampler(process.pid)
-    sampler.start()
-    stdout, _ = process.communicate()
-    seconds = time.perf_counter() - start
-    sampler.stop()
-    if process.returncode:
-        raise SystemExit(f'the build failed with status {process.returncode}')
+    with tempfile.TemporaryFile('w+') as stderr:
+        start = time.perf_counter()
+        process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=stderr, text=True,
+                                   env=dict(os.environ, **(env or {})))
+        sampler = TreeSampler(process.pid)
+        sampler.start()
+        stdout, _ = process.communicate()
+        seconds = time.perf_counter() - start
+        sampler.stop()
+        if process.returncode:
+            stderr.seek(0)
+            sys.stderr.write(stderr.read()[-4000:])
+            raise SystemExit(f'{os.path.basename(command[1])} failed with status {process.returncode}')
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    report = json.loads(stdout.strip().splitlines()[-1])
-    return dict(report, seconds=seconds, cpu_seconds=cpu, peak_tree=sampler.peak_tree, peak_root=sampler.peak_root)
+    return stdout, dict(seconds=seconds, cpu_seconds=cpu, peak_tree=sampler.peak_tree, peak_root=sampler.peak_root)
+
+
+def job(args, env=None):
+    """Runs ``build-dataset ARGS`` in a process of its own (``measure``); returns its counters and
+    measurements. The counters are keyed 'namespace/name' (``counter`` reads one)."""
+    stdout, measured = measure([sys.executable, os.path.abspath(__file__), '--_job', *args], env)
+    return dict(json.loads(stdout.strip().splitlines()[-1]), **measured)
+
+
+def counter(run, which):
+    """The value of counter ``which`` (a ``contract.counters.Counter``) in what ``job`` returned."""
+    return run['counters'].get(str(which), 0)
 
 
 def _run_job(args):
     """Inside the job's own process: the build as ``build-dataset`` runs it, then its counters as JSON."""
     import logging  # pylint: disable=import-outside-toplevel
     logging.basicConfig(level=logging.ERROR)
-    from apache_beam.metrics.metric import MetricsFilter  # pylint: disable=import-outside-toplevel
-    from pipelines import build_dataset, local_workers  # pylint: disable=import-outside-toplevel
-    local_workers.tune_malloc()  # as build-dataset does (pipelines.build_dataset.cli)
+    from contract import counters  # pylint: disable=import-outside-toplevel
+    from pipelines import build_dataset  # pylint: disable=import-outside-toplevel
+    from pipelines.local import workers  # pylint: disable=import-outside-toplevel
+    workers.tune_malloc()  # as build-dataset does (pipelines.build_dataset.cli)
     config, result = build_dataset.run(['--progress', 'off', *args])
-    counters = {}
-    for counter in result.metrics().query(MetricsFilter())['counters']:
-        counters[counter.key.metric.name] = counters.get(counter.key.metric.name, 0) + counter.committed
-    print(json.dumps({'version_dir': config.version_dir, 'counters': counters}), flush=True)
+    values = {str(counter): value for counter, value in counters.read(result).items()}
+    print(json.dumps({'version_dir': config.version_dir, 'counters': values}), flush=True)
     os._exit(0)  # as build-dataset ends (pipelines.build_dataset.cli): no interpreter teardown
 
 

@@ -18,8 +18,8 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from harness import corpus, job, listed  # noqa: E402
-from contract import layout  # noqa: E402
+from harness import corpus, counter, job, listed  # noqa: E402
+from contract import counters, layout  # noqa: E402
 
 
 def linked_copy(root, target):
@@ -68,14 +68,14 @@ def main():
         refresh = job([*options, '--version', 'v2'])
         with open(os.path.join(output, 'v2', layout.DATASET_JSON)) as stream:
             document = json.load(stream)
-        decoded = refresh['counters'].get('images_decoded', 0)
+        decoded = counter(refresh, counters.IMAGES_DECODED)
         print(f'{args.images} photos -> {args.image_size}; refresh after {new} new and {changed} changed images')
         print(f"full build:  {full['seconds']:7.1f} s  ({args.images / full['seconds']:.0f} images/s), "
               f"peak memory {full['peak_tree'] / 2**20:.0f} MB")
         print(f"refresh:     {refresh['seconds']:7.1f} s  = {refresh['seconds'] / full['seconds']:.2f} of the full build, "
               f"peak memory {refresh['peak_tree'] / 2**20:.0f} MB")
         print(f"images_decoded {decoded} (new + changed = {new + changed}); images_reused "
-              f"{refresh['counters'].get('images_reused', 0)}; dataset.json refresh: {document['refresh']}")
+              f"{counter(refresh, counters.IMAGES_REUSED)}; dataset.json refresh: {document['refresh']}")
         if decoded != new + changed:
             raise SystemExit('the refresh decoded other images than the new and changed ones')
     finally:

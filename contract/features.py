@@ -1,6 +1,6 @@
 """Feature keys of every ``tf.train.Example`` the build writes, and their types.
 
-``FEATURES`` is the parse spec in plain data; ``training.example_parsing`` turns it into ``tf.io`` features.
+``FEATURES`` is the parse spec in plain data; ``imgrec_versions.tf_features`` turns it into ``tf.io`` features.
 """
 IMAGE_ENCODED = 'image/encoded'
 IMAGE_FORMAT = 'image/format'

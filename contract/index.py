@@ -3,7 +3,9 @@
 A version's index is ``index/part-{i:05d}-of-{n:05d}.parquet`` (``layout.index_file_name``), listed in
 ``dataset.json`` under ``index``. A source's row lives in part ``index_part(source, n)``, and each part is
 sorted by source, so finding a record reads one small file, and reading it is one ranged read of
-``length`` bytes at ``offset`` in ``shard``: a whole TFRecord frame (length, CRC, Example, CRC).
+``length`` bytes at ``offset`` in ``shard``: a whole TFRecord frame (length, CRC, Example, CRC). With
+ArrayRecord shards, ``array_record_position`` is the record's position in the ArrayRecord shard of the
+same name (``layout.array_record_file_name``): ``reader.read([position])`` gives the same Example.
 Reading the index needs pyarrow (which Apache Beam brings), not TensorFlow.
 """
 from contract import layout
@@ -18,6 +20,8 @@ SOURCE = 'source'
 SHA256 = 'sha256'
 SOURCE_SIZE = 'source_size'
 SOURCE_MTIME_NS = 'source_mtime_ns'      # local inputs: modification time, ns since the epoch
+SOURCE_CTIME_NS = 'source_ctime_ns'      # local inputs: inode change time, ns since the epoch
+SOURCE_INODE = 'source_inode'            # local inputs: inode number (with the two times, docs/reuse.md)
 SOURCE_GENERATION = 'source_generation'  # gs:// inputs: the object's generation
 SPLIT = 'split'
 LABEL = 'label'
@@ -25,12 +29,19 @@ SHARD = 'shard'                          # shard file name, relative to the vers
 OFFSET = 'offset'                        # of the record's TFRecord frame in the shard
 LENGTH = 'length'                        # of the whole frame: 16 bytes of framing + the Example
 DECISIONS = 'decisions'                  # what decoding did, comma-separated (dataset.json decoding.decisions)
+PERCEPTUAL_HASH = 'perceptual_hash'      # 64-bit hash of the decoded image as 16 hex digits (docs/near-duplicates.md)
+SOURCE_WIDTH = 'source_width'            # of the source image, upright (after its EXIF orientation), in pixels
+SOURCE_HEIGHT = 'source_height'
+UPSCALED = 'upscaled'                    # the source was enlarged to reach the target size
+ARRAY_RECORD_POSITION = 'array_record_position'  # of the record in its ArrayRecord shard (null: none built)
 
-# Column -> type; the two source stamps are null where they do not apply.
+# Column -> type; the source stamps (mtime, ctime and inode; generation) are null where they do not apply, the hash where the build did
+# not hash (--near_duplicates off).
 COLUMNS = {
     SOURCE: 'string', SHA256: 'string', SOURCE_SIZE: 'int64', SOURCE_MTIME_NS: 'int64',
-    SOURCE_GENERATION: 'int64', SPLIT: 'string', LABEL: 'int64', SHARD: 'string', OFFSET: 'int64',
-    LENGTH: 'int64', DECISIONS: 'string',
+    SOURCE_CTIME_NS: 'int64', SOURCE_INODE: 'int64', SOURCE_GENERATION: 'int64', SPLIT: 'string', LABEL: 'int64', SHARD: 'string', OFFSET: 'int64',
+    LENGTH: 'int64', DECISIONS: 'string', PERCEPTUAL_HASH: 'string', SOURCE_WIDTH: 'int64',
+    SOURCE_HEIGHT: 'int64', UPSCALED: 'bool', ARRAY_RECORD_POSITION: 'int64',
 }
 
 
@@ -43,9 +54,12 @@ def index_part(source, parts):
     return stable_hash('index', source) % parts
 
 
+_ARROW_TYPES = {'bool': 'bool_'}  # pyarrow's name where it is not the type's
+
+
 def schema():
     import pyarrow  # pylint: disable=import-outside-toplevel
-    return pyarrow.schema([(name, getattr(pyarrow, kind)()) for name, kind in COLUMNS.items()])
+    return pyarrow.schema([(name, getattr(pyarrow, _ARROW_TYPES.get(kind, kind))()) for name, kind in COLUMNS.items()])
 
 
 def describe(files, num_records):

@@ -5,24 +5,44 @@ reads JSON, and both sides agree on the names.
 """
 import json
 
-from contract import features as F
+from contract import features as F, layout
 
 FORMAT_VERSION = 1
+# A split's ArrayRecord shards (--formats ...,array_record): [{'file', 'records', 'bytes'}], one for each
+# TFRecord shard, in the same order and holding the same records. Absent when the format was not built.
+ARRAY_RECORD_SHARDS = 'array_record_shards'
+_SHARD_FIELDS = ('file', 'records', 'bytes')
+
+
+def add_shard(split, stats):
+    """Adds one shard writer's ``stats`` to ``split`` (an entry of build_metadata's ``splits``): its
+    TFRecord shard to 'shards' and, when it wrote one, its ArrayRecord shard to ARRAY_RECORD_SHARDS."""
+    split['shards'].append({field: stats[field] for field in _SHARD_FIELDS})
+    if stats.get(layout.ARRAY_RECORD):
+        split.setdefault(ARRAY_RECORD_SHARDS, []).append(
+            {field: stats[layout.ARRAY_RECORD][field] for field in _SHARD_FIELDS})
 
 
 def build_metadata(*, name, version, created, options, image_size, labels, splits, counts, quarantine,
-                   duplicates, decoding, index=None, record_options=None, label_order=None, refresh=None):
+                   duplicates, decoding, index=None, record_options=None, label_order=None, refresh=None,
+                   near_duplicates=None):
     """Returns the ``dataset.json`` document.
 
     ``splits`` maps split name -> {'class_counts': {label: n}, 'shards': [{'file', 'records', 'bytes'}],
-    'inputs': n, 'quarantined': n, 'duplicates': n}. ``counts`` holds inputs = written + quarantined +
+    'inputs': n, 'quarantined': n, 'duplicates': n} and, with ArrayRecord shards, ARRAY_RECORD_SHARDS
+    (``add_shard``); ``formats`` then lists both formats. ``counts`` holds inputs = written + quarantined +
     duplicates, and ignored (non-image files). ``quarantine`` = {'file', 'by_reason'}, ``duplicates`` =
-    {'file', 'count'}, ``decoding`` = {'background': [r, g, b], 'decisions': {decision: images}};
+    {'file', 'count'}, ``decoding`` = {'background': [r, g, b], 'decisions': {decision: images},
+    'upscaled': written images enlarged to reach the target}; ``near_duplicates`` = {'mode', 'file', 'hash',
+    'threshold', 'bands', 'groups', 'images', 'pairs', 'pairs_across_splits', 'pairs_across_labels',
+    'images_moved', 'largest_group'} (docs/near-duplicates.md);
     ``index`` = ``contract.index.describe(...)``; ``record_options`` the options that shape a record's
     bytes (a refresh reuses records only if they are unchanged); ``label_order`` how the label order was decided; ``refresh`` = {'previous', 'mode',
-    'full_reason', 'reused', 'decoded', 'new', 'changed', 'removed'}.
+    'full_reason', 'reused', 'decoded', 'new', 'changed', 'removed', 'reuse_damaged'} (records of the previous
+    version found damaged as they were copied, and decoded again: counted in 'decoded', not 'reused').
     """
     height, width = image_size
+    with_array_record = any(ARRAY_RECORD_SHARDS in info for info in splits.values())
     return {
         'format_version': FORMAT_VERSION,
         'name': name,
@@ -33,6 +53,7 @@ def build_metadata(*, name, version, created, options, image_size, labels, split
                   'format': F.IMAGE_FORMAT_JPEG.decode()},
         'features': dict(F.FEATURES),
         'labels': list(labels),
+        'formats': [layout.TFRECORD] + ([layout.ARRAY_RECORD] if with_array_record else []),
         'splits': {
             split: {
                 'num_examples': sum(shard['records'] for shard in info['shards']),
@@ -42,6 +63,7 @@ def build_metadata(*, name, version, created, options, image_size, labels, split
                 'duplicates': info['duplicates'],
                 'class_counts': {label: info['class_counts'].get(label, 0) for label in labels},
                 'shards': info['shards'],
+                **({ARRAY_RECORD_SHARDS: info[ARRAY_RECORD_SHARDS]} if ARRAY_RECORD_SHARDS in info else {}),
             }
             for split, info in sorted(splits.items())
         },
@@ -53,6 +75,7 @@ def build_metadata(*, name, version, created, options, image_size, labels, split
         'record_options': record_options,
         'label_order': label_order,
         'refresh': refresh,
+        'near_duplicates': near_duplicates,
     }
 
 
@@ -77,3 +100,13 @@ def image_shape(metadata):
 
 def num_examples(metadata, split):
     return metadata['splits'][split]['num_examples']
+
+
+def formats(metadata):
+    """The shard formats a version holds (a version written before --formats holds TFRecord shards only)."""
+    return list(metadata.get('formats', [layout.TFRECORD]))
+
+
+def array_record_shards(metadata, split):
+    """The ArrayRecord shard entries of ``split``: [{'file', 'records', 'bytes'}], [] when none were built."""
+    return list(metadata['splits'][split].get(ARRAY_RECORD_SHARDS, []))

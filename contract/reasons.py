@@ -9,6 +9,7 @@ TOO_SMALL = 'too_small'
 TRUNCATED = 'truncated'
 CORRUPT = 'corrupt'
 READ_ERROR = 'read_error'
+NOT_A_FILE = 'not_a_file'
 LABEL_CONFLICT = 'label_conflict'
 UNKNOWN_LABEL = 'unknown_label'
 BAD_LABEL = 'bad_label'
@@ -21,7 +22,9 @@ REASONS = {
     TOO_SMALL: 'the short side is under --min_size',
     TRUNCATED: 'the file ends before its pixel data does',
     CORRUPT: 'the header or the pixel data is invalid',
-    READ_ERROR: 'the file is missing or forbidden (transient read errors are retried, then fail the build)',
+    READ_ERROR: 'the file is missing or forbidden, or its path cannot be opened (a symlink loop, a name too long); '
+                'transient read errors are retried, then fail the build',
+    NOT_A_FILE: 'not a regular file after following symlinks (a FIFO, socket, device or folder): never opened',
     LABEL_CONFLICT: 'the same bytes are filed under more than one label; every copy is quarantined',
     UNKNOWN_LABEL: 'the class is not in the --labels file (a choice, so not counted as an error)',
     BAD_LABEL: 'the class name holds a line break or NUL, which labels.txt cannot hold',

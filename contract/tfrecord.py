@@ -38,3 +38,19 @@ def read_records(stream):
         if _masked_crc(data) != struct.unpack('<I', footer)[0]:
             raise ValueError('corrupt TFRecord data checksum')
         yield data
+
+
+def unframe(frame):
+    """The record of one whole TFRecord entry (as ``frame`` gives it), both checksums checked."""
+    if len(frame) < FRAME_OVERHEAD:
+        raise ValueError('truncated TFRecord')
+    length_bytes, length_crc = frame[:8], struct.unpack('<I', frame[8:12])[0]
+    if _masked_crc(length_bytes) != length_crc:
+        raise ValueError('corrupt TFRecord length checksum')
+    (length,) = struct.unpack('<Q', length_bytes)
+    if length + FRAME_OVERHEAD != len(frame):
+        raise ValueError(f'a TFRecord entry of {len(frame)} bytes holds a record of {length}')
+    data = frame[12:12 + length]
+    if _masked_crc(data) != struct.unpack('<I', frame[-4:])[0]:
+        raise ValueError('corrupt TFRecord data checksum')
+    return data

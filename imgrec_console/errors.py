@@ -1,23 +1,34 @@
-"""The one exception a build raises on purpose, and how to find it again in a runner's error."""
+"""The errors a command reports in one line, no traceback, and the exit status each one gives.
+
+``UserError`` (status 2): the user can fix it, a bad flag, path or setting. ``DataError`` (status 1):
+the data or the run went wrong, a damaged dataset or a NaN loss. ``BuildFailed`` is the DataError a
+build raises on purpose; Beam's runners wrap it, so ``build_failure_message`` finds it again.
+"""
 import re
 
 _MARKER = 'BuildFailed'
 _FOUND = re.compile(_MARKER + r': (?P<message>[^\n]*?)(?: \[while running [^\n]*)?$', re.MULTILINE)
 
 
-class BuildFailed(Exception):
+class CommandError(Exception):
+    """An error a command reports as ``<prog>: <word>: <message>`` and exits with ``exit_status``."""
+    exit_status = 1
+    word = 'error'
+
+
+class UserError(CommandError):
+    """A bad path, flag or setting; the command exits with status 2, as for a usage error."""
+    exit_status = 2
+
+
+class DataError(CommandError):
+    """A damaged dataset or a run that went wrong (a NaN loss); the command exits with status 1."""
+    exit_status = 1
+
+
+class BuildFailed(DataError):
     """The build cannot produce a correct dataset; the message says why, in one line."""
-
-
-class TruncatedRead(ValueError):
-    """A file or object ends before the byte range a record index or reference names: no retry mends it."""
-
-
-def checked_range(path, start, end, data):
-    """``data``, the bytes read for [start, end) of ``path``; raises TruncatedRead when it is short."""
-    if len(data) != end - start:
-        raise TruncatedRead(f'{path} ends at {start + len(data)}, before byte {end} of a record')
-    return data
+    word = 'failed'
 
 
 def build_failure_message(error):

@@ -17,6 +17,7 @@ import PIL
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 from contract.reasons import CORRUPT, EMPTY, NOT_AN_IMAGE, TOO_MANY_PIXELS, TOO_SMALL, TRUNCATED, UNSUPPORTED_FORMAT
+from imgrec_imaging import perceptual_hash
 
 RESIZE_MODES = ('crop', 'pad', 'stretch')
 # Formats we decode. Anything else Pillow can identify (EPS, ICNS, PSD, PPM...) is refused, which also
@@ -233,9 +234,31 @@ def encode_jpeg(image, quality):
     return out.getvalue()
 
 
-def decode_resize_encode(data, target, mode='crop', quality=90, *, max_pixels=DEFAULT_MAX_PIXELS,
-                         min_side=1):
-    """The whole per-image step: returns (jpeg_bytes, notes) or raises ImageRejected."""
-    image, notes = decode(data, target, mode, max_pixels=max_pixels, min_side=min_side)
-    return encode_jpeg(resize(image, target, mode), quality), notes
+def upscaled(width, height, target, mode='crop'):
+    """Whether ``resize`` enlarges a ``width`` x ``height`` image to reach ``target`` (height, width)."""
+    target_h, target_w = target
+    if mode == 'stretch':
+        return target_w > width or target_h > height
+    scales = (target_w / width, target_h / height)
+    return (max(scales) if mode == 'crop' else min(scales)) > 1
+
+
+def decode_resize_encode(data, options, *, with_hash=False):
+    """The whole per-image step under ``options`` (``record_options.RecordOptions``): returns
+    (jpeg_bytes, notes) or raises ImageRejected.
+
+    ``notes`` also holds the source's upright size (``source_width``, ``source_height``), whether it was
+    ``upscaled``, and, ``with_hash``, the ``perceptual_hash`` (hex) of the decoded image, before resizing:
+    the hash of the source as decoding holds it, the same whatever the resize mode.
+    """
+    image, notes = decode(data, options.image_size, options.resize, max_pixels=options.max_pixels,
+                          min_side=options.min_size)
+    width, height = notes['width'], notes['height']
+    if notes.get('orientation') in _TRANSPOSING_ORIENTATIONS:
+        width, height = height, width
+    notes.update(source_width=width, source_height=height,
+                 upscaled=upscaled(width, height, options.image_size, options.resize))
+    if with_hash:
+        notes['perceptual_hash'] = perceptual_hash.to_hex(perceptual_hash.perceptual_hash(image))
+    return encode_jpeg(resize(image, options.image_size, options.resize), options.jpeg_quality), notes
 

@@ -7,8 +7,8 @@ group of nearby frames, not one per record, and the latency of those round trips
 """
 import concurrent.futures
 
-from imgrec_console.errors import checked_range
 from imgrec_storage import gcs, retries
+from imgrec_storage.byte_ranges import checked_range
 
 # Frames of one gs:// object closer than this are fetched by one read (the gap is read and dropped): a
 # round trip costs more than a few hundred kB. Local reads cost a system call: only touching frames merge.
@@ -51,17 +51,39 @@ class FrameReader:
             stream.seek(start)
             return checked_range(file, start, end, stream.read(end - start))
 
-    def read(self, refs):
-        """{(file, offset, length): frame bytes} for every ref."""
+    def read(self, refs, failures=False):
+        """{(file, offset, length): frame bytes} for every ref.
+
+        With ``failures``, a ref whose bytes cannot be had (its file is missing or forbidden, or ends before
+        it) maps to that exception instead of raising it, and a read of several frames that fails so is
+        tried again a frame at a time, so only the frames it cannot reach fail: a refresh decodes those
+        images again (``transforms.previous.ReuseCheck``). A transient error past the deadline still raises.
+        """
         reads = plan_reads(refs)
         if self._pool is None:
             self._pool = concurrent.futures.ThreadPoolExecutor(self._threads)
         frames = {}
-        for (file, start, _end, members), data in zip(
-                reads, retries.counted_map(self._pool, lambda r: self._read_range(*r[:3]), reads)):
-            for ref in members:
-                frames[ref] = data[ref[1] - start:ref[1] - start + ref[2]]
+        for fetched in retries.counted_map(self._pool, lambda r: self._fetch(r, failures), reads):
+            frames.update(fetched)
         return frames
+
+    def _fetch(self, read, failures):
+        """{ref: bytes (or, with ``failures``, the exception)} of one planned read."""
+        file, start, end, members = read
+        try:
+            data = self._read_range(file, start, end)
+        except retries.RetriesExhausted:
+            raise
+        except Exception as error:  # pylint: disable=broad-except  # with failures: whatever kept the bytes away
+            if not failures:
+                raise
+            if len(members) == 1:
+                return {members[0]: error}
+            fetched = {}
+            for ref in members:
+                fetched.update(self._fetch((file, ref[1], ref[1] + ref[2], [ref]), failures))
+            return fetched
+        return {ref: data[ref[1] - start:ref[1] - start + ref[2]] for ref in members}
 
     def close(self):
         if self._pool is not None:

@@ -3,11 +3,14 @@
 A transient error (a timeout, a reset connection, HTTP 408, 429 or 5xx, google.api_core's
 ``RetryError``) is retried with exponential backoff until the operation's deadline has passed. What
 happens then is the caller's choice: a read that still fails fails the build (``decode``), as does a
-write (``storage``). A permanent error (404, 403, a full or read-only disk) is not retried.
+write (``storage``). A permanent error (404, 403, a full or read-only disk, a symlink loop, a name too
+long) is not retried.
 
 Every retry increments the Beam counter ``retries/<kind>`` (kind: read, write, list), so
-``summary_line`` can report them once the build has finished. Beam keeps metrics per thread: work on a
-pool's threads goes through ``counted_map``, which adds their retries to the calling thread's counters.
+``summary_line`` can report them once the build has finished (read by ``contract.counters.read``).
+Beam keeps metrics per thread: work on a pool's threads goes through ``counted_map`` or ``counted_submit``,
+which add their retries (and ``imgrec_storage.request_counts``' requests, through ``count``) to the
+calling thread's counters.
 """
 import collections
 import contextlib
@@ -23,12 +26,13 @@ import typing
 
 import requests
 from apache_beam.metrics import Metrics
-from apache_beam.metrics.metric import MetricsFilter
 from google.api_core import exceptions as api_exceptions, retry as api_retry
 from google.auth import exceptions as auth_exceptions
 from google.cloud.storage import exceptions as storage_exceptions
 
-NAMESPACE = 'retries'
+from contract import counters
+
+NAMESPACE = counters.RETRIES
 READ, WRITE, LIST = 'read', 'write', 'list'
 # How long one read, write or listing page may keep retrying transient errors, in seconds. Longer than
 # the 120 s Google's clients give up after: a regional GCS hiccup of a few minutes does not fail a build.
@@ -41,7 +45,7 @@ ATTEMPT_TIMEOUT_S = 60.0
 # OSError numbers that no retry can fix.
 _PERMANENT_ERRNOS = frozenset((errno.ENOENT, errno.EACCES, errno.EPERM, errno.EISDIR, errno.ENOTDIR, errno.ENOSPC,
                                errno.EROFS, errno.EDQUOT, errno.ENAMETOOLONG, errno.EEXIST, errno.EFBIG,
-                               errno.EINVAL, errno.ENOTEMPTY))
+                               errno.EINVAL, errno.ENOTEMPTY, errno.ELOOP, errno.ENXIO, errno.ENODEV))
 _TRANSIENT_TYPES = (TimeoutError, ConnectionError, http.client.HTTPException, requests.ConnectionError,
                     requests.Timeout, requests.exceptions.ChunkedEncodingError,
                     requests.exceptions.ContentDecodingError, storage_exceptions.DataCorruption,
@@ -120,31 +124,63 @@ def _delays(policy):
 _pool_thread = threading.local()  # .tally: the Counter of the counted_map this thread works for
 
 
-def _count_retry(kind):
+def count(namespace, name, n=1):
+    """Adds ``n`` to the Beam counter namespace/name from any thread: on a ``counted_map`` or
+    ``counted_submit`` pool thread to that call's tally, which is added on its calling thread (Beam
+    keeps metrics per thread, and a pool's threads have none)."""
     tally = getattr(_pool_thread, 'tally', None)
     if tally is None:
-        Metrics.counter(NAMESPACE, kind).inc()
+        Metrics.counter(namespace, name).inc(n)
     else:
         with tally.lock:
-            tally[kind] += 1
+            tally[namespace, name] += n
+
+
+def _count_retry(kind):
+    count(NAMESPACE, kind)
+
+
+def _new_tally():
+    tally = collections.Counter()
+    tally.lock = threading.Lock()
+    return tally
+
+
+def _on_tally(tally, function, *args):
+    _pool_thread.tally = tally
+    try:
+        return function(*args)
+    finally:
+        _pool_thread.tally = None
+
+
+def _add(tally):
+    for (namespace, name), n in tally.items():
+        Metrics.counter(namespace, name).inc(n)
 
 
 def counted_map(pool, function, items):
-    """``list(pool.map(function, items))``, the retries made on the pool's threads counted here."""
-    tally = collections.Counter()
-    tally.lock = threading.Lock()
-
-    def run(item):
-        _pool_thread.tally = tally
-        try:
-            return function(item)
-        finally:
-            _pool_thread.tally = None
-
-    results = list(pool.map(run, items))
-    for kind, retried in tally.items():
-        Metrics.counter(NAMESPACE, kind).inc(retried)
+    """``list(pool.map(function, items))``, the retries and requests made on the pool's threads counted here."""
+    tally = _new_tally()
+    results = list(pool.map(lambda item: _on_tally(tally, function, item), items))
+    _add(tally)
     return results
+
+
+def counted_submit(pool, function, *args):
+    """``pool.submit(function, *args).result``: called on this thread, it returns the result (or raises)
+    and counts here the retries and requests made on the pool's thread."""
+    tally = _new_tally()
+    future = pool.submit(_on_tally, tally, function, *args)
+
+    def result():
+        try:
+            return future.result()
+        finally:
+            _add(tally)
+            tally.clear()
+
+    return result
 
 
 def call(attempt, kind, what, policy=None):
@@ -184,11 +220,8 @@ _KIND_NAMES = ((READ, 'reads'), (WRITE, 'writes'), (LIST, 'listings'))
 
 def summary_line(result):
     """'retried 7 operations (5 reads, 2 writes)' from a finished PipelineResult; None when nothing was retried."""
-    counters = result.metrics().query(MetricsFilter().with_namespace(NAMESPACE))['counters']
-    counts = dict.fromkeys((kind for kind, _ in _KIND_NAMES), 0)
-    for counter in counters:
-        value = counter.committed if counter.committed is not None else counter.attempted
-        counts[counter.key.metric.name] = counts.get(counter.key.metric.name, 0) + (value or 0)
+    counts = collections.Counter({counter.name: value
+                                  for counter, value in counters.read(result, NAMESPACE).items()})
     total = sum(counts.values())
     if not total:
         return None

@@ -15,27 +15,35 @@ import io
 import json
 import os
 import re
-import sys
 
+from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from PIL import Image
 
-from contract import features as F, layout
+from contract import features as F, index as index_lib, layout, tfrecord
 from contract.example import decode_example
 from contract.reasons import REASONS
+from imgrec_console.command import Command, run_command
+from imgrec_console.errors import UserError
 from imgrec_imaging import image_ops
-from imgrec_storage import fileio, gcs
-from imgrec_versions import cli, shard_reader, version as version_lib
+from imgrec_storage import fileio, publication
+from imgrec_versions import command_line, shard_reader, version as version_lib
 from imgrec_versions.units import human_bytes
 
 SAMPLES_PER_CLASS = 8
-MAX_CLASSES_SHOWN = 100
+MAX_SAMPLES = 160  # thumbnails in all: past 20 classes, fewer a class (at least 4), over the first 40 classes
+MAX_CLASSES_SHOWN = 40
+MAX_BARS = 40  # past this many classes or shards, a chart shows their distribution instead of one bar each
+EXTREMES = 10  # past MAX_BARS, tables show this many of the smallest and the largest
+NEAR_DUPLICATE_PAIRS = 8  # pairs shown of each kind: across splits, the farthest and the nearest
+PAIR_THUMBNAIL = 48
 MAX_RECORDS_SCANNED = 5000  # stop looking for samples of rare classes after this many records
 QUARANTINE_EXAMPLES = 5  # first sources shown per reason
 MAX_SOURCE_BYTES = 20_000_000  # quarantined inputs larger than this get no thumbnail
 DUPLICATES_SHOWN = 20
 THUMBNAIL = 64  # longest side, pixels
 _BUILD_SECONDS = re.compile(r'<meta name="build-seconds" content="([0-9.]+)">')
+_PRUNING = re.compile(r'<meta name="pruning" content="([^"]*)">')
 
 _STYLE = """
 body{font-family:system-ui,sans-serif;margin:1.5em;color:#222;max-width:70em}
@@ -51,10 +59,10 @@ def _data_url(data, mime):
     return f'data:{mime};base64,{base64.b64encode(data).decode()}'
 
 
-def thumbnail(image):
+def thumbnail(image, side=THUMBNAIL):
     """A small JPEG data URL of a Pillow image."""
     image = image.convert('RGB')
-    image.thumbnail((THUMBNAIL, THUMBNAIL))
+    image.thumbnail((side, side))
     out = io.BytesIO()
     image.save(out, 'JPEG', quality=75)
     return _data_url(out.getvalue(), 'image/jpeg')
@@ -70,38 +78,104 @@ def _svg(figure):
     return _data_url(out.getvalue().encode(), 'image/svg+xml')
 
 
+# Text in a chart is text: a class named 'cash$$' or '$x^2$' is drawn as written, never parsed as mathtext
+# (which fails on an odd number of '$', and would render the others as formulas).
+_PLAIN_TEXT = {'text.parse_math': False}
+
+
+def _plain(draw):
+    """Runs ``draw`` with every chart text plain (``_PLAIN_TEXT``): the setting is read when each Text is
+    made, some of them at drawing."""
+    import matplotlib
+
+    with matplotlib.rc_context(_PLAIN_TEXT):
+        return draw()
+
+
 def split_charts(name, info, labels):
-    """(class histogram, shard sizes) of one split as SVG data URLs."""
+    """(records per class, shard sizes) of one split as SVG data URLs: one bar a class or shard up to
+    MAX_BARS of them, else their distribution, so the chart's size does not grow with them."""
+    return _plain(lambda: _split_charts(name, info, labels))
+
+
+def _bars(axes, positions, values, **style):
+    bars = axes.bar(positions, values, **style)
+    axes.bar_label(bars, fontsize=7, padding=1)
+    axes.margins(y=0.15)
+    return bars
+
+
+def _histogram(title, values, xlabel, *, bins=12, log=False, color='#4c78a8'):
+    """A histogram figure of ``values`` with the count on each bar: an aggregate of any size."""
+    import numpy as np
+    from matplotlib.figure import Figure
+
+    values = np.asarray(values, dtype=float)
+    figure = Figure(figsize=(5, 2.8))
+    axes = figure.subplots()
+    if log and values.size and values.min() > 0:
+        from matplotlib.ticker import FuncFormatter, NullFormatter
+
+        edges = np.geomspace(values.min(), max(values.max(), values.min() * 1.01), bins + 1)
+        axes.set_xscale('log')
+        axes.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f'{value:g}'))  # not mathtext: plain text
+        axes.xaxis.set_minor_formatter(NullFormatter())
+    else:
+        edges = np.histogram_bin_edges(values, bins=bins) if values.size else np.linspace(0, 1, bins + 1)
+    counts, edges = np.histogram(values, bins=edges)
+    bars = axes.bar(edges[:-1], counts, width=np.diff(edges), align='edge', color=color, edgecolor='white')
+    axes.bar_label(bars, labels=[str(n) if n else '' for n in counts], fontsize=7, padding=1)
+    axes.margins(y=0.15)
+    axes.set_xlabel(xlabel)
+    axes.set_ylabel('count')
+    axes.set_title(title, fontsize=10)
+    return figure
+
+
+def _split_charts(name, info, labels):
     from matplotlib.figure import Figure
 
     counts = [info['class_counts'].get(label, 0) for label in labels]
-    classes = Figure(figsize=(max(4, 0.35 * len(labels) + 1.5), 2.8))
-    axes = classes.subplots()
-    axes.bar(range(len(labels)), counts, color='#4c78a8')
-    axes.set_xticks(range(len(labels)), labels, rotation=60 if len(labels) > 6 else 0, ha='right' if len(labels) > 6 else 'center',
-                    fontsize=8)
-    axes.set_ylabel('records')
-    axes.set_title(f'{name}: records per class', fontsize=10)
+    if len(labels) <= MAX_BARS:
+        classes = Figure(figsize=(max(4, 0.35 * len(labels) + 1.5), 2.8))
+        axes = classes.subplots()
+        _bars(axes, range(len(labels)), counts, color='#4c78a8')
+        axes.set_xticks(range(len(labels)), labels, rotation=60 if len(labels) > 6 else 0,
+                        ha='right' if len(labels) > 6 else 'center', fontsize=8)
+        axes.set_ylabel('records')
+        axes.set_title(f'{name}: records per class', fontsize=10)
+    else:
+        classes = _histogram(f'{name}: records per class, {len(labels)} classes', counts, 'records in a class')
 
     shards = info['shards']
-    sizes = Figure(figsize=(max(4, 0.35 * len(shards) + 1.5), 2.8))
-    axes = sizes.subplots()
-    positions = range(len(shards))
-    axes.bar(positions, [s['records'] for s in shards], color='#72b7b2', label='records')
-    axes.set_ylabel('records')
-    axes.set_xlabel('shard')
-    axes.set_xticks(positions, [str(i) for i in positions], fontsize=8)
-    megabytes = axes.twinx()
-    megabytes.plot(positions, [s['bytes'] / 1e6 for s in shards], 'o-', color='#e45756', label='MB')
-    megabytes.set_ylabel('MB')
-    megabytes.set_ylim(bottom=0)
-    axes.set_title(f'{name}: shard sizes (bars: records, dots: MB)', fontsize=10)
+    if len(shards) <= MAX_BARS:
+        sizes = Figure(figsize=(max(4, 0.35 * len(shards) + 1.5), 2.8))
+        axes = sizes.subplots()
+        positions = range(len(shards))
+        _bars(axes, positions, [s['records'] for s in shards], color='#72b7b2', label='records')
+        axes.set_ylabel('records')
+        axes.set_xlabel('shard')
+        axes.set_xticks(positions, [str(i) for i in positions], fontsize=8)
+        megabytes = axes.twinx()
+        megabytes.plot(positions, [s['bytes'] / 1e6 for s in shards], 'o-', color='#e45756', label='MB')
+        megabytes.set_ylabel('MB')
+        megabytes.set_ylim(bottom=0)
+        axes.set_title(f'{name}: shard sizes (bars: records, dots: MB)', fontsize=10)
+    else:
+        sizes = _histogram(f'{name}: shard sizes, {len(shards)} shards', [s['bytes'] / 1e6 for s in shards],
+                           'MB in a shard', color='#72b7b2')
     return _svg(classes), _svg(sizes)
 
 
-def sample_thumbnails(version, per_class=SAMPLES_PER_CLASS, max_records=MAX_RECORDS_SCANNED):
+def samples_per_class(num_classes):
+    """Thumbnails a class: SAMPLES_PER_CLASS, fewer (at least 4) when many classes share MAX_SAMPLES."""
+    return max(4, min(SAMPLES_PER_CLASS, MAX_SAMPLES // max(1, min(num_classes, MAX_CLASSES_SHOWN))))
+
+
+def sample_thumbnails(version, per_class=None, max_records=MAX_RECORDS_SCANNED):
     """{label: [(source, thumbnail data URL)]} of the first records of each class shown, in split and shard
     order."""
+    per_class = per_class or samples_per_class(len(version.document['labels']))
     samples = collections.defaultdict(list)
     shown = set(version.document['labels'][:MAX_CLASSES_SHOWN])
     wanted, found, scanned = len(shown) * per_class, 0, 0
@@ -212,8 +286,334 @@ def _duplicates_section(version_dir):
     return parts
 
 
-def render(version, build_seconds=None):
-    """The report of ``version`` (an imgrec_versions.version.Version) as HTML text."""
+def _open(path):
+    return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+
+
+def _link(name):
+    """A relative link to a file of the version: it works where the page is opened from its folder."""
+    return f'<a href="{_e(name)}"><code>{_e(name)}</code></a>'
+
+
+def index_parts(version_dir, document, columns, files=None):
+    """Yields each part of the record index as a pyarrow Table of the ``columns`` it has: one small part in
+    memory at a time. Nothing for a version without an index."""
+    import pyarrow.parquet as pq  # pylint: disable=import-outside-toplevel
+    described = document.get('index') or {}
+    present = [column for column in columns if column in (described.get('columns') or {})]
+    for name in described.get('files') or () if files is None else files:
+        path = layout.join(version_dir, name)
+        if not FileSystems.exists(path):
+            continue
+        with _open(path) as stream:
+            data = stream.read()
+        yield pq.read_table(io.BytesIO(data), columns=present)
+
+
+class ImageFacts(collections.namedtuple('ImageFacts', 'widths heights upscaled where')):
+    """The written images' source sizes (numpy arrays) and upscaled count, and where the records of some
+    sources are."""
+
+
+def image_facts(version_dir, document, wanted=()):
+    """ImageFacts from one pass over the index; ``where`` = {source: (shard, offset, length)} of ``wanted``.
+    The sizes are held as numpy arrays: 16 bytes an image."""
+    import numpy as np
+    import pyarrow  # pylint: disable=import-outside-toplevel
+    import pyarrow.compute as pc  # pylint: disable=import-outside-toplevel
+
+    wanted, widths, heights, upscaled, where = set(wanted), [], [], 0, {}
+    columns = (index_lib.SOURCE, index_lib.SOURCE_WIDTH, index_lib.SOURCE_HEIGHT, index_lib.UPSCALED,
+               index_lib.SHARD, index_lib.OFFSET, index_lib.LENGTH)
+    for part in index_parts(version_dir, document, columns):
+        names = set(part.column_names)
+        if {index_lib.SOURCE_WIDTH, index_lib.SOURCE_HEIGHT} <= names:
+            known = part.filter(pc.and_(pc.is_valid(part[index_lib.SOURCE_WIDTH]),
+                                        pc.is_valid(part[index_lib.SOURCE_HEIGHT])))
+            widths.append(known[index_lib.SOURCE_WIDTH].to_numpy())
+            heights.append(known[index_lib.SOURCE_HEIGHT].to_numpy())
+        if index_lib.UPSCALED in names:
+            upscaled += int(pc.sum(pc.fill_null(part[index_lib.UPSCALED], False).cast('int64')).as_py() or 0)
+        if wanted and index_lib.SOURCE in names:
+            rows = part.filter(pc.is_in(part[index_lib.SOURCE], value_set=pyarrow.array(sorted(wanted), type=pyarrow.string())))
+            for row in rows.to_pylist():
+                where[row[index_lib.SOURCE]] = (row[index_lib.SHARD], row[index_lib.OFFSET], row[index_lib.LENGTH])
+    join = lambda arrays: np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.int64)  # noqa: E731
+    return ImageFacts(join(widths), join(heights), upscaled, where)
+
+
+
+def record_thumbnail(version_dir, location, side=PAIR_THUMBNAIL):
+    """A thumbnail of the written record at ``location`` (shard, offset, length): one ranged read."""
+    shard, offset, length = location
+    try:
+        with _open(layout.join(version_dir, shard)) as stream:
+            stream.seek(offset)
+            values = decode_example(tfrecord.unframe(stream.read(length)))
+        return thumbnail(Image.open(io.BytesIO(values[F.IMAGE_ENCODED])), side)
+    except Exception:  # pylint: disable=broad-except  (a damaged shard: verify-dataset names it)
+        return None
+
+
+def _groups(version_dir):
+    """The rows of near_duplicates.jsonl a group at a time: the file is sorted by group."""
+    rows = []
+    for row in version_lib.iter_jsonl(version_dir, layout.NEAR_DUPLICATES_JSONL):
+        if rows and row['group'] != rows[0]['group']:
+            yield rows
+            rows = []
+        rows.append(row)
+    if rows:
+        yield rows
+
+
+def _keep(kept, item, limit, largest=False):
+    """Adds ``item`` to ``kept`` and trims it now and then to the ``limit`` smallest (or largest)."""
+    kept.append(item)
+    if len(kept) > 4 * limit:
+        kept.sort(key=lambda pair: pair[:3], reverse=largest)
+        del kept[limit:]
+
+
+def near_duplicate_pairs(version_dir, limit=NEAR_DUPLICATE_PAIRS):
+    """(pairs listed, [pair shown]) of near_duplicates.jsonl, read as a stream a group at a time.
+
+    A pair is an image and its nearest (each pair once): (distance, source, source, row, row). Shown: up
+    to ``limit`` pairs in two splits (the nearest first), then the ``limit`` farthest apart (where a false
+    group would show) and the ``limit`` nearest, each pair once.
+    """
+    across, farthest, nearest, listed = [], [], [], 0
+    for rows in _groups(version_dir):
+        by_source = {row['source']: row for row in rows}
+        pairs = {}
+        for row in rows:
+            other = by_source.get(row['nearest'])
+            if other is not None:
+                first, second = sorted((row, other), key=lambda r: r['source'])
+                pairs[(first['source'], second['source'])] = (row['distance'], first['source'], second['source'],
+                                                              first, second)
+        for pair in pairs.values():
+            listed += 1
+            if pair[3]['split'] != pair[4]['split']:
+                _keep(across, pair, limit)
+            _keep(farthest, pair, limit, largest=True)
+            _keep(nearest, pair, limit)
+    shown, seen = [], set()
+    for kept, largest in ((across, False), (farthest, True), (nearest, False)):
+        for pair in sorted(kept, key=lambda p: p[:3], reverse=largest)[:limit]:
+            if pair[1:3] not in seen:
+                seen.add(pair[1:3])
+                shown.append(pair)
+    return listed, shown
+
+
+def _what_was_done(mode, first, second):
+    if first['split'] != second['split']:
+        if mode == 'group':
+            return f'kept apart: published in {_e(first["split"])} and {_e(second["split"])} before they met'
+        return f'<strong>reported only: {_e(first["split"])} / {_e(second["split"])}</strong>'
+    moved = [f'{_e(row["source"])} moved from {_e(row["moved_from"])}' for row in (first, second)
+             if row.get('moved_from')]
+    done = f'one group, in {_e(first["split"])}' if mode == 'group' else f'reported only; both in {_e(first["split"])}'
+    return done + (f'<br><span class="muted">{"; ".join(moved)}</span>' if moved else '')
+
+
+def _near_duplicates_section(version, facts, near):
+    """Near-duplicates: what the build counted, and thumbnail pairs of the extremes (``near``, as
+    ``near_duplicate_pairs`` gives them)."""
+    summary = version.document.get('near_duplicates') or {}
+    parts = ['<h2 id="near-duplicates">Near-duplicates</h2>']
+    if not summary or summary.get('mode') == 'off':
+        return parts + ['<p class="muted">Not looked for: built with <code>--near_duplicates off</code> '
+                        '(or before near-duplicates were looked for).</p>']
+    listed, shown = near
+    parts.append(
+        f'<p>Mode <code>{_e(summary.get("mode"))}</code>, {_e(summary.get("hash"))} hash, within '
+        f'{_e(summary.get("threshold"))} of 64 bits ({_e(summary.get("bands"))} bands): '
+        f'<span id="near-groups">{_e(summary.get("groups", 0))}</span> groups of '
+        f'{_e(summary.get("images", 0))} written images, {_e(summary.get("pairs", 0))} pairs found '
+        f'(largest group {_e(summary.get("largest_group", 0))}); {_e(summary.get("pairs_across_splits", 0))} '
+        f'pairs in two splits, {_e(summary.get("pairs_across_labels", 0))} across classes; '
+        f'{_e(summary.get("images_moved", 0))} images moved to their group\'s split. '
+        f'Every image with its nearest: {_link(layout.NEAR_DUPLICATES_JSONL)}.</p>')
+    if not shown:
+        return parts
+    rows = []
+    for distance, a, b, first, second in shown:
+        cells = []
+        for row in (first, second):
+            url = record_thumbnail(version.path, facts.where[row['source']]) if row['source'] in facts.where else None
+            cells.append((_img(url, row['source'], 'pair') + '<br>' if url else '') + f'<code>{_e(row["source"])}</code>')
+        rows.append([*cells, distance, _e(first['label']) if first['label'] == second['label'] else
+                     f'{_e(first["label"])} / {_e(second["label"])}', _what_was_done(summary.get('mode'), first, second)])
+    parts.append(f'<p class="muted">{len(shown)} of {listed} pairs (each image with its nearest): those in two '
+                 f'splits, then the farthest apart and the nearest, up to {NEAR_DUPLICATE_PAIRS} of each.</p>')
+    parts.append(_table(['image', 'nearest', 'distance (bits)', 'class', 'what the build did'], rows, numeric=(2,)))
+    return parts
+
+
+def _sizes_section(document, facts):
+    """The distributions of the written images' source sizes and aspect ratios, and the upscaled count."""
+    import numpy as np
+
+    upscaled = (document.get('decoding') or {}).get('upscaled', facts.upscaled)
+    image = document['image']
+    parts = ['<h2 id="input-sizes">Input sizes</h2>',
+             f'<p><span id="upscaled">{_e(upscaled)}</span> of {document["counts"]["written"]} written images were '
+             f'upscaled: smaller than the target {image["height"]}×{image["width"]} on the side the resize '
+             'keeps.</p>']
+    if not facts.widths.size:
+        return parts + ['<p class="muted">No source sizes in the record index (a version built before they were '
+                        'recorded).</p>']
+    widths, heights = np.asarray(facts.widths), np.asarray(facts.heights)
+    shorter, aspect = np.minimum(widths, heights), widths / heights
+    rows = [[name, int(values.min()) if i < 3 else f'{values.min():.2f}',
+             f'{np.median(values):.0f}' if i < 3 else f'{np.median(values):.2f}',
+             int(values.max()) if i < 3 else f'{values.max():.2f}']
+            for i, (name, values) in enumerate((('width', widths), ('height', heights), ('shorter side', shorter),
+                                                 ('aspect ratio (width / height)', aspect)))]
+    size_chart, aspect_chart = _plain(lambda: (
+        _svg(_histogram(f'shorter side of {len(widths)} inputs', shorter, 'pixels', log=True)),
+        _svg(_histogram('aspect ratio (width / height)', aspect, 'width / height', log=True, color='#f58518'))))
+    parts.append(f'<p class="muted">Sizes of the written images before resizing (upright), from the record index '
+                 f'(<code>{index_lib.SOURCE_WIDTH}</code>, <code>{index_lib.SOURCE_HEIGHT}</code>).</p>')
+    parts.append(_table(['', 'smallest', 'median', 'largest'], rows, numeric=(1, 2, 3)))
+    parts.append(f'<figure>{_img(size_chart, "shorter side of the inputs", "chart")}</figure>'
+                 f'<figure>{_img(aspect_chart, "aspect ratios of the inputs", "chart")}</figure>')
+    return parts
+
+
+def _extremes(items, key):
+    """All ``items`` when few; else the EXTREMES smallest and largest by ``key``, with None between."""
+    if len(items) <= MAX_BARS:
+        return list(items)
+    ranked = sorted(items, key=key)
+    return ranked[:EXTREMES] + [None] + ranked[-EXTREMES:]
+
+
+def _class_table_section(document, labels):
+    """Records per split and class, with totals: every class up to MAX_BARS, else the extremes."""
+    splits = list(document['splits'])
+    totals = {label: sum(document['splits'][s]['class_counts'].get(label, 0) for s in splits) for label in labels}
+    rows = []
+    for label in _extremes(labels, key=lambda l: (totals[l], l)):
+        if label is None:
+            rows.append([f'<span class="muted">… {len(labels) - 2 * EXTREMES} classes between</span>',
+                         *[''] * (len(splits) + 1)])
+            continue
+        rows.append([_e(label), *[document['splits'][s]['class_counts'].get(label, 0) for s in splits], totals[label]])
+    rows.append(['<strong>all classes</strong>', *[document['splits'][s]['num_examples'] for s in splits],
+                 sum(totals.values())])
+    note = (f'<p class="muted">{len(labels)} classes: the {EXTREMES} smallest and the {EXTREMES} largest by '
+            f'records; every class is in {_link(layout.DATASET_JSON)} (<code>class_counts</code>).</p>'
+            if len(labels) > MAX_BARS else '')
+    return ['<h2 id="split-class">Records per split and class</h2>' + note,
+            '<div id="split-class-table">' + _table(['class', *splits, 'total'], rows,
+                                                   numeric=range(1, len(splits) + 2)) + '</div>']
+
+
+def class_changes(version_dir, document, previous_dir, previous_document):
+    """{label: [new, changed, removed]} of the written images against the previous version, by their index
+    rows: new (a source not in it), changed (other bytes or class), removed (written there, not here).
+    Index parts are compared pairwise when both have as many (a source's part is a hash of its name);
+    else all rows of both are held."""
+    files, before_files = document['index']['files'], previous_document['index']['files']
+    batches = (zip(([f] for f in files), ([f] for f in before_files)) if len(files) == len(before_files)
+               else [(files, before_files)])
+    columns = (index_lib.SOURCE, index_lib.SHA256, index_lib.LABEL)
+    changes = collections.defaultdict(lambda: [0, 0, 0])
+
+    def rows(folder, doc, names):
+        found = {}
+        for part in index_parts(folder, doc, columns, names):
+            part = part.to_pydict()
+            for source, digest, label in zip(part[index_lib.SOURCE], part[index_lib.SHA256], part[index_lib.LABEL]):
+                found[source] = (digest, doc['labels'][label])
+        return found
+
+    for now_files, then_files in batches:
+        now, then = rows(version_dir, document, now_files), rows(previous_dir, previous_document, then_files)
+        for source, (digest, label) in now.items():
+            old = then.get(source)
+            if old is None:
+                changes[label][0] += 1
+            elif old != (digest, label):
+                changes[label][1] += 1
+        for source, (_, label) in then.items():
+            if source not in now:
+                changes[label][2] += 1
+    return dict(changes)
+
+
+def _changes_section(version):
+    """Changes since the previous version: the build's counts, and new, changed and removed per class."""
+    document = version.document
+    refresh = document.get('refresh') or {}
+    parts = ['<h2 id="changes">Changes since the previous version</h2>']
+    previous = refresh.get('previous')
+    if not previous:
+        return parts + ['<p class="muted">The first version: no previous version to compare with.</p>']
+    counts = ', '.join(f'{key} {refresh[key]}' for key in ('new', 'changed', 'removed', 'reused', 'decoded')
+                       if refresh.get(key) is not None)
+    parts.append(f'<p>Previous version <code>{_e(previous)}</code>; build: {_e(refresh.get("mode"))}'
+                 + (f' ({_e(refresh["full_reason"])})' if refresh.get('full_reason') else '')
+                 + (f'. Inputs listed: {_e(counts)}.' if counts else '.') + '</p>')
+    output = (document.get('options') or {}).get('output')
+    try:
+        before = version_lib.load(layout.join(output, previous)) if output else None
+    except version_lib.InspectionError:
+        before = None
+    if before is None or not before.document.get('index') or not document.get('index'):
+        return parts + [f'<p class="muted">Version <code>{_e(previous)}</code> or its record index is no longer '
+                        'there (pruned?): no per-class changes.</p>']
+    changes = class_changes(version.path, document, before.path, before.document)
+    labels = [label for label in [*document['labels'], *before.document['labels']] if label in changes]
+    labels = list(dict.fromkeys(labels))
+    rows = []
+    for label in _extremes(labels, key=lambda l: (-sum(changes[l]), l))[:EXTREMES if len(labels) > MAX_BARS else None]:
+        rows.append([_e(label), *changes[label]])
+    totals = [sum(change[i] for change in changes.values()) for i in range(3)]
+    rows.append(['<strong>all classes</strong>', *totals])
+    parts.append(f'<p class="muted">Written images against version <code>{_e(previous)}</code>\'s record index: '
+                 'new (not written there), changed (other bytes or class) and removed (written there, not here)'
+                 + (f'; the {EXTREMES} classes of the {len(labels)} with the most changes' if len(labels) > MAX_BARS
+                    else '') + '.</p>')
+    parts.append('<div id="changes-table">' + _table(['class', 'new', 'changed', 'removed'], rows,
+                                                    numeric=(1, 2, 3)) + '</div>')
+    return parts
+
+
+class Pruning(collections.namedtuple('Pruning', 'keep_versions versions')):
+    """--keep_versions (a run option, not in dataset.json) and the versions its pruning is to delete."""
+
+
+def pruning_plan(output, version, previous, keep_versions):
+    """Pruning of the build about to publish ``version``: the published versions in ``output`` but the
+    ``keep_versions`` newest (this one counted) and never ``previous``, as
+    ``imgrec_storage.publication.prune_versions`` picks them; one a reader then holds a lease on is kept."""
+    if not keep_versions:
+        return Pruning(None, ())
+    versions = [name for _, name in publication.published_versions(output) if name != version] + [version]
+    return Pruning(keep_versions, tuple(name for name in versions[:max(0, len(versions) - keep_versions)]
+                                        if name not in (version, previous)))
+
+
+def _pruning_section(pruning):
+    parts = ['<h2 id="pruning">Older versions</h2>']
+    if pruning is None:
+        return parts + ['<p class="muted">Not recorded: <code>--keep_versions</code> is a run option, which '
+                        'dataset.json does not hold, and this report was rendered without it.</p>']
+    if not pruning.keep_versions:
+        return parts + ['<p>Built without <code>--keep_versions</code>: no version deleted.</p>']
+    deleted = ', '.join(f'<code>{_e(name)}</code>' for name in pruning.versions) or 'none'
+    return parts + [f'<p>Built with <code>--keep_versions {_e(pruning.keep_versions)}</code>; versions deleted '
+                    f'once this one was published: <span id="pruned">{deleted}</span>. A version a reader holds a '
+                    'lease on is kept instead, and the build\'s summary names it.</p>']
+
+
+def render(version, build_seconds=None, pruning=None):
+    """The report of ``version`` (an imgrec_versions.version.Version) as HTML text; ``pruning`` (a
+    Pruning) when known."""
     document, options = version.document, version.document.get('options') or {}
     build_seconds = round(build_seconds, 3) if build_seconds else None  # as recorded, so a re-render matches
     labels = document['labels']
@@ -236,6 +636,9 @@ def render(version, build_seconds=None):
     parts.append('<h2>Options</h2>' + _table(['option', 'value'], [
         [_e(key), f'<code>{_e(json.dumps(value, ensure_ascii=False))}</code>'] for key, value in sorted(options.items())]))
 
+    near = near_duplicate_pairs(version.path)
+    facts = image_facts(version.path, document, {row['source'] for pair in near[1] for row in pair[3:]})
+    parts += _class_table_section(document, labels)
     parts.append('<h2>Splits</h2>')
     for name, info in document['splits'].items():
         classes, sizes = split_charts(name, info, labels)
@@ -243,12 +646,20 @@ def render(version, build_seconds=None):
                      f'({info["inputs"]} inputs, {info["quarantined"]} quarantined, {info["duplicates"]} duplicates)</h3>'
                      f'<figure>{_img(classes, f"{name} records per class", "chart")}</figure>'
                      f'<figure>{_img(sizes, f"{name} shard sizes", "chart")}</figure>')
+        shards = _extremes(info['shards'], key=lambda s: (s['bytes'], s['file']))
         parts.append(_table(['shard', 'records', 'bytes'], [
-            [_e(s['file']), s['records'], s['bytes']] for s in info['shards']], numeric=(1, 2)))
+            [_e(s['file']), s['records'], s['bytes']] if s else
+            [f'<span class="muted">… {len(info["shards"]) - 2 * EXTREMES} shards between</span>', '', '']
+            for s in shards], numeric=(1, 2)))
+    parts += _sizes_section(document, facts)
+    parts += _near_duplicates_section(version, facts, near)
+    parts += _changes_section(version)
+    parts += _pruning_section(pruning)
 
-    samples = sample_thumbnails(version)
+    per_class = samples_per_class(len(labels))
+    samples = sample_thumbnails(version, per_class)
     parts.append(f'<h2>Samples</h2><p class="muted">The first records of each class as written (up to '
-                 f'{SAMPLES_PER_CLASS} a class), as training reads them.</p>')
+                 f'{per_class} a class), as training reads them.</p>')
     for label in labels[:MAX_CLASSES_SHOWN]:
         images = ''.join(_img(url, source, 'sample') for source, url in samples.get(label, []))
         parts.append(f'<h3>{_e(label)}</h3><div class="grid">{images or "<span class=muted>no record read</span>"}</div>')
@@ -264,6 +675,8 @@ def render(version, build_seconds=None):
         [f'<code>{_e(key)}</code>', n] for key, n in sorted((decoding.get('decisions') or {}).items())], numeric=(1,)))
 
     meta = f'<meta name="build-seconds" content="{build_seconds:.3f}">' if build_seconds else ''
+    if pruning is not None:
+        meta += f'<meta name="pruning" content="{_e(json.dumps(list(pruning), ensure_ascii=False))}">'
     return ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">{meta}'
             f'<title>{_e(document["name"])} {_e(document["version"])}: build report</title>'
@@ -276,42 +689,59 @@ def seconds_since(created):
     return max((datetime.datetime.now(datetime.timezone.utc) - start).total_seconds(), 0.001)
 
 
+def _recorded(version_dir):
+    path = layout.join(version_dir, layout.REPORT_HTML)
+    return fileio.read_bytes(path).decode('utf-8', 'replace') if FileSystems.exists(path) else ''
+
+
 def recorded_build_seconds(version_dir):
     """The build time an existing report.html recorded, or None."""
-    path = layout.join(version_dir, layout.REPORT_HTML)
-    if not FileSystems.exists(path):
-        return None
-    match = _BUILD_SECONDS.search(fileio.read_bytes(path).decode('utf-8', 'replace'))
+    match = _BUILD_SECONDS.search(_recorded(version_dir))
     return float(match.group(1)) if match else None
 
 
-def write_report(version_dir, build_seconds=None, version=None, policy=None):
+def recorded_pruning(version_dir):
+    """The Pruning an existing report.html recorded, or None."""
+    match = _PRUNING.search(_recorded(version_dir))
+    if not match:
+        return None
+    keep_versions, versions = json.loads(html.unescape(match.group(1)))
+    return Pruning(keep_versions, tuple(versions))
+
+
+def write_report(version_dir, build_seconds=None, version=None, policy=None, pruning=None):
     """Renders and writes ``report.html`` into ``version_dir`` (local or gs://); returns its path.
 
     ``version`` (an imgrec_versions.version.Version) spares reading back what the caller just wrote.
     """
     version = version or version_lib.load(version_dir)
     path = layout.join(version.path, layout.REPORT_HTML)
-    fileio.write_bytes(path, render(version, build_seconds).encode('utf-8'), policy)
+    fileio.write_bytes(path, render(version, build_seconds, pruning).encode('utf-8'), policy)
     return path
 
 
 def main(argv=None):
-    parser = cli.parser('dataset-report', "(Re-)render a version's report.html.")
-    parser.add_argument('--build_seconds', type=float,
-                        help='build time to show; default: what the existing report recorded')
-    args = parser.parse_args(argv)
-    gcs.connect_anonymously_to_emulator()
-    try:
-        version_dir = version_lib.resolve(args.path)
-        seconds = args.build_seconds if args.build_seconds is not None else recorded_build_seconds(version_dir)
-        path = write_report(version_dir, seconds)
-    except version_lib.InspectionError as error:
-        print(f'dataset-report: error: {error}', file=sys.stderr)
-        return 2
-    print(f'dataset-report: wrote {path}')
-    return 0
+    """Returns the exit status: 0 written, 2 no version or a usage mistake."""
+    with Command('dataset-report') as command:
+        parser = command_line.parser('dataset-report', "(Re-)render a version's report.html.")
+        parser.add_argument('--build_seconds', type=float,
+                            help='build time to show; default: what the existing report recorded')
+        args = parser.parse_args(argv)
+        try:
+            version_dir = version_lib.resolve(args.path)
+            seconds = args.build_seconds if args.build_seconds is not None else recorded_build_seconds(version_dir)
+            path = write_report(version_dir, seconds, pruning=recorded_pruning(version_dir))
+        except version_lib.InspectionError as error:
+            raise UserError(str(error)) from None
+        print(f'dataset-report: wrote {path}')
+        return 0
+    return command.status
+
+
+def cli():
+    """The ``dataset-report`` command."""
+    run_command(main)
 
 
 if __name__ == '__main__':
-    sys.exit(main())
+    cli()

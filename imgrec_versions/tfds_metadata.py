@@ -1,12 +1,24 @@
 """TFDS's metadata for a version folder, so ``tfds.builder_from_directory(version_dir)`` reads it as is.
 
 TFDS reads ``dataset_info.json`` (the DatasetInfo proto as JSON: splits, shard lengths, file-name
-template), ``features.json`` (the FeatureConnector tree) and one ``<feature key>.labels.txt`` per
-ClassLabel. Written here from the contract and dataset.json, without TFDS or TensorFlow (Beam workers
-have neither). TFDS flattens nested FeaturesDict keys with '/', so the contract's key ``image/encoded``
-is feature ``encoded`` inside dict ``image``: the records need no change, and ``as_dataset`` yields
-``example['image']['encoded']`` (the decoded uint8 image) and ``example['image']['class']['label']``.
-No supervised keys: TFDS looks them up at the top level only, so ``as_supervised`` is not offered.
+template, file formats, supervised keys), ``features.json`` (the FeatureConnector tree) and one
+``<feature>.labels.txt`` per ClassLabel. Written here from the contract and dataset.json, without TFDS or
+TensorFlow (Beam workers have neither). docs/array-record.md says what each choice gives a user.
+
+Features: one top-level feature per contract key, named by the key itself (``image/encoded``,
+``image/class/label``...). TFDS looks a feature's Example key up by its path, so the records need no
+change and keep the Model Garden keys, and nothing is stored twice. Top-level features are what TFDS's
+``as_supervised`` (``supervised_keys`` name top-level features only) and ``tfds.show_examples`` (it looks
+for a top-level Image and ClassLabel) need: so ``as_supervised=True`` yields (uint8 image, label), and
+``as_dataset`` yields ``example['image/encoded']``. Nesting at each '/' instead (``example['image']
+['encoded']``) offers neither; renaming the features ``image`` and ``label`` would mean new Example keys.
+
+Formats: ``fileFormat`` is TFRecord, so ``as_dataset`` (tf.data, which TFDS offers for TFRecord only) reads
+the TFRecord shards; with ArrayRecord shards, ``alternativeFileFormats`` names them, and
+``as_data_source`` (random access, which TFDS offers for ArrayRecord only) picks them. TFDS's own choice:
+``as_data_source`` switches that builder to ArrayRecord for good, so its ``as_dataset`` then fails; use
+one builder for each (``builder_from_directory(..., file_format='array_record')`` is refused by TFDS
+4.9.10, as the primary format is already set).
 """
 import json
 import re
@@ -15,18 +27,19 @@ from contract import features as F, layout, metadata
 from imgrec_storage import fileio
 
 # The shards' names (layout.shard_file_name) in TFDS's template language: the same names up to 99,999
-# shards a split (TFDS pads to the digits of the shard count, at least 5).
+# shards a split (TFDS pads to the digits of the shard count, at least 5), for either format.
 SHARD_TEMPLATE = '{SPLIT}-{SHARD_X_OF_Y}.{FILEFORMAT}'
-FILE_FORMAT = 'tfrecord'
+FILE_FORMAT = layout.TFRECORD
 # TFDS needs a semantic version; ours (a folder name) is in the description.
 TFDS_VERSION = '1.0.0'
+SUPERVISED_KEYS = (F.IMAGE_ENCODED, F.LABEL)
 _PACKAGE = 'tensorflow_datasets.core.features.'
 _DICT = _PACKAGE + 'features_dict.FeaturesDict'
 
 
 def labels_file_name(key=F.LABEL):
-    """The file TFDS reads a ClassLabel's names from: the feature's path with '-' for '/'."""
-    return key.replace('/', '-') + '.labels.txt'
+    """The file TFDS reads a top-level ClassLabel's names from: the feature's name with '.' for '/'."""
+    return key.replace('/', '.') + '.labels.txt'
 
 
 def tfds_name(name):
@@ -51,32 +64,33 @@ def _connector(key, dtype, document):
 
 
 def features_json(document):
-    """The FeaturesDict tree of the contract's features, nested at each '/' of their keys."""
-    root = {}
-    for key, dtype in sorted(document['features'].items()):
-        *parents, leaf = key.split('/')
-        node = root
-        for parent in parents:
-            node = node.setdefault(parent, {'pythonClassName': _DICT, 'featuresDict': {'features': {}}})
-            node = node['featuresDict']['features']
-        node[leaf] = _connector(key, dtype, document)
-    return {'pythonClassName': _DICT, 'featuresDict': {'features': root}}
+    """The FeaturesDict of the contract's features: one top-level feature a key, named by the key."""
+    return {'pythonClassName': _DICT, 'featuresDict': {'features': {
+        key: _connector(key, dtype, document) for key, dtype in sorted(document['features'].items())}}}
+
+
+def _split(name, info):
+    return {'name': name, 'filepathTemplate': SHARD_TEMPLATE,
+            'shardLengths': [str(shard['records']) for shard in info['shards']],
+            'numBytes': str(sum(shard['bytes'] for shard in info['shards']))}
 
 
 def dataset_info_json(document):
-    """The DatasetInfo of a version: its splits' shard lengths and bytes, and the shard name template."""
-    return {
+    """The DatasetInfo of a version: its splits' shard lengths and bytes, shard name template and formats."""
+    info = {
         'name': tfds_name(document['name']),
         'version': TFDS_VERSION,
         'description': f"{document['name']} version {document['version']}, built by build-dataset "
                        f'(see dataset.json and report.html).',
         'fileFormat': FILE_FORMAT,
         'moduleName': 'pipelines.build_dataset',
-        'splits': [{'name': split, 'filepathTemplate': SHARD_TEMPLATE,
-                    'shardLengths': [str(shard['records']) for shard in info['shards']],
-                    'numBytes': str(sum(shard['bytes'] for shard in info['shards']))}
-                   for split, info in document['splits'].items()],
+        'supervisedKeys': {'tuple': {'items': [{'featureKey': key} for key in SUPERVISED_KEYS]}},
+        'splits': [_split(split, info) for split, info in document['splits'].items()],
     }
+    alternatives = [name for name in metadata.formats(document) if name != FILE_FORMAT]
+    if alternatives:
+        info['alternativeFileFormats'] = alternatives
+    return info
 
 
 def files(document):

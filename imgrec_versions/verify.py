@@ -3,7 +3,9 @@
 Each record's checksums, that TensorFlow's own parser reads it with the contract's features, its image
 size, its label against labels.txt, the counts per shard, split and label and the bytes against
 dataset.json, and that the record index holds one row per record, in the right part, framing exactly
-it. Shards are read in parallel threads (reads, CRCs and TensorFlow's parser release the GIL).
+it. A version with ArrayRecord shards has each read alongside its TFRecord shard: the same records, byte
+for byte, in the same order, at the positions the index gives. Shards are read in parallel threads
+(reads, CRCs and TensorFlow's parser release the GIL).
 Bytes are read through Beam's FileSystems, which honours a GCS emulator; TensorFlow only parses.
 
 Exit 0 with a one-line summary, 1 with one line per problem naming the shard and record (numbered from
@@ -12,7 +14,6 @@ Exit 0 with a one-line summary, 1 with one line per problem naming the shard and
 import collections
 import concurrent.futures
 import io
-import os
 import sys
 import time
 
@@ -21,10 +22,11 @@ from PIL import Image
 
 from contract import features as F, index as I, layout, metadata
 from contract.tfrecord import FRAME_OVERHEAD
-from imgrec_storage import fileio, gcs
-from imgrec_versions import cli, shard_reader, version as version_lib
+from imgrec_console.command import Command, run_command
+from imgrec_console.errors import UserError
+from imgrec_storage import array_records, fileio
+from imgrec_versions import command_line, shard_reader, version as version_lib
 from imgrec_versions.units import human_bytes
-from pipelines import console
 
 DEFAULT_WORKERS = 8
 
@@ -39,10 +41,74 @@ class ShardResult:
         self.size = None
         self.problems = []
         self.placed = {}  # source -> (offset, length) of its frame in the shard
+        self.positions = {}  # source -> its record's number in the shard (from 0)
+        self.complete = False  # every record of the shard was read
 
-    def problem(self, message, record=None):
-        where = self.shard['file'] if record is None else f"{self.shard['file']} record {record}"
+    def problem(self, message, record=None, file=None):
+        file = file or self.shard['file']
+        where = file if record is None else f'{file} record {record}'
         self.problems.append(f'{where}: {message}')
+
+
+class _ArrayRecordTwin:
+    """The ArrayRecord shard of one TFRecord shard, read alongside it: each record must be the same bytes."""
+
+    def __init__(self, result, entry, path):
+        self._result, self._entry, self._file = result, entry, entry['file']
+        self._records = iter(())
+        self.read = 0
+        self.differing = []  # numbers of the records that are not the TFRecord shard's
+        self.broken = True
+        if not FileSystems.exists(path):
+            result.problem('missing', file=self._file)
+            return
+        size = _file_size(path)
+        if size != entry['bytes']:
+            result.problem(f"{size} bytes, dataset.json says {entry['bytes']}", file=self._file)
+        self._records = array_records.read_records(path)
+        self.broken = False
+
+    def _next(self, number):
+        try:
+            return next(self._records, None)
+        except Exception as error:  # the library's RuntimeError for a damaged file
+            self._result.problem(f"cannot be read ({' '.join(str(error).split())[:200]})", number, self._file)
+            self.broken = True
+            return None
+
+    def compare(self, serialized, number):
+        """Checks that the twin's record ``number`` is ``serialized``."""
+        if self.broken:
+            return
+        record = self._next(number)
+        if self.broken:
+            return
+        if record is None:
+            self._result.problem(f"holds {number} records, fewer than {self._result.shard['file']}", file=self._file)
+            self.broken = True
+        elif record != serialized:
+            self.differing.append(number)
+        self.read += 1
+
+    def finish(self, complete):
+        """After the whole TFRecord shard (``complete``): the twin must hold no more records than it."""
+        if self.differing:
+            more = f' (and {len(self.differing) - 1} more of its records)' if len(self.differing) > 1 else ''
+            self._result.problem(f"differs from record {self.differing[0]} of {self._result.shard['file']}{more}",
+                                 self.differing[0], self._file)
+        if complete and not self.broken:
+            extra = 0
+            while not self.broken and self._next(self.read + extra) is not None:
+                extra += 1
+            if extra:
+                self._result.problem(f"holds {self.read + extra} records, {self._result.shard['file']} holds "
+                                     f'{self.read}', file=self._file)
+            elif self.read != self._entry['records']:
+                self._result.problem(f"{self.read} records, dataset.json says {self._entry['records']}",
+                                     file=self._file)
+        close = getattr(self._records, 'close', None)
+        if close is not None:
+            close()
 
 
 def _file_size(path):
@@ -75,12 +141,27 @@ def check_record(serialized, parse, shape, labels):
     return problems, label, values[F.SOURCE].decode('utf-8', 'replace')
 
 
-def check_shard(split, shard, path, parse, shape, labels, sample=None):
-    """Reads one shard (its first ``sample`` records only, if given) and returns its ShardResult."""
+def check_shard(split, shard, path, parse, shape, labels, sample=None, array_record=None):
+    """Reads one shard (its first ``sample`` records only, if given) and returns its ShardResult.
+
+    ``array_record`` = (its ArrayRecord shard's entry in dataset.json, path): read alongside, record for record.
+    """
     result = ShardResult(split, shard)
+    twin = _ArrayRecordTwin(result, *array_record) if array_record else None
+    try:
+        _check_tfrecord_shard(result, path, parse, shape, labels, sample, twin)
+    finally:
+        if twin is not None:
+            twin.finish(result.complete)
+    return result
+
+
+def _check_tfrecord_shard(result, path, parse, shape, labels, sample, twin):
+    shard = result.shard
+    result.complete = False
     if not FileSystems.exists(path):
         result.problem('missing')
-        return result
+        return
     result.size = _file_size(path)
     if result.size != shard['bytes']:
         result.problem(f"{result.size} bytes, dataset.json says {shard['bytes']}")
@@ -91,6 +172,9 @@ def check_shard(split, shard, path, parse, shape, labels, sample=None):
                 break
             problems, label, source = check_record(serialized, parse, shape, labels)
             result.placed[source] = (offset, len(serialized) + FRAME_OVERHEAD)
+            result.positions[source] = result.records
+            if twin is not None:
+                twin.compare(serialized, result.records)
             offset += len(serialized) + FRAME_OVERHEAD
             for message in problems:
                 result.problem(message, result.records)
@@ -98,11 +182,11 @@ def check_shard(split, shard, path, parse, shape, labels, sample=None):
                 result.labels[label] += 1
             result.records += 1
         else:
+            result.complete = sample is None
             if sample is None and result.records != shard['records']:
                 result.problem(f"{result.records} records, dataset.json says {shard['records']}")
     except ValueError as error:  # a bad TFRecord frame: the rest of the shard cannot be read
         result.problem(f'{error}; the shard cannot be read past it', result.records)
-    return result
 
 
 def check_totals(version, results):
@@ -137,6 +221,32 @@ def check_totals(version, results):
         name = match.path.rsplit('/', 1)[-1]
         if name not in listed and layout.parse_shard_file_name(name):
             problems.append(f'{name}: a shard file dataset.json does not list')
+    return problems + check_array_record_listing(version)
+
+
+def check_array_record_listing(version):
+    """Problems of the ArrayRecord shards dataset.json lists: one a TFRecord shard, of its name, with its
+    record count (the records themselves are compared by ``check_shard``), and none it does not list."""
+    document, problems = version.document, []
+    built = layout.ARRAY_RECORD in metadata.formats(document)
+    for split, info in document['splits'].items():
+        entries = metadata.array_record_shards(document, split)
+        if not built:
+            if entries:
+                problems.append(f'split {split}: lists ArrayRecord shards, but formats says '
+                                f'{metadata.formats(document)}')
+            continue
+        expected = [(layout.array_record_file_name(shard['file']), shard['records']) for shard in info['shards']]
+        found = [(entry['file'], entry['records']) for entry in entries]
+        if found != expected:
+            problems.append(f'split {split}: dataset.json lists ArrayRecord shards {found}, expected one a TFRecord '
+                            f'shard, of its name and record count: {expected}')
+    listed = {entry['file'] for split in document['splits'] for entry in metadata.array_record_shards(document, split)}
+    pattern = layout.join(version.path, '*.' + layout.ARRAY_RECORD)
+    for match in FileSystems.match([pattern])[0].metadata_list:
+        name = match.path.rsplit('/', 1)[-1]
+        if name not in listed and layout.parse_shard_file_name(name[:-len(layout.ARRAY_RECORD)] + layout.TFRECORD):
+            problems.append(f'{name}: a shard file dataset.json does not list')
     return problems
 
 
@@ -147,6 +257,9 @@ def check_index(version, results):
         return []
     import pyarrow.parquet as pq  # pylint: disable=import-outside-toplevel
     placed = {source: (result.shard['file'], *where) for result in results for source, where in result.placed.items()}
+    with_array_record = layout.ARRAY_RECORD in metadata.formats(version.document)
+    positions = {source: position if with_array_record else None
+                 for result in results for source, position in result.positions.items()}
     problems, seen = [], set()
     files = entry['files']
     for part, name in enumerate(files):
@@ -165,6 +278,12 @@ def check_index(version, results):
                     *placed[source])
                 problems.append(f'{name}: row of {source!r} says {where[0]} offset {where[1]} length {where[2]}, '
                                 f'but the shards hold {found}')
+            elif row.get(I.ARRAY_RECORD_POSITION) != positions[source]:
+                problems.append(f'{name}: row of {source!r} says {I.ARRAY_RECORD_POSITION} '
+                                f'{row.get(I.ARRAY_RECORD_POSITION)}, but the record is number {positions[source]} '
+                                f'of its ArrayRecord shard' if with_array_record else
+                                f'{name}: row of {source!r} gives an {I.ARRAY_RECORD_POSITION}, but the version '
+                                f'has no ArrayRecord shards')
     for source in sorted(set(placed) - seen)[:10]:
         problems.append(f'index: no row for the record of {source!r} in {placed[source][0]}')
     return problems
@@ -175,18 +294,20 @@ def verify(path, sample=None, workers=DEFAULT_WORKERS):
     version = version_lib.load(path)
     if version.labels is None:
         raise version_lib.InspectionError(f'{layout.join(version.path, layout.LABELS_TXT)} not found')
-    import tensorflow as tf
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel  # only once the arguments and the version are good
 
-    from training.example_parsing import feature_spec  # TensorFlow: only once the arguments and the version are good
+    from imgrec_versions.tf_features import feature_spec  # pylint: disable=import-outside-toplevel
 
     spec = feature_spec()
     parse = lambda serialized: tf.io.parse_single_example(serialized, spec)  # noqa: E731
     shape = metadata.image_shape(version.document)
     labels = version.labels
     shards = version_lib.shard_paths(version)
+    twins = _array_record_twins(version)
     start = time.monotonic()
     with concurrent.futures.ThreadPoolExecutor(max(1, min(workers, len(shards)))) as pool:
-        results = list(pool.map(lambda item: check_shard(*item, parse, shape, labels, sample), shards))
+        results = list(pool.map(lambda item: check_shard(*item, parse, shape, labels, sample,
+                                                         twins.get(item[1]['file'])), shards))
     seconds = max(time.monotonic() - start, 1e-9)
     problems = [p for result in results for p in result.problems]
     if sample is None:
@@ -199,13 +320,31 @@ def verify(path, sample=None, workers=DEFAULT_WORKERS):
         mode, speed = 'every record', f', {human_bytes(size / seconds)}/s'
     else:  # only the start of each shard was read
         mode, speed = f'{sample} records a shard sampled', ''
-    summary = (f'{checked} records ({splits}) in {len(results)} shards, {human_bytes(size)}, {mode}; '
+    twinned = ' (and their ArrayRecord shards, record for record)' if twins else ''
+    summary = (f'{checked} records ({splits}) in {len(results)} shards{twinned}, {human_bytes(size)}, {mode}; '
                f'{seconds:.1f} s, {checked / seconds:.0f} records/s{speed}; {version.path}')
     return problems, summary
 
 
+def _array_record_twins(version):
+    """{TFRecord shard file: (its ArrayRecord shard's dataset.json entry, path)}; {} without ArrayRecord shards.
+
+    Paired by name (``layout.array_record_file_name``); a shard without its twin is ``check_totals``' to report.
+    """
+    if layout.ARRAY_RECORD not in metadata.formats(version.document):
+        return {}
+    entries = {entry['file']: entry for split in version.document['splits']
+               for entry in metadata.array_record_shards(version.document, split)}
+    twins = {}
+    for _, shard, _ in version_lib.shard_paths(version):
+        name = layout.array_record_file_name(shard['file'])
+        entry = entries.get(name, {'file': name, 'records': shard['records'], 'bytes': None})
+        twins[shard['file']] = (entry, layout.join(version.path, name))
+    return twins
+
+
 def _parser():
-    parser = cli.parser('verify-dataset', 'Re-read and check every shard of a version.')
+    parser = command_line.parser('verify-dataset', 'Re-read and check every shard of a version.')
     parser.add_argument('--sample', type=int, metavar='N', help='check only the first N records of each shard')
     parser.add_argument('--workers', type=int, default=DEFAULT_WORKERS, help='shards read at once')
     parser.add_argument('--verbose', action='store_true', help="show TensorFlow's own log lines")
@@ -213,29 +352,30 @@ def _parser():
 
 
 def main(argv=None):
-    parser = _parser()
-    args = parser.parse_args(argv)
-    if args.sample is not None and args.sample < 1 or args.workers < 1:
-        parser.error('--sample and --workers must be at least 1')
-    os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
-    gcs.connect_anonymously_to_emulator()
-    with console.held_stderr() as replay:  # TensorFlow's start-up lines, shown only with --verbose
+    """Returns the exit status: 0 good, 1 problems found, 2 no version or a usage mistake."""
+    with Command('verify-dataset') as command:
+        args = _parser().parse_args(argv)
+        if args.sample is not None and args.sample < 1 or args.workers < 1:
+            raise UserError('--sample and --workers must be at least 1')
+        command.begin(verbose=args.verbose)  # TensorFlow's start-up lines, shown only with --verbose
         try:
             problems, summary = verify(args.path, args.sample, args.workers)
         except version_lib.InspectionError as error:
-            problems, summary = None, str(error)
-        if args.verbose:
-            replay()
-    if problems is None:
-        print(f'verify-dataset: error: {summary}', file=sys.stderr)
-        return 2
-    for problem in problems:
-        print(f'verify-dataset: {problem}', file=sys.stderr)
-    if problems:
-        return 1
-    print(f'verify-dataset: OK: {summary}')
-    return 0
+            raise UserError(str(error)) from None
+        command.release()
+        for problem in problems:
+            print(f'verify-dataset: {problem}', file=sys.stderr)
+        if problems:
+            return 1
+        print(f'verify-dataset: OK: {summary}')
+        return 0
+    return command.status
+
+
+def cli():
+    """The ``verify-dataset`` command."""
+    run_command(main)
 
 
 if __name__ == '__main__':
-    sys.exit(main())
+    cli()

@@ -1,11 +1,12 @@
-"""Finds a version folder from what a user types (OUT or OUT/VERSION) and reads its metadata files."""
+"""Finds a version folder from what a user types (OUT or OUT/VERSION), by the contract's rules
+(``contract.version_ref``), and reads its metadata files."""
 import json
 import typing
 
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from contract import layout, metadata
+from contract import layout, version_ref
 from imgrec_storage import fileio
 
 
@@ -19,30 +20,25 @@ class Version(typing.NamedTuple):
     labels: list  # labels.txt, one class a line
 
 
+def _ref(path):
+    """The contract's VersionRef of ``path`` (OUT or OUT/VERSION), read through Beam's filesystems."""
+    try:
+        return version_ref.resolve(path, fileio.read_bytes, FileSystems.exists)
+    except version_ref.VersionError as error:
+        raise InspectionError(str(error)) from None
+
+
 def resolve(path):
     """The version folder ``path`` names: itself when it holds dataset.json, else the one its LATEST names."""
-    path = path.rstrip('/')
-    if FileSystems.exists(layout.join(path, layout.DATASET_JSON)):
-        return path
-    latest = layout.join(path, layout.LATEST)
-    if FileSystems.exists(latest):
-        name = fileio.read_bytes(latest).decode('utf-8').strip()
-        if name and FileSystems.exists(layout.join(path, name, layout.DATASET_JSON)):
-            return layout.join(path, name)
-        raise InspectionError(f'{latest} names version {name!r}, which has no {layout.DATASET_JSON}')
-    raise InspectionError(f'no dataset found at {path}: expected {layout.DATASET_JSON} or {layout.LATEST} there')
+    return _ref(path).directory
 
 
 def load(path):
     """The Version at ``path`` (OUT or OUT/VERSION)."""
-    version_dir = resolve(path)
-    try:
-        document = metadata.loads(fileio.read_bytes(layout.join(version_dir, layout.DATASET_JSON)))
-    except ValueError as error:
-        raise InspectionError(f'{layout.join(version_dir, layout.DATASET_JSON)}: {error}') from None
-    labels_path = layout.join(version_dir, layout.LABELS_TXT)
+    ref = _ref(path)
+    labels_path = layout.join(ref.directory, layout.LABELS_TXT)
     labels = fileio.read_bytes(labels_path).decode('utf-8').splitlines() if FileSystems.exists(labels_path) else None
-    return Version(version_dir, document, labels)
+    return Version(ref.directory, ref.document, labels)
 
 
 def iter_jsonl(version_dir, name):

@@ -2,33 +2,47 @@
 
     python -m pipelines.build_dataset --input DIR_OR_GS_PREFIX --output DIR_OR_GS_PREFIX [options]
 
+From Python (a notebook), ``build(input=..., output=..., **options)`` runs the same build (docs/python-api.md).
 Runs on the DirectRunner (multi-processing, one worker per core) unless ``--runner`` says otherwise.
 The graph itself is ``pipelines.graph``.
 """
 import contextlib
 import dataclasses
+import difflib
 import logging
 import os
 import sys
 
 import apache_beam as beam
-from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import (
     DirectOptions,
     GoogleCloudOptions,
-    PipelineOptions,
     SetupOptions,
     StandardOptions,
+    TypeOptions,
     WorkerOptions,
 )
-from apache_beam.runners.portability.fn_api_runner import fn_runner
 
-from contract import layout, metadata
-from imgrec_console.errors import build_failure_message
-from imgrec_storage import fileio, gcs, retries
-from pipelines import console, local_workers, preflight, progress, refresh
+from contract import counters, layout, version_ref
+from imgrec_console.command import Command, run_command
+from imgrec_console.supervisor import supervise
+from imgrec_console.errors import BuildFailed, CommandError, UserError, build_failure_message
+from imgrec_console.held_stderr import held_stderr
+from imgrec_storage import fileio, gcs, publication, retries
+from pipelines import preflight, progress, refresh
 from pipelines.graph import build_pipeline
-from pipelines.options import DATAFLOW_RUNNER, DIRECT_RUNNER, UsageError, parse_args, runner_name
+from transforms.publish import pruning
+from pipelines.local import internals, workers
+from pipelines.options import (
+    DATAFLOW_RUNNER,
+    BeamOptions,
+    DIRECT_RUNNER,
+    RunFacts,
+    own_options,
+    parse_args,
+    runner_name,
+    utc_now,
+)
 
 # Dataflow workers install the project from this file (with requirements/worker.txt only: no TensorFlow).
 SETUP_FILE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'setup.py')
@@ -43,19 +57,19 @@ def _dataflow_defaults(options):
     cloud = options.view_as(GoogleCloudOptions)
     for name in ('project', 'region'):
         if not getattr(cloud, name):
-            raise UsageError(f'--{name} is required with --runner DataflowRunner')
+            raise UserError(f'--{name} is required with --runner DataflowRunner')
     if not cloud.temp_location:
-        raise UsageError('--temp_location gs://BUCKET/PATH is required with --runner DataflowRunner '
+        raise UserError('--temp_location gs://BUCKET/PATH is required with --runner DataflowRunner '
                          '(Dataflow stages the code and temporary files there)')
     for name in ('temp_location', 'staging_location'):
         value = getattr(cloud, name)
         if value and not gcs.is_gcs(value):
-            raise UsageError(f'--{name} must be a gs:// path with --runner DataflowRunner, got {value!r}')
+            raise UserError(f'--{name} must be a gs:// path with --runner DataflowRunner, got {value!r}')
     setup = options.view_as(SetupOptions)
     # A custom worker image (--sdk_container_image, e.g. the Dockerfile's) already holds the project.
     if setup.setup_file is None and not options.view_as(WorkerOptions).sdk_container_image:
         if not os.path.isfile(SETUP_FILE):
-            raise UsageError('--setup_file PATH/TO/setup.py is required with --runner DataflowRunner '
+            raise UserError('--setup_file PATH/TO/setup.py is required with --runner DataflowRunner '
                              '(no setup.py next to the installed package)')
         setup.setup_file = SETUP_FILE
 
@@ -68,10 +82,11 @@ def _given(args, flag):
 def pipeline_options(beam_args):
     """Beam options from the leftover arguments, defaulting to a multi-process DirectRunner.
 
-    With DataflowRunner, checks the options Dataflow needs and sets ``--setup_file``. Against a GCS
-    emulator (STORAGE_EMULATOR_HOST), makes this process and every worker connect anonymously at once.
+    With DataflowRunner, checks the options Dataflow needs and sets ``--setup_file``. For a local run
+    against a GCS emulator (STORAGE_EMULATOR_HOST), every worker first imports ``internals.WORKER_PLUGIN``,
+    which makes its Beam GCS clients connect anonymously at once.
     """
-    options = PipelineOptions(beam_args)
+    options = BeamOptions(beam_args)
     standard = options.view_as(StandardOptions)
     standard.runner = runner_name(beam_args)
     direct = options.view_as(DirectOptions)
@@ -84,12 +99,14 @@ def pipeline_options(beam_args):
         if worker.default_sdk_harness_log_level is None:
             # Local workers print to the user's terminal: only what main() would not report itself.
             worker.default_sdk_harness_log_level = 'CRITICAL'
+        # The graph's type hints are checked as Beam builds it for Dataflow (tests/test_dataflow_submission.py);
+        # the graph is the same every run, and checking it again costs a local build ~0.4 s of its start-up.
+        options.view_as(TypeOptions).pipeline_type_check = False
     if standard.runner == DATAFLOW_RUNNER:
         _dataflow_defaults(options)
-    if os.environ.get(gcs.EMULATOR_HOST):
-        gcs.connect_anonymously_to_emulator()
+    if is_local(options) and os.environ.get(gcs.EMULATOR_HOST):
         setup = options.view_as(SetupOptions)
-        setup.beam_plugins = sorted(set(setup.beam_plugins or ()) | {gcs.__name__})
+        setup.beam_plugins = sorted(set(setup.beam_plugins or ()) | {internals.WORKER_PLUGIN})
     return options
 
 
@@ -102,45 +119,87 @@ def local_runner(options, live_counters=True):
 
     Beam's DirectRunner now first tries Prism, a binary it downloads at run time; our local runs must
     work offline and honour ``--direct_running_mode`` and ``--direct_num_workers``, which Prism ignores.
-    With ``live_counters`` (progress lines), the FnApiRunner polls running bundles for their counters.
+    With ``live_counters`` (progress lines), the FnApiRunner polls running bundles for their counters
+    (feature live-counters, ``pipelines.local``). ``launch`` takes its runner from ``internals.local_run``.
     """
     if not is_local(options):
         return None
-    return progress.CountingRunner() if live_counters else fn_runner.FnApiRunner()
+    return internals.runner(live_counters)
 
 
 def parse(argv):
-    """(BuildConfig, PipelineOptions) of a command line; raises UsageError."""
-    config, beam_args = parse_args(argv)
-    return config, pipeline_options(beam_args)
+    """(BuildConfig, RunFacts, PipelineOptions) of a command line; raises UserError."""
+    now = utc_now()  # names the version (unless --version does) and is the run's 'created'
+    config, beam_args = parse_args(argv, now)
+    try:
+        internals.selected()  # IMGREC_BEAM_PATCHES
+    except ValueError as error:
+        raise UserError(str(error)) from None
+    options = pipeline_options(beam_args)
+    facts = dataclasses.replace(RunFacts.start(now), decode_threads=decode_threads(options, beam_args))
+    return config, facts, options
 
 
 def run(argv=None):
-    """Builds a dataset; returns (BuildConfig, PipelineResult). Raises UsageError, or the runner's error."""
-    config, options = parse(argv)
-    return launch(config, options)
-
-
-def launch(config, options):
-    """Checks the destinations, then runs the job; returns (BuildConfig as run, PipelineResult).
-
-    Waits for the job to finish unless ``--no_wait_until_finish`` (Beam's option) is given.
-    """
-    config = preflight.check(config, options)
-    config = dataclasses.replace(config, refresh=refresh.plan(config))
-    if config.refresh.full_reason:
-        print(f'build-dataset: full build: {config.refresh.full_reason}', flush=True)
-    with local_workers.local_run(local_worker_count(options)) if is_local(options) else contextlib.nullcontext():
-        try:
-            pipeline = beam.Pipeline(runner=local_runner(options, config.progress), options=options)
-        except ValueError as error:  # Beam's own checks of the options (runner name, project id...)
-            raise UsageError(' '.join(str(error).split())) from None
-        build_pipeline(pipeline, config)
-        with progress.Progress(pipeline, options, config.progress, config.progress_interval) as watch:
-            result = pipeline.run()
-            if not options.view_as(StandardOptions).no_wait_until_finish:
-                watch.wait(result)
+    """Builds a dataset; returns (BuildConfig, PipelineResult). Raises UserError, or the runner's error."""
+    config, facts, options = parse(argv)
+    config, _, result = launch(config, facts, options)
     return config, result
+
+
+def launch(config, facts, options):
+    """Checks the destinations, then runs the job; returns (BuildConfig as run, RunFacts, PipelineResult).
+
+    Waits for the job to finish unless ``--no_wait_until_finish`` (Beam's option) is given. A local run
+    applies the Beam internals it uses for as long as it runs (``pipelines.local``); a Dataflow
+    submission applies none.
+    """
+    local = is_local(options)
+    with internals.gcs_emulator() if local else contextlib.nullcontext():
+        config, latest = preflight.check(config, options)
+        facts = dataclasses.replace(facts, previous=latest, refresh=refresh.plan(config, latest))
+        if facts.refresh.full_reason:
+            print(f'build-dataset: full build: {facts.refresh.full_reason}', flush=True)
+        with (internals.local_run(local_worker_count(options), config.progress) if local
+              else contextlib.nullcontext()) as run:
+            try:
+                pipeline = beam.Pipeline(runner=run.runner if run else None, options=options)
+            except ValueError as error:  # Beam's own checks of the options (runner name, project id...)
+                raise UserError(' '.join(str(error).split())) from None
+            build_pipeline(pipeline, config, facts)
+            with build_lease(config, facts, options), \
+                    progress.Progress(pipeline, options, config.progress, config.progress_interval) as watch:
+                result = pipeline.run()
+                if not options.view_as(StandardOptions).no_wait_until_finish:
+                    watch.wait(result)
+    return config, facts, result
+
+
+def build_lease(config, facts, options):
+    """The build's lease on its staging folder (docs/publication.md), held while the job runs: renewed by
+    this process while it waits, else written once to last (a Dataflow job nobody waits for). A
+    template runs nothing now: no lease."""
+    if options.view_as(GoogleCloudOptions).template_location:
+        return contextlib.nullcontext()
+    return publication.build_lease(config.output, facts.staging_dir(config),
+                                   detached=options.view_as(StandardOptions).no_wait_until_finish,
+                                   policy=config.retry_policy())
+
+
+def decode_threads(options, beam_args):
+    """Threads each decoding DoFn decodes on beside its own (``transforms.decode``): in a local run whose
+    runner runs every stage on one thread (in_memory, or multi_threading with one worker), one a core
+    (in_memory: or ``--direct_num_workers``); else none."""
+    direct = options.view_as(DirectOptions)
+    if not is_local(options):
+        return 0
+    if direct.direct_running_mode == 'multi_threading' and direct.direct_num_workers == 1:
+        return os.cpu_count() or 1
+    if direct.direct_running_mode != 'in_memory':
+        return 0
+    if _given(beam_args, '--direct_num_workers'):
+        return max(1, direct.direct_num_workers or os.cpu_count() or 1)  # Beam reads 0 as one a core
+    return os.cpu_count() or 1
 
 
 def local_worker_count(options):
@@ -151,7 +210,7 @@ def local_worker_count(options):
     return direct.direct_num_workers or os.cpu_count() or 1  # Beam reads 0 as one a core
 
 
-def report(config, result, options):
+def report(config, facts, result, options):
     """The summary of a finished build, or one line about a Dataflow job or template that was not waited for."""
     cloud = options.view_as(GoogleCloudOptions)
     if cloud.template_location:
@@ -159,11 +218,17 @@ def report(config, result, options):
     if getattr(result, 'has_job', False) and options.view_as(StandardOptions).no_wait_until_finish:
         return (f'build-dataset: submitted Dataflow job {result.job_id()}: https://console.cloud.google.com/'
                 f'dataflow/jobs/{cloud.region}/{result.job_id()}?project={cloud.project}')
-    if counter(result, 'unchanged'):
-        lines = [f'build-dataset: nothing changed since version {config.refresh.previous}: no new version '
+    if counter(result, counters.UNCHANGED):
+        lines = [f'build-dataset: nothing changed since version {facts.refresh.previous}: no new version '
                  f'published, LATEST stays (--force publishes anyway)']
     else:
         lines = [summary(config)]
+    pruned, in_use = pruning(result)
+    if pruned:
+        lines.append(f"  pruned to --keep_versions {config.keep_versions}: deleted version(s) {', '.join(pruned)}")
+    if in_use:
+        lines.append(f"  kept version(s) {', '.join(in_use)}: in use (a reader holds a lease on them, "
+                     f"{layout.LEASES_DIR}/)")
     retried = retries.summary_line(result)
     if retried:
         lines.append(f'  {retried}')
@@ -171,76 +236,166 @@ def report(config, result, options):
 
 
 def counter(result, name):
-    """The committed value of the job's counter ``name``, summed over steps."""
-    counters = result.metrics().query(MetricsFilter().with_name(name))['counters']
-    return sum(c.committed for c in counters)
+    """The value of the job's counter ``name`` (``contract.counters``' rule), summed over steps.
+
+    ``name`` is a ``contract.counters.Counter``, or a bare name, summed over the namespaces that use it.
+    """
+    values = counters.read(result)
+    return values[name] if isinstance(name, counters.Counter) else counters.by_name(values, name)
 
 
 def summary(config):
     """One line a split, read back from the published dataset.json."""
-    document = metadata.loads(fileio.read_bytes(layout.join(config.version_dir, layout.DATASET_JSON)))
+    path = layout.join(config.version_dir, layout.DATASET_JSON)
+    document = version_ref.parse_document(fileio.read_bytes(path), path)
     counts, refreshed = document['counts'], document['refresh']
     lines = [f"build-dataset: wrote {counts['written']} of {counts['inputs']} images to {config.version_dir} "
              f"({counts['quarantined']} quarantined, {counts['duplicates']} duplicates, "
              f"{counts['ignored']} non-image files ignored)"]
     if refreshed['mode'] == 'incremental':
+        damaged = refreshed.get('reuse_damaged')
         lines.append(f"  refresh of {refreshed['previous']}: {refreshed['reused']} reused, {refreshed['decoded']} "
-                     f"decoded ({refreshed['new']} new, {refreshed['changed']} changed), "
-                     f"{refreshed['removed']} removed")
+                     f"decoded ({refreshed['new']} new, {refreshed['changed']} changed"
+                     + (f", {damaged} damaged in {refreshed['previous']}" if damaged else '') +
+                     f"), {refreshed['removed']} removed")
     for name, split in document['splits'].items():
         lines.append(f"  {name}: {split['num_examples']} examples in {split['num_shards']} shard(s)")
     return '\n'.join(lines)
 
 
 def main(argv=None):
+    """Returns the exit status: 0 built, 2 a usage mistake, 1 a failed build."""
     argv = argv if argv is not None else sys.argv[1:]
     logging.basicConfig(level=logging.WARNING, format='%(levelname)s %(name)s: %(message)s')
-    # Runners log a failing step's traceback before raising; main() reports a BuildFailed in one line
-    # and lets any other error raise with its traceback.
+    # Runners log a failing step's traceback before raising; main() reports a BuildFailed in one line,
+    # and any other error's traceback goes to a log file (or to the terminal with --verbose).
     logging.getLogger('apache_beam.runners').setLevel(logging.CRITICAL)
     # On Dataflow the runner's own log is the progress report: the job's id, states and messages.
     logging.getLogger('apache_beam.runners.dataflow.dataflow_runner').setLevel(logging.INFO)
-    try:
-        config, options = parse(argv)
-    except UsageError as error:
-        print(f'build-dataset: error: {error}', file=sys.stderr)
-        return 2
-    progress.keep_stderr()  # progress lines reach the user while a local run holds stderr
-    hold = is_local(options) and not config.verbose
-    with console.held_stderr() if hold else contextlib.nullcontext(console.NotHeld()) as held:
+    with Command('build-dataset') as command:
+        config, facts, options = parse(argv)
+        progress.keep_stderr()  # progress lines reach the user while a local run holds stderr
+        if is_local(options):  # a Beam internal this Beam no longer allows is named now, before stderr is held
+            internals.check(internals.needed(local_worker_count(options), config.progress))
+        command.begin(verbose=config.verbose, hold=is_local(options))
         try:
-            config, result = launch(config, options)
-        except UsageError as error:
-            failure = f'build-dataset: error: {error}', 2
+            config, facts, result = launch(config, facts, options)
         except Exception as error:  # a runner wraps our BuildFailed in its own exception types
             message = build_failure_message(error)
-            if message is None and config.verbose:
+            if message is None:
                 raise
-            if message is None:  # disk full, permission revoked, a bug: the details go to a log file
-                log = console.write_log(error, held.read())
-                message = f'{console.failure_line(error)} (details in {log}; --verbose shows them)'
-            failure = f'build-dataset: failed: {message}', 1
-        else:
-            failure = None
-            held.replay()  # warnings of a run that went well (retried reads, say) are the user's to see
-    if failure:
-        print(failure[0], file=sys.stderr)
-        return failure[1]
-    print(report(config, result, options))
-    return 0
+            raise BuildFailed(message) from error
+        command.release(replay=True)  # warnings of a run that went well (retried reads, say) are the user's to see
+        print(report(config, facts, result, options))
+        return 0
+    return command.status
+
+
+def _argument(name, value, action):
+    """The command-line text of one keyword argument of ``build``."""
+    if isinstance(value, bool):
+        if tuple(action.choices or ()) == ('on', 'off'):
+            return 'on' if value else 'off'
+        return str(value).lower()
+    if isinstance(value, dict):  # splits={'train': 80, 'validation': 20}
+        return ','.join(f'{key}={count}' for key, count in value.items())
+    if isinstance(value, (list, tuple)):  # image_size=(224, 160), formats=['tfrecord', 'array_record']
+        return ('x' if name == 'image_size' else ',').join(map(str, value))
+    return str(value)
+
+
+def build_argv(options):
+    """The command line of ``build``'s keyword arguments (None: the option's default); unknown names are a
+    one-line UserError."""
+    known, argv = own_options(), []
+    for name, value in options.items():
+        if name not in known:
+            close = difflib.get_close_matches(name, list(known), n=1)
+            hint = f' (did you mean {close[0]!r}?)' if close else ''
+            raise UserError(f'build() got an unknown option {name!r}{hint}; Beam\'s own options go in '
+                            f"beam_options=['--name=value', ...]")
+        if value is not None:
+            argv.append(f'--{name}={_argument(name, value, known[name])}')
+    return argv
+
+
+@contextlib.contextmanager
+def _quiet_beam_logs(verbose):
+    """Beam's loggers at the levels ``main`` gives them, for the block: no warnings of Beam's own."""
+    if verbose:
+        yield
+        return
+    levels = {'apache_beam': logging.ERROR, 'apache_beam.runners': logging.CRITICAL}
+    saved = {name: logging.getLogger(name).level for name in levels}
+    for name, level in levels.items():
+        logging.getLogger(name).setLevel(level)
+    try:
+        yield
+    finally:
+        for name, level in saved.items():
+            logging.getLogger(name).setLevel(level)
+
+
+def _writes_to_fd2(stream):
+    try:
+        return stream.fileno() == 2
+    except (AttributeError, OSError, ValueError):  # a notebook's stream has no descriptor
+        return False
+
+
+def build(input=None, output=None, *, beam_options=None, **options):  # pylint: disable=redefined-builtin
+    """Builds a dataset from Python, as ``build-dataset`` does; returns the published dataset.json (a dict).
+
+    Takes the command line's options as keyword arguments, by the same names and with the same defaults
+    (the same parser reads them): ``build(input='photos', output='datasets/photos', image_size=224,
+    splits={'train': 80, 'validation': 20}, formats=['tfrecord', 'array_record'], full=True)``; Beam's own
+    options as ``beam_options=['--direct_num_workers=2']``. A refresh that changed nothing returns the
+    version LATEST names; a Dataflow job not waited for (or a template) returns None.
+    Raises ``imgrec_console.errors.UserError`` for a mistake and ``BuildFailed`` for a build that could not
+    publish (both ``CommandError``: ``str()`` is the one-line message). Beam's warnings and the local
+    workers' output are not shown (``verbose=True`` shows them); it never exits the interpreter.
+    """
+    argv = build_argv(dict(options, input=input, output=output)) + list(beam_options or ())
+    verbose = bool(options.get('verbose'))
+    with _quiet_beam_logs(verbose):
+        config, facts, pipeline = parse(argv)
+        local = is_local(pipeline)
+        if local:
+            internals.check(internals.needed(local_worker_count(pipeline), config.progress))
+        if _writes_to_fd2(sys.stderr):  # a terminal or a log: progress lines must get past the held fd 2
+            progress.keep_stderr()
+        with held_stderr(local and not verbose) as held:
+            try:
+                config, facts, result = launch(config, facts, pipeline)
+            except CommandError:
+                raise
+            except Exception as error:  # a runner wraps our BuildFailed in its own exception types
+                message = build_failure_message(error)
+                if message is None:
+                    held.replay()  # an unexpected failure: the workers' own lines may say why
+                    raise
+                raise BuildFailed(message) from None
+    return _published(config, facts, result, pipeline)
+
+
+def _published(config, facts, result, options):
+    """The dataset.json a finished build leaves LATEST naming; None for a job not waited for."""
+    if options.view_as(GoogleCloudOptions).template_location or (
+            getattr(result, 'has_job', False) and options.view_as(StandardOptions).no_wait_until_finish):
+        return None
+    version_dir = config.version_dir
+    if counter(result, counters.UNCHANGED):
+        version_dir = layout.join(config.output, facts.refresh.previous)
+    path = layout.join(version_dir, layout.DATASET_JSON)
+    return version_ref.parse_document(fileio.read_bytes(path), path)
 
 
 def cli():
-    """The ``build-dataset`` command: main(), then an exit that skips tearing the interpreter down.
-
-    Beam, gRPC and the runner's threads take a third of a second to unload, after everything is written.
-    """
-    local_workers.tune_malloc()
-    status = main()
-    logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(status)  # pylint: disable=protected-access
+    """The ``build-dataset`` command: run in a child process, so that even its death by a signal (out of
+    memory) ends in one line (``imgrec_console.supervisor``)."""
+    workers.tune_malloc()
+    supervise('build-dataset')
+    run_command(main)
 
 
 if __name__ == '__main__':

@@ -3,36 +3,40 @@
 Only light records cross the shuffles: each image's Example is appended to a spill file as soon as it
 is encoded, and the shard writers copy it from there by reference (``RecordRef``). On a refresh, the
 records of unchanged images are references into the previous version's shards: nothing is read or
-decoded for them (``transforms.previous``).
+decoded for them (``transforms.previous``). Decoding also hashes each image (a perceptual hash), and
+``NearDuplicates`` keeps each group of near-duplicates in one split before the shards are dealt
+(``transforms.near_duplicates``).
 """
 import apache_beam as beam
 
-from contract import layout
+from contract import counters, layout
 from imgrec_storage.publication import Latest
-from pipelines.refresh import RefreshPlan, label_order, record_options
+from pipelines.refresh import RefreshPlan, label_order
 from transforms.decode import CountDecisions
 from transforms.dedupe import Dedupe
 from transforms.elements import ImageRef
 from transforms.encode import Encode
-from transforms.index import WriteIndex
+from transforms.write_index import WriteIndex
 from transforms.labels import ResolveLabels
 from transforms.listing import ListImages
-from transforms.previous import COUNTS, REJECTED, REUSED, TO_DECODE, MatchPrevious, ReadPrevious, nothing_changed
+from transforms.near_duplicates import OFF, NearDuplicates
+from transforms.previous import (COUNTS, REJECTED, REUSED, TO_DECODE, MatchPrevious, ReadPrevious, ReuseCheck,
+                                 nothing_changed)
 from transforms.publish import Publish
 from transforms.quarantine import Quarantine
 from transforms.sharding import AssignBalancedShards
-from transforms.splits import AssignSplit
+from transforms.splits import MOVES, AssignSplit
 from transforms.write import INDEX_ROWS, WriteShards
 
 
-def _encode(config, labels):
-    return Encode(config.image_size, config.resize, config.jpeg_quality, config.max_pixels, config.min_size, labels,
-                  layout.join(config.staging_dir, layout.SPILL_DIR), config.retry_policy())
+def _encode(config, facts, labels, staging_dir):
+    return Encode(config.record_options, labels, layout.join(staging_dir, layout.SPILL_DIR), config.retry_policy(),
+                  with_hash=config.near_duplicates != OFF, decode_threads=facts.decode_threads)
 
 
 def _image_ref(record):
     return ImageRef(record.path, record.source, record.label_text, record.split, record.source_size,
-                    record.mtime_ns, record.generation)
+                    record.mtime_ns, record.generation, record.ctime_ns, record.inode)
 
 
 def _count():
@@ -41,11 +45,13 @@ def _count():
     return beam.combiners.Count.Globally().without_defaults()
 
 
-def build_pipeline(pipeline, config):
-    """Adds the build's transforms to ``pipeline``; returns the one-element PCollection of dataset.json."""
-    refresh = config.refresh or RefreshPlan()
+def build_pipeline(pipeline, config, facts):
+    """Adds the build of ``config`` (a BuildConfig) to ``pipeline``, as the run ``facts`` (RunFacts) say;
+    returns the one-element PCollection of dataset.json."""
+    refresh = facts.refresh or RefreshPlan()
+    staging_dir = facts.staging_dir(config)
     policy = config.retry_policy()
-    listed = pipeline | 'ListImages' >> ListImages(input_root=config.input, manifest=config.manifest,
+    listed = pipeline | counters.LIST_IMAGES >> ListImages(input_root=config.input, manifest=config.manifest,
                                                    retry_policy=policy)
     resolved = listed['images'] | 'ResolveLabels' >> ResolveLabels(
         config.labels, allow_unknown_labels=config.allow_unknown_labels, keep=refresh.keep_labels)
@@ -54,46 +60,54 @@ def build_pipeline(pipeline, config):
     rejected = [listed['rejected'], resolved['rejected']]
     if refresh.incremental:
         previous = pipeline | 'ReadPrevious' >> ReadPrevious(refresh.reuse_dir, refresh.document)
-        matched = images | 'MatchPrevious' >> MatchPrevious(previous, labels)
+        matched = images | counters.MATCH_PREVIOUS >> MatchPrevious(previous, labels)
         to_decode, reused, counts = matched[TO_DECODE], [matched[REUSED]], matched[COUNTS]
         rejected.append(matched[REJECTED])
     else:
         to_decode, reused = images, []
         counts = pipeline | 'NothingReused' >> beam.Create([{'new': None, 'changed': None, 'removed': None,
                                                               'reused': 0}])
-    encoded = to_decode | 'Encode' >> _encode(config, labels)
+    encoded = to_decode | counters.ENCODE >> _encode(config, facts, labels, staging_dir)
     rejected.append(encoded['rejected'])
-    deduped = [encoded['records'], *reused] | 'AllRecords' >> beam.Flatten() | 'Dedupe' >> Dedupe()
+    deduped = [encoded['records'], *reused] | 'AllRecords' >> beam.Flatten() | counters.DEDUPE >> Dedupe()
     rejected.append(deduped['rejected'])
     kept, decode_inputs = deduped['images'], [to_decode]
     if refresh.incremental:
         # A previous duplicate whose twin is gone is the copy kept now: it is decoded after all.
         promoted = (kept | 'WithoutFrame' >> beam.Filter(lambda r: r.payload_file is None)
                     | 'AsImageRef' >> beam.Map(_image_ref))
-        encoded_promoted = promoted | 'EncodePromoted' >> _encode(config, labels)
+        encoded_promoted = promoted | 'EncodePromoted' >> _encode(config, facts, labels, staging_dir)
         rejected.append(encoded_promoted['rejected'])
         kept = ((kept | 'WithFrame' >> beam.Filter(lambda r: r.payload_file is not None),
                  encoded_promoted['records']) | 'AllKept' >> beam.Flatten())
         decode_inputs.append(promoted)
     decoded_count = decode_inputs | 'AllDecoded' >> beam.Flatten() | 'CountDecoded' >> _count()
-    sharded = kept | 'AssignShards' >> AssignBalancedShards(
+    # Near-duplicates found and kept together (or listed); the split of every record is final after this.
+    near = kept | counters.NEAR_DUPLICATES >> NearDuplicates(
+        config.near_duplicates, config.splits, config.stratify,
+        keep_published=refresh.incremental and refresh.same_splits)
+    sharded = near['records'] | counters.ASSIGN_SHARDS >> AssignBalancedShards(
         [name for name, _ in config.splits], labels, config.shard_config())
     reusable = refresh.incremental and refresh.same_options and not config.force
     unchanged = counts | 'NothingChanged' >> beam.Map(nothing_changed, reusable, refresh.keep_labels, labels)
-    written = sharded['assigned'] | 'WriteShards' >> WriteShards(
-        config.staging_dir, sharded['shard_counts'], policy, beam.pvalue.AsSingleton(unchanged))
-    index_parts = written[INDEX_ROWS] | 'WriteIndex' >> WriteIndex(config.staging_dir, policy)
-    listed_per_split = (images
-                        | 'SplitOf' >> beam.Map(lambda ref: (ref.split, 1))
+    written = sharded['assigned'] | counters.WRITE_SHARDS >> WriteShards(
+        staging_dir, sharded['shard_counts'], policy, beam.pvalue.AsSingleton(unchanged),
+        array_record=layout.ARRAY_RECORD in config.formats,
+        reuse_check=ReuseCheck(refresh.reuse_dir, config.record_options, policy) if refresh.incremental else None)
+    index_parts = written[INDEX_ROWS] | counters.WRITE_INDEX >> WriteIndex(staging_dir, policy)
+    listed_per_split = ((images | 'SplitOf' >> beam.Map(lambda ref: (ref.split, 1)), near[MOVES])
+                        | 'ListedAndMoved' >> beam.Flatten()
                         | 'CountPerSplit' >> beam.CombinePerKey(sum))
+    upscaled = kept | 'Upscaled' >> beam.Filter(lambda record: record.upscaled) | 'CountUpscaled' >> _count()
     ignored = listed['ignored'] | 'CountIgnored' >> _count()
-    return written['stats'] | 'Publish' >> Publish(
-        config.output, config.version, config.staging_dir, config.previous or Latest(),
-        {'name': config.name, 'created': config.created, 'options': config.describe(),
-         'image_size': config.image_size, 'record_options': record_options(config),
+    return written['stats'] | counters.PUBLISH >> Publish(
+        config.output, config.version, staging_dir, facts.previous or Latest(),
+        {'name': config.name, 'created': facts.created, 'options': config.describe(),
+         'image_size': config.record_options.image_size, 'record_options': config.record_options.recorded(),
          'label_order': label_order(config, refresh)},
         labels=resolved['labels'], listed_per_split=listed_per_split, ignored=ignored,
         rejected=tuple(rejected) | 'Quarantine' >> Quarantine(), duplicates=deduped['duplicates'],
         decisions=kept | 'CountDecisions' >> CountDecisions(), index_parts=index_parts,
+        near_duplicates=(near['near_duplicates'], near['summary']), upscaled=upscaled,
         refresh=(refresh.describe(), counts, decoded_count, unchanged), keep_versions=config.keep_versions,
         max_error_rate=config.max_error_rate, retry_policy=policy)

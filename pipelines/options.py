@@ -1,7 +1,7 @@
 """Command-line options of the build job, parsed apart from the graph and from any I/O.
 
 Every option the job does not know is left for Beam (``--runner``, ``--direct_num_workers``,
-Dataflow's options...). A mistake raises UsageError with a one-line message. Checks that need the
+Dataflow's options...). A mistake raises UserError with a one-line message. Checks that need the
 file system or the network (inputs, outputs, buckets, the labels file) are ``pipelines.preflight``'s.
 """
 import argparse
@@ -11,18 +11,23 @@ import difflib
 import math
 import os
 import re
+import sys
 import uuid
 
-from apache_beam.options.pipeline_options import PipelineOptions, _BeamArgumentParser
+from apache_beam.options.pipeline_options import PipelineOptions
 
-from contract import layout
+from contract import layout, version_ref
+from imgrec_console.arguments import Parser
+from imgrec_console.errors import UserError
 from imgrec_imaging import image_ops
+from imgrec_imaging.record_options import RecordOptions
 from imgrec_storage import retries
+from transforms.near_duplicates import MODES as NEAR_DUPLICATE_MODES
 from transforms.sharding import MAX_SHARDS, ShardConfig
 
 DEFAULT_SPLITS = 'train=90,validation=10'
 MAX_IMAGE_SIDE = 8192
-_VERSION = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.-]*$')
+_VERSION = re.compile(r'[A-Za-z0-9][A-Za-z0-9_.-]*')  # fullmatch: '$' would let 'v2\n' through
 # Runner names, compared case-insensitively, and the name Beam is given for each.
 _RUNNERS = {'directrunner': 'DirectRunner', 'direct': 'DirectRunner',
             'dataflowrunner': 'DataflowRunner', 'dataflow': 'DataflowRunner'}
@@ -30,46 +35,64 @@ DIRECT_RUNNER = 'DirectRunner'
 DATAFLOW_RUNNER = 'DataflowRunner'
 
 
-# Facts of this run, or how it runs, reports, retries and cleans up: not choices that shape the dataset.
-_NOT_RECORDED = ('created', 'build_id', 'previous', 'refresh', 'verbose', 'retry_deadline', 'progress',
-                 'progress_interval', 'full', 'force', 'keep_versions', 'clean')
+class BeamOptions(PipelineOptions):
+    """Beam's options, each view (``view_as``) made once.
+
+    Beam asks the options for a view on every transform it applies, about a thousand times a build, and
+    each new view parses the command line again: a third of building the graph. Views of one options
+    object share their values (``PipelineOptions.view_as``: a change made through one is seen by all),
+    so one view of each class serves every ask. Adds no option.
+    """
+
+    def view_as(self, cls):
+        views = self.__dict__.get('_views')
+        if views is None:
+            views = {}
+            object.__setattr__(self, '_views', views)  # PipelineOptions.__setattr__ takes options only
+        if cls not in views:
+            views[cls] = super().view_as(cls)
+        return views[cls]
 
 
-class UsageError(Exception):
-    """A user mistake in the options or inputs: reported in one line, exit status 2."""
+# Marks an option that says how the build runs, reports, retries or cleans up: it never shapes the
+# dataset, so dataset.json does not record it.
+_RUN_OPTION = {'recorded': False}
+
+
+def _run_option(default):
+    return dataclasses.field(default=default, metadata=_RUN_OPTION)
 
 
 @dataclasses.dataclass(frozen=True)
 class BuildConfig:
+    """The user's options, as the command line gives them (and ``labels`` as the --labels file does).
+
+    What one run finds or decides (its start time, staging folder, LATEST, refresh plan) is ``RunFacts``.
+    """
     output: str
     version: str
-    created: str
-    image_size: tuple  # (height, width)
+    record_options: RecordOptions  # what shapes each record's bytes: --image_size, --resize...
     splits: tuple  # ((name, weight), ...)
     input: str = None
     manifest: str = None
-    resize: str = 'crop'
-    jpeg_quality: int = 90
     target_shard_mb: float = 100.0
     num_shards: dict = None  # split -> count; splits not named follow target_shard_mb
-    labels: tuple = None  # pinned class order, from --labels
+    labels: tuple = None  # pinned class order, read from --labels by the pre-flight checks
     labels_file: str = None
-    max_pixels: int = image_ops.DEFAULT_MAX_PIXELS
-    min_size: int = 1
     max_error_rate: float = 0.05
     name: str = ''
-    full: bool = False  # decode everything, even what the previous version could give
-    force: bool = False  # publish a new version even when nothing changed
-    keep_versions: int = None  # after publishing, delete all but this many newest versions
-    clean: bool = False  # remove every staging folder a failed or killed build left
-    build_id: str = ''  # names this build's staging folder
-    previous: object = None  # publication.Latest read by the pre-flight checks: LATEST when the build started
-    refresh: object = None  # refresh.RefreshPlan, decided before the job runs
-    verbose: bool = False  # show Beam's and the workers' own messages, and tracebacks
     allow_unknown_labels: bool = False  # with --labels: drop images of other classes instead of failing
-    retry_deadline: float = retries.DEFAULT_DEADLINE_S  # seconds a failing operation is retried for
-    progress: bool = True  # print progress lines while the build runs
-    progress_interval: float = 10.0
+    near_duplicates: str = 'group'  # group: keep each group of near-duplicates in one split; report; off
+    stratify: bool = False  # deal each class's images to the splits by their weights
+    formats: tuple = (layout.TFRECORD,)  # shard formats written (layout.FORMATS order); TFRecord always
+    full: bool = _run_option(False)  # decode everything, even what the previous version could give
+    force: bool = _run_option(False)  # publish a new version even when nothing changed
+    keep_versions: int = _run_option(None)  # after publishing, delete all but this many newest versions
+    clean: bool = _run_option(False)  # remove every staging folder a failed or killed build left
+    verbose: bool = _run_option(False)  # show Beam's and the workers' own messages, and tracebacks
+    retry_deadline: float = _run_option(retries.DEFAULT_DEADLINE_S)  # seconds a failing operation is retried for
+    progress: bool = _run_option(True)  # print progress lines while the build runs
+    progress_interval: float = _run_option(10.0)
 
     def retry_policy(self):
         return retries.default_policy(self.retry_deadline)
@@ -78,22 +101,44 @@ class BuildConfig:
     def version_dir(self):
         return layout.join(self.output, self.version)
 
-    @property
-    def staging_dir(self):
-        return layout.join(self.output, layout.staging_name(self.version, self.build_id))
-
     def shard_config(self):
         return ShardConfig(fixed=dict(self.num_shards or {}), target_bytes=self.target_shard_mb * 1e6)
 
     def describe(self):
-        """The options as recorded in dataset.json."""
-        options = dataclasses.asdict(self)
-        for field in _NOT_RECORDED:
-            del options[field]
-        options['image_size'] = list(self.image_size)
+        """The options as recorded in dataset.json: all but the run options, the record options among them."""
+        options = {field.name: getattr(self, field.name) for field in dataclasses.fields(self)
+                   if field.metadata.get('recorded', True)}
+        options.update(dataclasses.asdict(options.pop('record_options')))
+        options['image_size'] = list(options['image_size'])
         options['splits'] = dict(self.splits)
+        options['num_shards'] = dict(self.num_shards) if self.num_shards is not None else None
         options['labels'] = list(self.labels) if self.labels else None
+        options['formats'] = list(self.formats)
         return options
+
+
+@dataclasses.dataclass(frozen=True)
+class RunFacts:
+    """What one run of the build found or decided: none of it is an option, none is in dataset.json's."""
+    created: str  # when the options were parsed (UTC); dataset.json's 'created'
+    build_id: str  # names this run's staging folder
+    previous: object = None  # publication.Latest: what LATEST named when the build started (pre-flight)
+    refresh: object = None  # refresh.RefreshPlan, decided before the job runs
+    decode_threads: int = 0  # threads each decoding DoFn decodes on beside its own (transforms.decode): local in_memory runs
+
+    @classmethod
+    def start(cls, now=None):
+        """The facts known when the options are parsed, at ``now`` (the time ``parse_args`` was given)."""
+        now = now or utc_now()
+        return cls(created=now.strftime('%Y-%m-%dT%H:%M:%SZ'), build_id=uuid.uuid4().hex[:12])
+
+    def staging_dir(self, config):
+        """This run's staging folder in ``config.output``, where the version is written before it is published."""
+        return layout.join(config.output, layout.staging_name(config.version, self.build_id))
+
+
+def utc_now():
+    return datetime.datetime.now(datetime.timezone.utc)
 
 
 def _boolean(text):
@@ -106,33 +151,42 @@ def _boolean(text):
 _FLAG = dict(nargs='?', const=True, default=False, type=_boolean, metavar='true|false')
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):
-        raise UsageError(message)
+def _refuse(message):
+    raise UserError(message)
 
 
-class _BeamParser(_BeamArgumentParser):
-    """Every Beam option this process knows, so a Beam option's mistake is a one-line UsageError."""
+def _beam_parser():
+    """Beam's own parser of every Beam option this process knows, or None if Beam no longer hands it over.
 
-    def __init__(self):
-        super().__init__(allow_abbrev=False, add_help=False)
-        for cls in {str(cls): cls for cls in PipelineOptions.__subclasses__()}.values():
-            cls._add_argparse_args(self)  # pylint: disable=protected-access
-
-    def error(self, message):
-        raise UsageError(message)
+    ``PipelineOptions.get_all_options`` (public) builds it from every options class and passes it to
+    ``add_extra_args_fn`` before parsing; a mistake in a Beam option is then a one-line UserError.
+    """
+    handed = []
+    PipelineOptions([]).get_all_options(add_extra_args_fn=handed.append)
+    if not handed or not isinstance(handed[0], argparse.ArgumentParser):
+        return None
+    handed[0].error = _refuse
+    return handed[0]
 
 
 def check_beam_args(beam_args, own_options):
-    """Refuses what neither the build nor Beam knows, naming a close match; checks Beam's values."""
-    parser = _BeamParser()
+    """Refuses what neither the build nor Beam knows, naming a close match; checks Beam's values.
+
+    Should a Beam release stop handing its parser over, Beam's own handling stays (it warns about an
+    option it does not know and drops it), and one line says so.
+    """
+    parser = _beam_parser()
+    if parser is None:
+        print('build-dataset: option check off: PipelineOptions.get_all_options no longer hands over its '
+              'parser; Beam drops the options it does not know', file=sys.stderr)
+        return
     _, unknown = parser.parse_known_args(beam_args)
     known = own_options + [option for action in parser._actions for option in action.option_strings]
     for arg in unknown:
         name = arg.split('=', 1)[0]
         close = difflib.get_close_matches(name, known, n=1)
         hint = f' (did you mean {close[0]}?)' if close else ''
-        raise UsageError(f'unknown option {name}{hint}' if name.startswith('-') else f'unexpected argument {arg!r}')
+        raise UserError(f'unknown option {name}{hint}' if name.startswith('-') else f'unexpected argument {arg!r}')
 
 
 _EPILOG = """\
@@ -150,21 +204,9 @@ examples:
 """
 
 
-class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
-    """Shows every option's default (options without one say in their help what happens instead)."""
-
-    def _get_help_string(self, action):
-        text = action.help or ''
-        if action.default is False:
-            text += ' (default: off)'
-        elif action.default not in (None, argparse.SUPPRESS) and action.option_strings:
-            text += ' (default: %(default)s)'
-        return text
-
-
 def _parser():
-    parser = _Parser(prog='build-dataset', description='Build labelled images into balanced TFRecord shards.',
-                     epilog=_EPILOG, formatter_class=_HelpFormatter)
+    parser = Parser(prog='build-dataset', description='Build labelled images into balanced TFRecord shards.',
+                    epilog=_EPILOG)
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument('--input', help='folder or gs:// prefix holding <class>/<image> files')
     source.add_argument('--manifest', help='CSV file of path,label lines (local or gs://)')
@@ -196,6 +238,17 @@ def _parser():
                              'named at the start) (default: keep every version)')
     parser.add_argument('--clean', **_FLAG,
                         help='remove the staging folders that failed or killed builds left in --output')
+    parser.add_argument('--near_duplicates', choices=NEAR_DUPLICATE_MODES, default='group',
+                        help='group: find near-duplicate images (re-saved, resized, cropped, brightened, '
+                             'captioned copies) and keep each group in one split; report: only list them in '
+                             'near_duplicates.jsonl; off: do not look')
+    parser.add_argument('--stratify', **_FLAG,
+                        help="give each split its share of every class, within one image (or one group); "
+                             'adding images can then move others to another split')
+    parser.add_argument('--formats', default=layout.TFRECORD,
+                        help='shard formats, comma-separated: tfrecord, or tfrecord,array_record to also write '
+                             'each shard as ArrayRecord (the same records, for Grain and random access; '
+                             'docs/array-record.md)')
     parser.add_argument('--allow_unknown_labels', **_FLAG,
                         help='with --labels: quarantine images of classes not in the file (unknown_label) '
                              'instead of failing the build')
@@ -214,21 +267,41 @@ def _parser():
     return parser
 
 
+def own_options():
+    """{name: argparse action} of the build's own options, by their command-line names without '--'."""
+    return {action.option_strings[-1][2:]: action for action in _parser()._actions
+            if '--help' not in action.option_strings}
+
+
 def _parse_pairs(text, option):
     """'a=1,b=2' -> (('a', 1), ('b', 2)), checked."""
     pairs = []
     for item in text.split(','):
         name, equals, value = item.strip().partition('=')
         if not equals or not layout.SPLIT_NAME.match(name) or not value.strip().isdigit():
-            raise UsageError(f'{option} must look like train=90,validation=10 (names of letters, digits, _), '
+            raise UserError(f'{option} must look like train=90,validation=10 (names of letters, digits, _), '
                              f'got {text!r}')
         pairs.append((name, int(value)))
     names = [name for name, _ in pairs]
     if len(set(names)) != len(names):
-        raise UsageError(f'{option} names a split twice: {text!r}')
+        raise UserError(f'{option} names a split twice: {text!r}')
     if any(value < 1 for _, value in pairs):
-        raise UsageError(f'{option} values must be at least 1, got {text!r}')
+        raise UserError(f'{option} values must be at least 1, got {text!r}')
     return tuple(pairs)
+
+
+def parse_formats(text):
+    """'tfrecord,array_record' -> ('tfrecord', 'array_record'), checked, in ``layout.FORMATS`` order."""
+    names = [name.strip().lower() for name in text.split(',')]
+    unknown = [name for name in names if name not in layout.FORMATS]
+    if unknown:
+        raise UserError(f"--formats: unknown format {unknown[0]!r}: choose from {', '.join(layout.FORMATS)}")
+    if len(set(names)) != len(names):
+        raise UserError(f'--formats names a format twice: {text!r}')
+    if layout.TFRECORD not in names:
+        raise UserError(f'--formats must include {layout.TFRECORD}: the record index, refreshes and training read '
+                        f'the TFRecord shards (--formats {layout.TFRECORD},{layout.ARRAY_RECORD} writes both)')
+    return tuple(name for name in layout.FORMATS if name in names)
 
 
 def runner_name(beam_args):
@@ -246,54 +319,61 @@ def runner_name(beam_args):
 
 
 def parse_args(argv, now=None):
-    """Returns (BuildConfig, the arguments left for Beam)."""
+    """Returns (BuildConfig, the arguments left for Beam); ``now`` names the version when --version does not."""
     parser = _parser()
     args, beam_args = parser.parse_known_args(argv)
     check_beam_args(beam_args, [option for action in parser._actions for option in action.option_strings])
     if not args.output.strip() or ('://' not in args.output and os.path.abspath(args.output) == '/'):
-        raise UsageError(f'--output must name a folder or gs:// prefix below the root, got {args.output!r}')
+        raise UserError(f'--output must name a folder or gs:// prefix below the root, got {args.output!r}')
     try:
         image_size = image_ops.parse_image_size(args.image_size)
     except ValueError as error:
-        raise UsageError(str(error)) from None
+        raise UserError(str(error)) from None
     if max(image_size) > MAX_IMAGE_SIDE:
-        raise UsageError(f'--image_size must be at most {MAX_IMAGE_SIDE} a side, got {args.image_size!r}')
+        raise UserError(f'--image_size must be at most {MAX_IMAGE_SIDE} a side, got {args.image_size!r}')
     if not 1 <= args.jpeg_quality <= 100:
-        raise UsageError(f'--jpeg_quality must be between 1 and 100, got {args.jpeg_quality}')
+        raise UserError(f'--jpeg_quality must be between 1 and 100, got {args.jpeg_quality}')
     if args.target_shard_mb <= 0:
-        raise UsageError(f'--target_shard_mb must be positive, got {args.target_shard_mb}')
+        raise UserError(f'--target_shard_mb must be positive, got {args.target_shard_mb}')
     if args.max_pixels < 1 or args.min_size < 1:
-        raise UsageError('--max_pixels and --min_size must be at least 1')
+        raise UserError('--max_pixels and --min_size must be at least 1')
     if not 0 < args.progress_interval < math.inf:
-        raise UsageError(f'--progress_interval must be a positive number of seconds, got {args.progress_interval}')
+        raise UserError(f'--progress_interval must be a positive number of seconds, got {args.progress_interval}')
     if not 0 < args.retry_deadline < math.inf:
-        raise UsageError(f'--retry_deadline must be a positive number of seconds, got {args.retry_deadline}')
+        raise UserError(f'--retry_deadline must be a positive number of seconds, got {args.retry_deadline}')
     if args.keep_versions is not None and args.keep_versions < 1:
-        raise UsageError(f'--keep_versions must be at least 1, got {args.keep_versions}')
+        raise UserError(f'--keep_versions must be at least 1, got {args.keep_versions}')
     if not 0 <= args.max_error_rate <= 1:
-        raise UsageError(f'--max_error_rate is a fraction between 0 and 1 (0.05 is 5%), got {args.max_error_rate}')
+        raise UserError(f'--max_error_rate is a fraction between 0 and 1 (0.05 is 5%), got {args.max_error_rate}')
     splits = _parse_pairs(args.splits, '--splits')
     num_shards = dict(_parse_pairs(args.num_shards, '--num_shards')) if args.num_shards else None
     too_many = sorted(name for name, count in (num_shards or {}).items() if count > MAX_SHARDS)
     if too_many:
-        raise UsageError(f"--num_shards allows at most {MAX_SHARDS} shards a split: {', '.join(too_many)}")
+        raise UserError(f"--num_shards allows at most {MAX_SHARDS} shards a split: {', '.join(too_many)}")
     unknown = sorted(set(num_shards or ()) - {name for name, _ in splits})
     if unknown:
-        raise UsageError(f"--num_shards names split(s) not in --splits: {', '.join(unknown)}")
-    now = now or datetime.datetime.now(datetime.timezone.utc)
-    version = args.version or now.strftime(layout.VERSION_FORMAT)
-    if not _VERSION.match(version) or layout.is_staging_name(version):
-        raise UsageError(f'--version may hold letters, digits, _, . and - only (and not '
-                         f'{layout.STAGING_MARK!r}), got {version!r}')
+        raise UserError(f"--num_shards names split(s) not in --splits: {', '.join(unknown)}")
+    now = now or utc_now()
+    version = args.version if args.version is not None else now.strftime(layout.VERSION_FORMAT)
+    try:
+        version_ref.check_version_name(version, '--version')  # the rule every reader of LATEST applies
+    except version_ref.VersionError as error:
+        raise UserError(str(error)) from None
+    if not _VERSION.fullmatch(version):
+        raise UserError(f'--version may hold letters, digits, _, . and - only, and start with a letter or '
+                         f'digit, got {version!r}')
+    formats = parse_formats(args.formats)
     source = args.input or args.manifest
+    record_options = RecordOptions(image_size=image_size, resize=args.resize, jpeg_quality=args.jpeg_quality,
+                                   max_pixels=args.max_pixels, min_size=args.min_size)
     config = BuildConfig(
         input=args.input, manifest=args.manifest, output=args.output, version=version,
-        created=now.strftime('%Y-%m-%dT%H:%M:%SZ'), image_size=image_size, splits=splits,
-        resize=args.resize, jpeg_quality=args.jpeg_quality, target_shard_mb=args.target_shard_mb,
-        num_shards=num_shards, labels_file=args.labels_file, max_pixels=args.max_pixels, min_size=args.min_size,
+        record_options=record_options, splits=splits, target_shard_mb=args.target_shard_mb,
+        num_shards=num_shards, labels_file=args.labels_file,
         max_error_rate=args.max_error_rate, allow_unknown_labels=args.allow_unknown_labels,
+        near_duplicates=args.near_duplicates, stratify=args.stratify, formats=formats,
         name=args.name or os.path.basename(source.rstrip('/')).rsplit('.', 1)[0] or 'dataset',
         full=args.full, force=args.force, keep_versions=args.keep_versions, clean=args.clean,
-        build_id=uuid.uuid4().hex[:12], verbose=args.verbose, retry_deadline=args.retry_deadline,
+        verbose=args.verbose, retry_deadline=args.retry_deadline,
         progress=args.progress == 'on', progress_interval=args.progress_interval)
     return config, beam_args

@@ -1,6 +1,6 @@
 """Checks made before any worker starts: the input, the output, the temp buckets and the labels file.
 
-Each failure is a UsageError with one line naming it, so a mistake costs seconds, not a run. ``check``
+Each failure is a UserError with one line naming it, so a mistake costs seconds, not a run. ``check``
 also reads what the build needs from them: the pinned labels, and what LATEST names now (publication
 is a compare-and-swap against it).
 """
@@ -13,10 +13,9 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import GoogleCloudOptions
 from google.api_core.exceptions import Forbidden, GoogleAPIError, NotFound
 
-from contract import layout
-from imgrec_console.errors import BuildFailed
+from contract import layout, version_ref
+from imgrec_console.errors import BuildFailed, UserError
 from imgrec_storage import fileio, gcs, publication
-from pipelines.options import UsageError
 from transforms.labels import parse_labels_file
 from transforms.listing import is_image_name, iter_files, list_top_level, manifest_lines, parse_manifest_line
 
@@ -25,37 +24,45 @@ MIN_FREE_BYTES = 64 * 2**20
 
 
 def check(config, options):
-    """Runs every check; returns ``config`` with the pinned labels and the current LATEST filled in.
+    """Runs every check; returns (``config`` with the pinned labels filled in, what LATEST names now).
 
-    Also removes the staging folders that failed builds left (all of them with ``--clean``).
+    Also cleans up after earlier builds (``publication.tidy``): finishes what killed builds and
+    interrupted prunings left, and removes the staging folders failed builds left (every one no live
+    build holds, with ``--clean``). A finished pruning is said in one line.
     """
     policy = config.retry_policy()
     check_input(config, options)
     check_output(config, options)
     check_temp_locations(options, policy)
     labels = read_labels(config.labels_file) if config.labels_file else None
-    publication.remove_staging(config.output, everything=config.clean, policy=policy)
-    return dataclasses.replace(config, labels=labels, previous=read_latest(config.output, policy))
+    tidied = publication.tidy(config.output, clean=config.clean, policy=policy)
+    if tidied.pruned:
+        print(f"build-dataset: finished an interrupted pruning: deleted version(s) {', '.join(tidied.pruned)}",
+              flush=True)
+    return dataclasses.replace(config, labels=labels), read_latest(config.output, policy)
 
 
 def read_labels(path):
     """The class names of a --labels file, read as editors and Excel save it."""
     if not FileSystems.exists(path):
-        raise UsageError(f'--labels file not found: {path}')
+        raise UserError(f'--labels file not found: {path}')
     with FileSystems.open(path) as stream:
         data = stream.read()
     try:
         return parse_labels_file(data)
     except ValueError as error:
-        raise UsageError(f'--labels file {path} {error}') from None
+        raise UserError(f'--labels file {path} {error}') from None
 
 
 def read_latest(output, policy=None):
-    """What LATEST of ``output`` names now (a ``publication.Latest``)."""
+    """What LATEST of ``output`` names now (a ``publication.Latest``). A LATEST that names no plain version
+    folder is the user's to fix, in the same line every tool gives (``contract.version_ref``)."""
     try:
         return publication.read_latest(output, policy)
     except GoogleAPIError as error:  # a permanent error: permission, a missing bucket
-        raise UsageError(gcs.describe_error(output, error)) from None
+        raise UserError(gcs.describe_error(output, error)) from None
+    except version_ref.VersionError as error:
+        raise UserError(str(error)) from None
 
 
 def _first_image_on_gcs(storage_client, root):
@@ -75,7 +82,7 @@ def check_input(config, options=None):
         if gcs.is_gcs(config.manifest):
             _check_gcs(config.manifest, options)
         if not FileSystems.exists(config.manifest):
-            raise UsageError(f'manifest not found: {config.manifest}')
+            raise UserError(f'manifest not found: {config.manifest}')
         with FileSystems.open(config.manifest) as stream:
             for text_line in stream:
                 for line in manifest_lines(text_line.decode('utf-8')):
@@ -84,28 +91,28 @@ def check_input(config, options=None):
                             return
                     except ValueError:
                         continue
-        raise UsageError(f'manifest lists no image: {config.manifest}')
+        raise UserError(f'manifest lists no image: {config.manifest}')
     no_images = (f'no images found under {config.input} (expected <class>/<image> files with extensions '
                  f'jpg, jpeg, png, gif, bmp, webp, tif or tiff)')
     if gcs.is_gcs(config.input):
         if not _check_gcs(config.input, options, _first_image_on_gcs):
-            raise UsageError(no_images)
+            raise UserError(no_images)
         return
     if FileSystems.get_scheme(config.input) is None:
         if not os.path.isdir(config.input):
-            raise UsageError(f'input folder not found: {config.input}')
+            raise UserError(f'input folder not found: {config.input}')
         for directory, _, names in os.walk(config.input):
             if directory != config.input and any(is_image_name(name) for name in names):
                 return
-        raise UsageError(no_images)
+        raise UserError(no_images)
 
 
 def _check_gcs(url, options, probe=gcs.check_readable):
-    """Returns ``probe(client, url)``, turning a GCS error (missing bucket, no permission) into a UsageError."""
+    """Returns ``probe(client, url)``, turning a GCS error (missing bucket, no permission) into a UserError."""
     try:
         return probe(gcs.client(options), url)
     except GoogleAPIError as error:  # an API call's error, or retries that ran out (RetryError)
-        raise UsageError(gcs.describe_error(url, error)) from None
+        raise UserError(gcs.describe_error(url, error)) from None
 
 
 def _probe_name(folder):
@@ -114,14 +121,14 @@ def _probe_name(folder):
 
 def _probe_gcs(folder, policy):
     """Writes and deletes a probe object, retried like every write: a permission problem is the user's
-    to fix (UsageError); a service that keeps failing fails the build (BuildFailed)."""
+    to fix (UserError); a service that keeps failing fails the build (BuildFailed)."""
     probe = _probe_name(folder)
     try:
         fileio.write_bytes(probe, b'probe', policy)
         fileio.delete(probe, policy)
     except BuildFailed as failure:
         if isinstance(failure.__cause__, (Forbidden, NotFound)):
-            raise UsageError(gcs.describe_error(folder, failure.__cause__)) from None
+            raise UserError(gcs.describe_error(folder, failure.__cause__)) from None
         raise
 
 
@@ -133,12 +140,12 @@ def _probe_local(output):
             stream.write(b'probe')
         os.remove(probe)
     except (FileExistsError, NotADirectoryError):
-        raise UsageError(f'--output {output} is not a folder (a file is in the way)') from None
+        raise UserError(f'--output {output} is not a folder (a file is in the way)') from None
     except OSError as error:
-        raise UsageError(f'cannot write to --output {output}: {error.strerror or error}') from None
+        raise UserError(f'cannot write to --output {output}: {error.strerror or error}') from None
     free = shutil.disk_usage(output).free
     if free < MIN_FREE_BYTES:
-        raise UsageError(f'the disk of --output {output} is nearly full ({free // 2**20} MB free)')
+        raise UserError(f'the disk of --output {output} is nearly full ({free // 2**20} MB free)')
 
 
 def check_temp_locations(options, policy=None):
@@ -156,11 +163,12 @@ def check_temp_locations(options, policy=None):
 
 def check_output(config, options=None):
     """Refuses an output that cannot be written (a probe object is written and deleted), a nearly full
-    local disk, and a version that was already published."""
+    local disk, and a version that was already published. A version folder without dataset.json is not
+    one (a promotion or pruning cut short): the build replaces it."""
     if gcs.is_gcs(config.output):
         _check_gcs(config.output, options)
         _probe_gcs(config.output, config.retry_policy())
     elif FileSystems.get_scheme(config.output) is None:
         _probe_local(config.output)
     if FileSystems.exists(layout.join(config.version_dir, layout.DATASET_JSON)):
-        raise UsageError(f'version {config.version} already exists in {config.output}; pass another --version')
+        raise UserError(f'version {config.version} already exists in {config.output}; pass another --version')

@@ -1,14 +1,12 @@
 """Live progress of a build: a line at least every ``--progress_interval`` seconds, and Dataflow's job URL.
 
-Local runs: Beam's FnApiRunner runs the whole job inside ``pipeline.run()`` and offers no progress
-callback, but its SDK workers (threads or worker processes alike) answer the Fn API's
-ProcessBundleProgressRequest with the running bundle's metrics, and every finished bundle returns its
-own. ``CountingRunner`` keeps both: it asks each running bundle for progress (FnApiRunner's
-``progress_request_frequency``, with a callback on Beam's ProgressRequester) and adds up the finished
-bundles' user counters. ``Progress`` prints them from a thread while the job runs.
+Local runs: the runner counts as it goes (``pipelines.local.live_counters``, feature live-counters, which
+puts a ``tally`` on the runner); ``Progress`` prints its counts from a thread while the job runs. With
+that feature off, a local build prints no progress lines.
 
 Dataflow: ``Progress.wait`` prints the job's console URL, then waits in steps of the interval and prints
-the same counters from the job's metrics (the Dataflow API) after each step.
+the same counters from the job's metrics (the Dataflow API, read by ``contract.counters.read``) after
+each step.
 
     build-dataset ... [--progress on|off] [--progress_interval SECONDS]
 """
@@ -19,21 +17,13 @@ import threading
 import time
 
 from apache_beam.options.pipeline_options import GoogleCloudOptions
-from apache_beam.runners.portability import portable_metrics
-from apache_beam.runners.portability.fn_api_runner import fn_runner
 from apache_beam.runners.runner import PipelineState
 
-DEFAULT_INTERVAL = 10.0
-# (namespace, name) of the build's counters shown, by what the line calls them.
-LISTED = ('listing', 'images_listed')
-DECODED = ('decode', 'images_decoded')
-DECODE_REJECTED = ('decode', 'images_rejected')
-WRITTEN = ('write', 'records_written')
-QUARANTINE_NAMESPACE = 'quarantine'
-# The build's top-level steps that do the work, in pipeline order: a fused stage is named by its first.
-STEPS = ('ListImages', 'MatchPrevious', 'Encode', 'Dedupe', 'AssignShards', 'WriteShards', 'WriteIndex', 'Publish')
+from contract import counters
 
-_kept = None  # the user's stderr, kept by main() before a local run holds fd 2 (pipelines.console)
+DEFAULT_INTERVAL = 10.0
+
+_kept = None  # the user's stderr, kept by main() before a local run holds fd 2 (imgrec_console.held_stderr)
 
 
 def keep_stderr():
@@ -51,97 +41,16 @@ def _take_kept_stderr():
     return kept
 
 
-def counters(monitoring_infos):
-    """{(namespace, name): value} of the user counters in Fn API monitoring infos, summed over steps."""
-    found = collections.Counter()
-    for key, value in portable_metrics.from_monitoring_infos(monitoring_infos, user_metrics_only=True)[0].items():
-        found[(key.metric.namespace, key.metric.name)] += value
-    return found
-
-
-def step_of(stage):
-    """The first build step (of STEPS) a fused stage runs, else the step of its first transform."""
-    names = [transform.unique_name.split('/', 1)[0] for transform in stage.transforms]
-    return next((step for step in STEPS if step in names), names[0] if names else stage.name)
-
-
-class Tally:
-    """Counters of finished bundles plus the latest progress of running ones; thread-safe, never decreasing."""
-
-    def __init__(self):
-        self._lock = threading.Lock()
-        self._finished = collections.Counter()
-        self._running = {}
-        self._shown = collections.Counter()
-        self.stage = 'starting'
-
-    def running(self, instruction_id, values):
-        with self._lock:
-            self._running[instruction_id] = values
-
-    def stopped(self, instruction_id):
-        with self._lock:
-            self._running.pop(instruction_id, None)
-
-    def finished(self, values):
-        with self._lock:
-            self._finished.update(values)
-
-    def snapshot(self):
-        with self._lock:
-            total = collections.Counter(self._finished)
-            for values in self._running.values():
-                total.update(values)
-            # A bundle's last progress is dropped a moment before its final metrics are added.
-            for key, value in total.items():
-                self._shown[key] = max(self._shown[key], value)
-            return collections.Counter(self._shown)
-
-
-class CountingRunner(fn_runner.FnApiRunner):
-    """Beam's FnApiRunner keeping live user counters in ``self.tally``, polled every ``frequency`` seconds."""
-
-    def __init__(self, frequency=1.0):
-        super().__init__(progress_request_frequency=frequency)
-        self.tally = Tally()
-
-    def run_pipeline(self, pipeline, options):
-        tally = self.tally
-
-        class Requester(fn_runner.ProgressRequester):
-            def __init__(self, worker_handler, instruction_id, frequency, callback=None):
-                super().__init__(worker_handler, instruction_id, frequency,
-                                 callback=lambda progress: tally.running(instruction_id, counters(
-                                     progress.monitoring_infos)))
-                self._id = instruction_id
-
-            def stop(self):
-                super().stop()
-                tally.stopped(self._id)
-
-        # Beam builds a ProgressRequester by its module name for each bundle: no other hook reaches it.
-        original, fn_runner.ProgressRequester = fn_runner.ProgressRequester, Requester
-        try:
-            return super().run_pipeline(pipeline, options)
-        finally:
-            fn_runner.ProgressRequester = original
-
-    def _execute_bundle(self, runner_execution_context, bundle_context_manager, bundle_input):
-        self.tally.stage = step_of(bundle_context_manager.stage)
-        result = super()._execute_bundle(runner_execution_context, bundle_context_manager, bundle_input)
-        self.tally.finished(counters(result.process_bundle.monitoring_infos))
-        return result
-
-
 def describe(values, seconds, stage=None, decoding_seconds=None):
     """The progress line of counter ``values`` after ``seconds``: stage, counts, rate and ETA.
 
     The rate is of images decoded (or refused by decoding) over ``decoding_seconds`` (default ``seconds``).
     """
     values = collections.Counter(values)
-    listed, decoded, written = values[LISTED], values[DECODED], values[WRITTEN]
-    quarantined = sum(value for (namespace, _), value in values.items() if namespace == QUARANTINE_NAMESPACE)
-    processed = decoded + values[DECODE_REJECTED]
+    listed, decoded = values[counters.IMAGES_LISTED], values[counters.IMAGES_DECODED]
+    written = values[counters.RECORDS_WRITTEN]
+    quarantined = sum(value for (namespace, _), value in values.items() if namespace == counters.QUARANTINE)
+    processed = decoded + values[counters.IMAGES_REJECTED]
     line = (f'build-dataset: {f"[{stage}] " if stage else ""}{seconds:.0f} s: listed {listed}, decoded {decoded}, '
             f'quarantined {quarantined}, written {written}')
     decoding_seconds = seconds if decoding_seconds is None else decoding_seconds
@@ -197,13 +106,13 @@ class Progress:
             self._kept.close()
 
     def _report_until_stopped(self):
-        while not self._stop.wait(self._interval):
+        while not self._stop.wait(self._interval) and not self._tally.broken:
             self._print(self._describe(self._tally.stage))
 
     def _describe(self, stage, values=None):
         values = self._tally.snapshot() if values is None else values
         now = time.monotonic()
-        if not values[DECODED] + values[DECODE_REJECTED]:
+        if not values[counters.IMAGES_DECODED] + values[counters.IMAGES_REJECTED]:
             self._before_decoding = now
         return describe(values, now - self._start, stage, now - self._before_decoding)
 
@@ -227,16 +136,9 @@ class Progress:
             if PipelineState.is_terminal(state):
                 return state
             if self._on:
-                self._line(self._describe(state, job_counters(result)))
+                self._line(self._describe(state, counters.read(result)))
 
     def _line(self, text):
         self._stream.write(text + '\n')
         self._stream.flush()
 
-
-def job_counters(result):
-    """{(namespace, name): value} of a running job's user counters (attempted: not yet committed)."""
-    found = collections.Counter()
-    for counter in result.metrics().query()['counters']:
-        found[(counter.key.metric.namespace, counter.key.metric.name)] += counter.attempted or 0
-    return found

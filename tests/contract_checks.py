@@ -53,7 +53,7 @@ def check_version(output, input_root=None, image_size=None):
     if image_size is not None:
         assert (height, width) == tuple(image_size)
     expected_files = {layout.DATASET_JSON, layout.LABELS_TXT, layout.QUARANTINE_JSONL, layout.DUPLICATES_JSONL,
-                      layout.REPORT_HTML, *tfds_metadata.files(document)}
+                      layout.NEAR_DUPLICATES_JSONL, layout.REPORT_HTML, *tfds_metadata.files(document)}
     by_split = {}
     for split, info in document['splits'].items():
         records, class_counts = [], collections.Counter()
@@ -69,6 +69,7 @@ def check_version(output, input_root=None, image_size=None):
                 record['shard'] = index
                 class_counts[record[F.LABEL_TEXT].decode()] += 1
             records.extend(shard_records)
+        expected_files.update(entry['file'] for entry in metadata.array_record_shards(document, split))
         assert info['num_examples'] == len(records)
         assert info['class_counts'] == {label: class_counts.get(label, 0) for label in labels}
         by_split[split] = records
@@ -122,9 +123,11 @@ def check_index(version_dir, document, input_root=None):
             stat = os.stat(os.path.join(input_root, row[I.SOURCE]))
             assert row[I.SOURCE_SIZE] == stat.st_size
             if row[I.SOURCE_GENERATION] is None:
-                assert row[I.SOURCE_MTIME_NS] == stat.st_mtime_ns
+                assert (row[I.SOURCE_MTIME_NS], row[I.SOURCE_CTIME_NS], row[I.SOURCE_INODE]) == (
+                    stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino)
             else:  # the input was on gs://
                 assert row[I.SOURCE_MTIME_NS] is None and row[I.SOURCE_GENERATION] > 0
+                assert row[I.SOURCE_CTIME_NS] is None and row[I.SOURCE_INODE] is None
     return rows
 
 

@@ -10,6 +10,11 @@ answer:
   halfway through the response body, or before it when the body is too short to halve;
 - ``slow``: the answer is held back ``slow_s`` seconds, then sent whole.
 
+Apart from faults, ``delay_s`` holds back every request that long before it is forwarded, as the
+round trip to a distant service would (requests in flight wait side by side, each on a thread of its
+own), and ``timeline`` records each request answered: its kind, method, path, object name, whether it
+asked for a byte range, and when it arrived and was answered (``time.monotonic()``).
+
 Faults are deterministic for a seed: whether the n-th request for one method and path (and, for an
 upload, object name) fails depends only on (seed, method, path, name, n), not on the order in which
 concurrent requests arrive. ``outage(seconds)`` makes every request of the chosen kinds fail with 503
@@ -28,6 +33,7 @@ import socket
 import struct
 import threading
 import time
+import typing
 import urllib.parse
 
 import pytest
@@ -75,6 +81,17 @@ def request_kind(method, path, name):
     return METADATA
 
 
+class Timed(typing.NamedTuple):
+    """One request as the proxy answered it."""
+    kind: str
+    method: str
+    path: str
+    name: str
+    ranged: bool  # asked for a byte range (a Range header)
+    start: float  # time.monotonic() when its headers were read
+    end: float  # when its answer began to go out (or the connection was reset)
+
+
 def _fraction(*parts):
     """A number in [0, 1) that depends only on ``parts``."""
     digest = hashlib.sha256('\x00'.join(map(str, parts)).encode()).digest()
@@ -88,20 +105,21 @@ class FaultProxy:
     Use as a context manager, or ``start()`` and ``stop()``. Settings may change while it runs.
     """
 
-    def __init__(self, upstream, *, rate=0.0, kinds=KINDS, faults=FAULTS, seed=0, slow_s=0.5):
+    def __init__(self, upstream, *, rate=0.0, kinds=KINDS, faults=FAULTS, seed=0, slow_s=0.5, delay_s=0.0):
         self.upstream = urllib.parse.urlsplit(upstream).netloc
-        self.configure(rate=rate, kinds=kinds, faults=faults, seed=seed, slow_s=slow_s)
+        self.configure(rate=rate, kinds=kinds, faults=faults, seed=seed, slow_s=slow_s, delay_s=delay_s)
         self.injected = collections.Counter()  # (kind, fault) -> faults given
         self.requests = collections.Counter()  # kind -> requests seen
         self._seen = collections.Counter()  # (method, path, name) -> requests seen
         self.log = []  # (method, path with query, object name) of every request, in arrival order
+        self.timeline = []  # a Timed for every request answered, in the order answered
         self.faulted = []  # (kind, fault, object name) of every fault given
         self._outage = (0.0, frozenset())  # (until, kinds)
         self._lock = threading.Lock()
         self._server = None
         self._thread = None
 
-    def configure(self, *, rate=None, kinds=None, faults=None, seed=None, slow_s=None):
+    def configure(self, *, rate=None, kinds=None, faults=None, seed=None, slow_s=None, delay_s=None):
         """Changes the given settings; the others stay."""
         for kind in kinds or ():
             if kind not in KINDS:
@@ -119,6 +137,8 @@ class FaultProxy:
             self.seed = seed
         if slow_s is not None:
             self.slow_s = slow_s
+        if delay_s is not None:
+            self.delay_s = delay_s
 
     def outage(self, seconds, kinds=KINDS):
         """Every request of ``kinds`` fails with 503 for the next ``seconds``."""
@@ -182,6 +202,7 @@ class _Server(http.server.ThreadingHTTPServer):
 class _Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = 'HTTP/1.1'
     fault_proxy = None  # set by FaultProxy.start
+    _timed = None  # the request being answered, until it is in the timeline
 
     def log_message(self, format, *args):  # pylint: disable=redefined-builtin
         """Quiet: the tests read ``FaultProxy.injected`` instead."""
@@ -211,6 +232,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             upstream.close()
 
     def _send(self, status, reason, headers, body, cut_at=None):
+        self._record()  # before the answer: a client that has it finds its request in the timeline
         self.send_response_only(status, reason)
         for name, value in headers:
             if name.lower() not in _HOP_BY_HOP:
@@ -228,11 +250,31 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.connection.close()
         self.close_connection = True
 
-    def _handle(self):
-        body = self._read_body()
+    def _record(self):
+        """Adds this request to the timeline, once."""
+        if self._timed is None:
+            return
+        timed, self._timed = self._timed._replace(end=time.monotonic()), None
         with self.fault_proxy._lock:  # pylint: disable=protected-access
-            self.fault_proxy.log.append((self.command, self.path, object_name(self.command, self.path, body)))
-        kind, fault = self.fault_proxy.choose_fault(self.command, self.path, object_name(self.command, self.path, body))
+            self.fault_proxy.timeline.append(timed)
+
+    def _handle(self):
+        start = time.monotonic()
+        body = self._read_body()
+        name = object_name(self.command, self.path, body)
+        with self.fault_proxy._lock:  # pylint: disable=protected-access
+            self.fault_proxy.log.append((self.command, self.path, name))
+        kind, fault = self.fault_proxy.choose_fault(self.command, self.path, name)
+        self._timed = Timed(kind, self.command, self.path, name, 'range' in {h.lower() for h in self.headers},
+                            start, start)
+        try:
+            self._answer(body, kind, fault)
+        finally:
+            self._record()  # a reset before any answer
+
+    def _answer(self, body, kind, fault):
+        if self.fault_proxy.delay_s:
+            time.sleep(self.fault_proxy.delay_s)
         if fault in _ERROR_BODY:
             status, reason = _ERROR_BODY[fault]
             error = json.dumps({'error': {'code': status, 'message': f'injected {status} on a {kind} request'}})

@@ -157,7 +157,8 @@ def test_a_disk_that_fills_up_fails_in_one_line_naming_the_file_and_keeps_latest
     _mount_tmpfs(disk, 'size=1m')  # room for the start of the spill files, not for the shards too
     mounts.append(disk)
     monkeypatch.setattr(preflight, 'MIN_FREE_BYTES', 0)  # past the pre-flight floor: the disk fills up later
-    (disk / 'out').mkdir()
+    (disk / 'out' / 'v0').mkdir(parents=True)  # a published version (without a record index: a full build)
+    (disk / 'out' / 'v0' / 'dataset.json').write_text('{"format_version": 1, "version": "v0", "labels": []}')
     (disk / 'out' / 'LATEST').write_text('v0\n')
     status, err = run_main('--input', sample_images, '--output', disk / 'out', '--version', 'v1',
                            '--image_size', '256')

@@ -58,8 +58,8 @@ def test_the_project_package_is_staged_with_worker_requirements_only(template):
         install_requires = requires.read().decode().split('\n[', 1)[0].split()
     assert {'setup.py', 'requirements/worker.txt', 'pipelines/build_dataset.py', 'transforms/listing.py',
             'imgrec_storage/gcs.py', 'contract/example.py', 'imgrec_versions/report.py'} <= names
-    assert sorted(r.split('==')[0] for r in install_requires) == ['apache-beam[gcp]', 'google-cloud-storage',
-                                                                  'matplotlib', 'pillow']
+    assert sorted(r.split('==')[0] for r in install_requires) == ['apache-beam[gcp]', 'array_record',
+                                                                  'google-cloud-storage', 'matplotlib', 'pillow']
 
 
 def test_the_job_graph_holds_the_build_steps(template):

@@ -10,8 +10,9 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from imgrec_console.errors import BuildFailed, TruncatedRead
+from imgrec_console.errors import BuildFailed
 from imgrec_storage import fileio, publication, retries
+from imgrec_storage.byte_ranges import TruncatedRead
 from tests.fault_proxy import WRITE, faulty_gcs, gcs_emulator  # noqa: F401  (fixtures)
 
 QUICK = retries.RetryPolicy(deadline_s=30, initial_delay_s=0.01, max_delay_s=0.02)

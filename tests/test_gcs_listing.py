@@ -11,6 +11,7 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from imgrec_storage import gcs
 from pipelines.build_dataset import pipeline_options
+from pipelines.local import internals
 from tests.gcs_emulator import gcs_emulator  # noqa: F401  (the fixture)
 from transforms.listing import ListImages
 
@@ -57,14 +58,14 @@ def test_iter_level_yields_prefixes_and_objects_of_one_level(listed_bucket):
 
 def test_pipeline_options_bootstrap_workers_against_the_emulator(gcs_emulator):
     options = pipeline_options(['--direct_running_mode', 'multi_processing'])
-    assert gcs.__name__ in options.view_as(SetupOptions).beam_plugins
+    assert internals.WORKER_PLUGIN in options.view_as(SetupOptions).beam_plugins
 
 
 def test_a_process_importing_the_plugin_connects_without_a_credential_search(gcs_emulator):
     """What a worker does first (it imports --beam_plugins), then a read through Beam's FileSystems."""
     bucket = gcs_emulator.create_bucket('plugin-bootstrap')
     gcs_emulator.upload_bytes(f'{bucket}/hello.txt', b'hello')
-    code = ('import logging; logging.basicConfig(level=logging.INFO); import imgrec_storage.gcs; '
+    code = (f'import logging; logging.basicConfig(level=logging.INFO); import {internals.WORKER_PLUGIN}; '
             'from apache_beam.io.filesystems import FileSystems; '
             f"print(FileSystems.open('{bucket}/hello.txt').read().decode())")
     result = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, cwd=REPO, check=True)

@@ -11,6 +11,7 @@ from PIL import Image
 
 from contract.reasons import LABEL_CONFLICT, REASONS
 from imgrec_imaging import image_ops
+from imgrec_imaging.record_options import RecordOptions
 from samples import torture
 from tests.torture_fixtures import TOLERANCE, colour_errors
 
@@ -19,8 +20,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _decode(data):
-    return image_ops.decode_resize_encode(data, torture.IMAGE_SIZE, max_pixels=torture.MAX_PIXELS,
-                                          min_side=torture.MIN_SIZE)
+    return image_ops.decode_resize_encode(data, RecordOptions(torture.IMAGE_SIZE, max_pixels=torture.MAX_PIXELS,
+                                                              min_size=torture.MIN_SIZE))
 
 
 def _decodes(expected):
@@ -58,7 +59,7 @@ def test_exif_rotated_jpeg_keeps_the_draft_fast_path(orientation):
 
 def test_a_single_pixel_image_is_written_when_min_size_allows():
     data = torture.corpus()['beta/one_pixel.png'][0]
-    jpeg, _ = image_ops.decode_resize_encode(data, (32, 32), min_side=1)
+    jpeg, _ = image_ops.decode_resize_encode(data, RecordOptions((32, 32), min_size=1))
     assert max(colour_errors(jpeg, [((0.5, 0.5), torture.RED)]).values()) <= TOLERANCE
 
 

@@ -5,6 +5,7 @@ import pytest
 from PIL import Image
 
 from imgrec_imaging import image_ops
+from imgrec_imaging.record_options import RecordOptions
 
 
 def _jpeg(image, **options):
@@ -24,7 +25,7 @@ def _halves(width, height):
 @pytest.mark.parametrize('mode', image_ops.RESIZE_MODES)
 @pytest.mark.parametrize('target', [(32, 32), (24, 48)])
 def test_every_mode_gives_exactly_the_target_size(size, mode, target):
-    jpeg, _ = image_ops.decode_resize_encode(_jpeg(_halves(*size)), target, mode)
+    jpeg, _ = image_ops.decode_resize_encode(_jpeg(_halves(*size)), RecordOptions(target, resize=mode))
     decoded = Image.open(io.BytesIO(jpeg))
     assert decoded.size == (target[1], target[0]) and decoded.mode == 'RGB'
 

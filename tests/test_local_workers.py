@@ -1,10 +1,15 @@
-"""Local worker processes that cannot start fail the build in one line within seconds, not a hang."""
+"""Local worker processes: warm ones handed to Beam while they last, ended with the build; and workers that
+cannot start fail the build in one line within seconds, not a hang."""
 import os
 import signal
-
-import psutil
 import subprocess
 import sys
+
+import psutil
+from apache_beam.runners.portability import local_job_service
+from apache_beam.runners.worker import sdk_worker_main
+
+from pipelines.local import internals, workers
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -14,7 +19,7 @@ def _build_with_workers_that_cannot_start(images, tmp_path, preexec_fn=None):
     # at start, the job doesn't.
     (tmp_path / 'site').mkdir()
     (tmp_path / 'site' / 'sitecustomize.py').write_text(
-        "import sys\nif {'apache_beam.runners.worker.sdk_worker_main', 'pipelines.warm_worker'} & set(sys.orig_argv):\n"
+        f"import sys\nif {{{sdk_worker_main.__name__!r}, {workers.WARM_WORKER_MODULE!r}}} & set(sys.orig_argv):\n"
         "    sys.exit(3)\n")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path / 'site'), ROOT]))
     return subprocess.run(
@@ -49,30 +54,27 @@ def test_whatever_signals_the_parent_ignores_or_blocks(sample_images, tmp_path):
 def test_beam_gets_warm_workers_while_they_last_then_its_own():
     """Beam's worker command gets a process started before the graph, as many as there are; any other
     command, or the worker command once none is left, runs as Beam asked."""
-    from apache_beam.runners.portability import local_job_service
-    from pipelines import local_workers
-
-    start = local_job_service.subprocess.Popen  # where Beam starts a worker
+    command = workers.beam_worker_command()
     env = dict(os.environ, CONTROL_API_SERVICE_DESCRIPTOR='unused')
-    with local_workers.local_run(1):
+    with internals.local_run(1, progress=False):
+        start = local_job_service.subprocess.Popen  # where Beam starts a worker, as it looks it up
         other = start('exit 7', shell=True, env=env)
-        warm = start(local_workers._BEAM_WORKER_COMMAND, shell=True, env=env)
+        warm = start(command, shell=True, env=env)
         handed = psutil.Process(warm.pid).environ()  # what the process started with
-        cold = start(local_workers._BEAM_WORKER_COMMAND, shell=True, env=env)
+        cold = start(command, shell=True, env=env)
         for process in (warm, cold):
             process.kill()
             process.wait()
         assert other.wait() == 7
-    assert warm.args == [sys.executable, '-m', 'pipelines.warm_worker']
-    assert all(name in handed for name in local_workers.MALLOC_SETTINGS)
-    assert cold.args == local_workers._BEAM_WORKER_COMMAND
+    assert warm.args == [sys.executable, '-m', workers.WARM_WORKER_MODULE]
+    assert all(name in handed for name in workers.MALLOC_SETTINGS)
+    assert cold.args == command
 
 
 def test_warm_workers_no_job_asked_for_end_with_the_build():
-    from pipelines import local_workers
-
-    with local_workers.local_run(2):
-        unused = list(local_workers._warm._processes)
+    with internals.local_run(2, progress=False):
+        warm = local_job_service.subprocess
+        unused = list(warm._processes)  # pylint: disable=protected-access
         assert len(unused) == 2 and all(process.poll() is None for process in unused)
     assert all(process.poll() is not None for process in unused)
-    assert local_workers._warm._processes == []
+    assert warm._processes == []  # pylint: disable=protected-access

@@ -1,5 +1,5 @@
 """Live progress: lines from a real multi-process build, none with --progress off, and a Dataflow job's
-URL and counters from its metrics (only the Dataflow API is faked)."""
+URL and counters from its metrics (only the Dataflow API is faked), read by contract.counters' one rule."""
 import io
 import json
 import os
@@ -15,8 +15,9 @@ from apache_beam.runners.dataflow.dataflow_metrics import DataflowMetrics
 from apache_beam.runners.runner import PipelineState
 from google.cloud.dataflow_v1beta3 import types as dataflow
 
-from contract import layout
+from contract import counters, layout
 from pipelines import build_dataset, progress
+from pipelines.local.live_counters import CountingRunner
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LINE = re.compile(r'^build-dataset: \[(?P<stage>\w+)\] \d+ s: listed (?P<listed>\d+), decoded (?P<decoded>\d+), '
@@ -61,12 +62,13 @@ def test_a_bad_progress_flag_is_a_one_line_usage_error(sample_images, tmp_path, 
 
 
 def test_describe_gives_rate_and_eta_once_decoding_started():
-    values = {progress.LISTED: 100, progress.DECODED: 30, progress.DECODE_REJECTED: 10, progress.WRITTEN: 0,
-              ('quarantine', 'truncated'): 10, ('quarantine', 'label_conflict'): 2}
+    values = {counters.IMAGES_LISTED: 100, counters.IMAGES_DECODED: 30, counters.IMAGES_REJECTED: 10,
+              counters.RECORDS_WRITTEN: 0, (counters.QUARANTINE, 'truncated'): 10,
+              (counters.QUARANTINE, 'label_conflict'): 2}
     assert progress.describe(values, 12, 'DecodeResize', decoding_seconds=4) == (
         'build-dataset: [DecodeResize] 12 s: listed 100, decoded 30, quarantined 12, written 0; '
         '10.0 images/s, ETA 6 s')
-    assert 'ETA' not in progress.describe({progress.LISTED: 100}, 3, 'ListImages')
+    assert 'ETA' not in progress.describe({counters.IMAGES_LISTED: 100}, 3, counters.LIST_IMAGES)
 
 
 class _Terminal(io.StringIO):
@@ -76,16 +78,16 @@ class _Terminal(io.StringIO):
 
 def test_on_a_terminal_the_line_updates_in_place(tmp_path):
     class Pipeline:
-        runner = progress.CountingRunner()
+        runner = CountingRunner()
 
     tally = Pipeline.runner.tally
-    tally.finished({progress.LISTED: 7})
+    tally.finished({counters.IMAGES_LISTED: 7})
     terminal = _Terminal()
     with progress.Progress(Pipeline(), PipelineOptions([]), True, 0.01, stream=terminal):
         deadline = time.monotonic() + 60
         while terminal.getvalue().count('\r') < 2 and time.monotonic() < deadline:
             time.sleep(0.01)
-        tally.finished({progress.DECODED: 5, progress.WRITTEN: 5})
+        tally.finished({counters.IMAGES_DECODED: 5, counters.RECORDS_WRITTEN: 5})
     text = terminal.getvalue()
     updates = text.split('\r\x1b[K')
     assert updates[0] == '' and len(updates) >= 3 and text.endswith('\n') and text.count('\n') == 1
@@ -110,16 +112,18 @@ class _FakeDataflowApi:
     def list_messages(self, job_id, page_token=None, start_time=None, minimum_importance=None):
         return [], None
 
+    # (committed, attempted): a running job's committed values trail its attempted ones.
+    VALUES = {counters.IMAGES_LISTED: (40, 50), counters.IMAGES_DECODED: (12, 20), counters.IMAGES_REJECTED: (3, 5),
+              (counters.QUARANTINE, 'truncated'): (3, 5), counters.RECORDS_WRITTEN: (0, 0)}
+
     def get_job_metrics(self, job_id):
-        values = {('listing', 'images_listed'): 50, ('decode', 'images_decoded'): 20,
-                  ('decode', 'images_rejected'): 5, ('quarantine', 'truncated'): 5, ('write', 'records_written'): 0}
         return dataflow.JobMetrics(metrics=[
             dataflow.MetricUpdate(
                 name=dataflow.MetricStructuredName(
                     origin='user', name=name, context={'namespace': namespace, 'step': 's2',
                                                        **({'tentative': 'true'} if tentative else {})}),
-                scalar=value if tentative else 0)
-            for (namespace, name), value in values.items() for tentative in (True, False)])
+                scalar=values[tentative])
+            for (namespace, name), values in self.VALUES.items() for tentative in (False, True)])
 
 
 class _FakeRunner:
@@ -144,6 +148,37 @@ def test_dataflow_job_url_then_counters_from_its_metrics(monkeypatch, tmp_path):
     lines = (tmp_path / 'progress.log').read_text().splitlines()
     assert lines[0] == ('build-dataset: Dataflow job 2026-11-30_01: https://console.cloud.google.com/dataflow/jobs/'
                         'europe-west4/2026-11-30_01?project=my-project')
-    counters = [LINE.match(line) for line in lines[1:]]
-    assert counters and all(counters), lines
-    assert [counters[0][key] for key in ('listed', 'decoded', 'quarantined', 'written')] == ['50', '20', '5', '0']
+    shown = [LINE.match(line) for line in lines[1:]]
+    assert shown and all(shown), lines
+    # Committed values, as the summary would read them: never more than the finished job reports.
+    assert [shown[0][key] for key in ('listed', 'decoded', 'quarantined', 'written')] == ['40', '12', '3', '0']
+
+
+class _Metric:
+    def __init__(self, namespace, name, committed, attempted):
+        self.key = type('Key', (), {'metric': type('Name', (), {'namespace': namespace, 'name': name})})
+        self.committed, self.attempted = committed, attempted
+
+
+class _Result:
+    """A PipelineResult's metrics as a runner reports them: committed values, or None where it has none."""
+
+    def __init__(self, *metrics):
+        self._metrics = metrics
+
+    def metrics(self):
+        return self
+
+    def query(self, filter=None):  # pylint: disable=redefined-builtin,unused-argument
+        return {'counters': list(self._metrics)}
+
+
+def test_one_rule_committed_where_the_runner_has_it_else_attempted():
+    result = _Result(_Metric('decode', 'images_decoded', 7, 9), _Metric('decode', 'images_decoded', None, 4),
+                     _Metric('retries', 'read', 0, 3), _Metric('write', 'records_written', None, None))
+    values = counters.read(result)
+    assert values[counters.IMAGES_DECODED] == 7 + 4  # summed over steps
+    assert values[counters.Counter(counters.RETRIES, 'read')] == 0  # committed 0 is a value, not "none"
+    assert values[counters.RECORDS_WRITTEN] == 0 and values[counters.UNCHANGED] == 0
+    assert dict(counters.read(result, counters.RETRIES)) == {counters.Counter(counters.RETRIES, 'read'): 0}
+    assert build_dataset.counter(result, 'images_decoded') == build_dataset.counter(result, counters.IMAGES_DECODED)

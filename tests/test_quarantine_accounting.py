@@ -1,8 +1,8 @@
 """The accounting invariant and the error-rate check that guard LATEST (plain functions of publish)."""
 import pytest
 
-from imgrec_console.errors import BuildFailed
-from pipelines.options import UsageError, parse_args
+from imgrec_console.errors import BuildFailed, UserError
+from pipelines.options import parse_args
 from transforms.elements import Duplicate, Rejected
 from transforms.publish import account, check_error_rate, top_reasons
 
@@ -41,5 +41,5 @@ def test_top_reasons_rank_by_count_then_name():
 
 @pytest.mark.parametrize('value', ['1.5', '-0.1', '5%'])
 def test_max_error_rate_must_be_a_fraction(value):
-    with pytest.raises(UsageError, match='max_error_rate'):
+    with pytest.raises(UserError, match='max_error_rate'):
         parse_args(['--input', 'in', '--output', 'out', '--max_error_rate', value])

@@ -41,7 +41,8 @@ def test_the_report_opens_in_chromium_with_every_image_and_chart(torture_build, 
     assert page.errors == [] and page.requests == []
     shown = json.loads(page.evaluated)
     assert shown['broken'] == []
-    assert shown['charts'] == 2 * len(document['splits'])  # a class histogram and shard sizes a split
+    # A class histogram and shard sizes a split, and the inputs' sizes and aspect ratios.
+    assert shown['charts'] == 2 * len(document['splits']) + 2
     written = collections.Counter()
     for info in document['splits'].values():
         written.update(info['class_counts'])

@@ -1,7 +1,7 @@
-"""The scheduled-refresh recipes (README "Scheduled refresh", examples/) against what the template accepts.
+"""The scheduled-refresh recipes (docs/operations.md "Scheduled refresh", examples/) against what the template accepts.
 
 Cloud Scheduler, Dataflow and Airflow cannot run here. The launch bodies are checked with the Dataflow
-API's own types, the DAG is read with ``ast`` (Airflow is not installed), and the README's commands are
+API's own types, the DAG is read with ``ast`` (Airflow is not installed), and the page's commands are
 split as a shell splits them.
 """
 import ast
@@ -21,6 +21,7 @@ from pipelines import options
 REPO = pathlib.Path(__file__).resolve().parents[1]
 BODY_FILE = REPO / 'examples' / 'cloud_scheduler_body.json'
 DAG_FILE = REPO / 'examples' / 'airflow_refresh_dag.py'
+OPERATIONS = REPO / 'docs' / 'operations.md'  # the page with the recipes (the README links to it)
 OPERATOR = 'DataflowStartFlexTemplateOperator'
 OPERATOR_MODULE = 'airflow.providers.google.cloud.operators.dataflow'
 # The operator's arguments (apache-airflow-providers-google), and the one BaseOperator argument the DAG uses.
@@ -41,12 +42,12 @@ def _metadata():
 
 
 def _readme_blocks(language):
-    return re.findall(rf'^```{language}\n(.*?)^```', (REPO / 'README.md').read_text(), re.MULTILINE | re.DOTALL)
+    return re.findall(rf'^```{language}\n(.*?)^```', OPERATIONS.read_text(), re.MULTILINE | re.DOTALL)
 
 
 def _scheduled_refresh_section():
-    readme = (REPO / 'README.md').read_text()
-    return readme[readme.index('\n## Scheduled refresh\n'):readme.index('\n## Benchmarks\n')]
+    page = OPERATIONS.read_text()
+    return page[page.index('\n## Scheduled refresh\n'):]
 
 
 def _commands(block):
@@ -213,9 +214,9 @@ def test_the_readme_command_sends_the_body_file():
     body_variables = {match['named'] or match['braced']
                       for match in string.Template.pattern.finditer(BODY_FILE.read_text())}
     assert set(re.findall(r'\$\{(\w+)\}', envsubst[1])) == body_variables
-    readme = (REPO / 'README.md').read_text()
+    page = OPERATIONS.read_text()
     for name in body_variables:
-        assert re.search(rf'^export\b[^\n]*\b{name}=', readme, re.MULTILINE), name
+        assert re.search(rf'^export\b[^\n]*\b{name}=', page, re.MULTILINE), name
 
     create = _command(['gcloud', 'scheduler', 'jobs', 'create', 'http'])
     flags = _flags(create)

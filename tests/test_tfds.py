@@ -1,12 +1,14 @@
 """TFDS reads a built version folder as is: tfds.builder_from_directory, and the same images and labels as
-training.dataset."""
+training.dataset; as_supervised and show_examples work on the contract's own feature keys."""
 import collections
 import os
 
+import matplotlib
 import tensorflow_datasets as tfds
 from tensorflow_datasets.core import naming
+from tensorflow_datasets.core.features.feature import convert_feature_name_to_filename
 
-from contract import layout
+from contract import features as F, layout
 from imgrec_versions import tfds_metadata
 from tests.contract_checks import load_version
 from training import dataset, dataset_version
@@ -29,16 +31,33 @@ def test_tfds_loads_the_version_with_the_same_images_and_labels_as_training(buil
     for name, data in tfds_metadata.files(document).items():  # as the build published them
         assert open(os.path.join(version_dir, name), 'rb').read() == data
     builder = tfds.builder_from_directory(version_dir)
-    assert builder.info.features['image']['class']['label'].names == document['labels']
-    assert builder.info.features['image']['encoded'].shape == (32, 32, 3)
+    assert builder.info.features[F.LABEL].names == document['labels']
+    assert builder.info.features[F.IMAGE_ENCODED].shape == (32, 32, 3)
     for split, info in document['splits'].items():
         assert builder.info.splits[split].num_examples == info['num_examples']
         assert builder.info.splits[split].num_shards == info['num_shards']
         from_tfds = collections.Counter(
-            (int(example['image']['class']['label']), example['image']['encoded'].numpy().tobytes())
+            (int(example[F.LABEL]), example[F.IMAGE_ENCODED].numpy().tobytes())
             for example in builder.as_dataset(split=split))
         assert sum(from_tfds.values()) == info['num_examples']
         assert from_tfds == _training_examples(built_dataset, split)
+        supervised = collections.Counter((int(label), image.numpy().tobytes())
+                                         for image, label in builder.as_dataset(split=split, as_supervised=True))
+        assert supervised == from_tfds
+
+
+def test_tfds_show_examples_draws_the_images_with_their_class_names(built_dataset):
+    matplotlib.use('Agg')  # no display
+    version_dir, document = load_version(built_dataset)
+    builder = tfds.builder_from_directory(version_dir)
+    for dataset in (builder.as_dataset(split='validation'), builder.as_dataset(split='validation', as_supervised=True)):
+        figure = tfds.show_examples(dataset, builder.info, rows=1, cols=3)
+        captions = [axes.get_xlabel() for axes in figure.axes]  # 'circle (0)'
+        assert len(captions) == 3 and all(caption.split(' (')[0] in document['labels'] for caption in captions)
+
+
+def test_tfds_reads_the_class_names_from_the_file_we_name():
+    assert tfds_metadata.labels_file_name() == convert_feature_name_to_filename(F.LABEL, None) + '.labels.txt'
 
 
 def test_tfds_template_gives_our_shard_names_and_names_are_tfds_names():

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from tests import training_fixtures as fixtures
-from training import progress, train
+from training import epoch_progress, train
 
 BAD_ARGUMENTS = [
     (['--learning_rate', '-1'], 'argument --learning_rate: must be a positive finite number, got -1'),
@@ -130,7 +130,7 @@ class _Clock:
 
 def test_progress_rewrites_one_line_on_a_terminal_and_waits_out_its_interval():
     terminal, clock = _Terminal(), _Clock()
-    shown = progress.Progress(10, terminal, clock)
+    shown = epoch_progress.Progress(10, terminal, clock)
     shown.start_epoch(0, 3, 100)
     clock.now = 5
     shown.update(10, 40, 1.5)
@@ -154,8 +154,8 @@ def test_an_unexpected_failure_is_one_line_naming_a_log_with_the_traceback_and_v
     result = subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=fixtures.REPO_ROOT)
     assert result.returncode == 1
     [line] = result.stderr.splitlines()
-    assert line.startswith('train-model: error: ') and str(blocker) in line
-    log_path = line.split('traceback and log lines in ')[1].split(';')[0]
+    assert line.startswith('train-model: failed: ') and str(blocker) in line
+    log_path = line.split('details in ')[1].split(';')[0]
     try:
         assert 'Traceback (most recent call last)' in open(log_path).read()
     finally:

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from imgrec_console.errors import UserError
 from tests import training_fixtures as fixtures
 from training import dataset, dataset_version
-from training.errors import UserError
 
 IMAGE = 32
 
@@ -130,13 +130,13 @@ def test_opens_latest_or_a_named_version_and_explains_what_is_missing(tmp_path):
     assert dataset_version.open_version(root, 'v1').num_examples('train') == 8
     with pytest.raises(UserError, match="version 'v3' not found"):
         dataset_version.open_version(root, 'v3')
-    with pytest.raises(UserError, match='no published dataset'):
+    with pytest.raises(UserError, match='no dataset found at .*nothing: expected dataset.json or LATEST there'):
         dataset_version.open_version(str(tmp_path / 'nothing'))
     with pytest.raises(UserError, match=r"split 'test' is not in .* \(it has train\)"):
         dataset_version.open_version(root).shards('test')
     # A build's staging folder is never read, even one holding a dataset.json.
     fixtures.write_dataset(root, {'train': (4, 1)}, version='v4.incomplete-0123abcd')
-    with pytest.raises(UserError, match='staging folder of a build that did not publish it'):
+    with pytest.raises(UserError, match=r'is a staging name \(the folder of a build that did not publish it\)'):
         dataset_version.open_version(root, 'v4.incomplete-0123abcd')
 
 

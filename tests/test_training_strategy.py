@@ -7,8 +7,8 @@ import socket
 import pytest
 import tensorflow as tf
 
+from imgrec_console.errors import UserError
 from training import strategy
-from training.errors import UserError
 
 
 @pytest.fixture

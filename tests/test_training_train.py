@@ -147,8 +147,7 @@ def test_missing_data_dir_from_the_command_line_is_one_line_without_traceback(tm
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
-        f"train-model: error: no published dataset at {tmp_path / 'missing'}: "
-        f"{tmp_path / 'missing'}/LATEST does not exist (build one with build-dataset, or check --data)"]
+        f"train-model: error: no dataset found at {tmp_path / 'missing'}: expected dataset.json or LATEST there"]
 
 
 def test_training_package_never_imports_apache_beam():

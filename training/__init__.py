@@ -2,9 +2,10 @@
 
 Reads only the on-disk contract (``contract``) and never imports Apache Beam, so a training host needs
 TensorFlow alone. Modules: ``train`` is the command line, which checks arguments and data before
-TensorFlow is imported (with ``storage``, ``dataset_version`` and ``run_state``) and keeps TensorFlow's
-log lines off the terminal (``native_logs``); ``trainer`` runs the training. ``dataset_version`` finds a
-published version, ``records`` parses its Examples, ``images`` holds the pixel operations shared by
+TensorFlow is imported (with ``tf_files``, ``dataset_version`` and ``run_state``) and keeps TensorFlow's
+log lines off the terminal (``imgrec_console``), and builds the run's ``config.TrainConfig`` once;
+``trainer`` runs the training from it. ``dataset_version`` finds a
+published version, ``example_parsing`` parses its Examples, ``images`` holds the pixel operations shared by
 training and serving, ``dataset`` is the input pipeline, ``record_check`` names a damaged shard,
 ``strategy`` picks the accelerator, ``model`` the network, ``loop`` the distributed steps,
 ``checkpoints`` and ``run_state`` what a model_dir keeps, ``progress`` the lines between epochs and

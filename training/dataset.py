@@ -16,6 +16,9 @@ the model.)
 Evaluation reads each record once and pads the last batches with ``PAD_LABEL`` records, so shapes stay
 static (TPU) and no record is dropped.
 
+``load`` is the same reader for a notebook or a Keras ``fit``: every record of a split once, as (image,
+label) pairs, optionally shuffled and batched (docs/python-api.md).
+
 Every shard is read with its record count from ``dataset.json``: a shard holding more records fails the
 pass when the first extra one is read, and the trainer then names the shard (``record_check``) instead of
 training on a silently different set of records. A shard holding fewer is caught by evaluation, which
@@ -26,8 +29,8 @@ import random
 
 import tensorflow as tf
 
-from training import example_parsing, images
-from training.errors import UserError
+from imgrec_console.errors import UserError
+from training import dataset_version, example_parsing, images
 
 PAD_LABEL = -1
 MAX_CYCLE_LENGTH = 16
@@ -58,6 +61,7 @@ class InputReader:
                  decode_fn=example_parsing.decode_image_label):
         self.config = config
         self.image_shape = source.image_shape
+        self.num_labels = len(source.labels)  # what a record's label must stay under
         self._shards = source.shards(config.split)
         self._parse_fn = parse_fn
         self._decode_fn = decode_fn
@@ -163,9 +167,54 @@ class InputReader:
         image, label = payload if self.config.cache else self._decode(payload)
         return (images.augment(image, seed) if self.config.augment else image), label
 
+    def examples(self, *, shuffle=False, seed=None):
+        """Every record of the split once, decoded and not batched: (uint8 image, int32 label).
+
+        ``shuffle``: the file order, then records within ``shuffle_buffer_size``, anew on each pass (by
+        ``seed`` when given, so the passes' orders repeat from run to run).
+        """
+        shards = self.shards
+        files = tf.data.Dataset.from_tensor_slices(tuple(map(list, zip(*shards))))
+        if shuffle:
+            files = files.shuffle(len(shards), seed=seed)
+        records = files.interleave(_counted_records, cycle_length=self.config.cycle_length or min(len(shards),
+                                                                                                  MAX_CYCLE_LENGTH),
+                                   block_length=self.config.block_length, num_parallel_calls=tf.data.AUTOTUNE,
+                                   deterministic=self.config.deterministic)
+        if shuffle:
+            records = records.shuffle(self.config.shuffle_buffer_size, seed=seed)
+        return records.map(self._decode, tf.data.AUTOTUNE, deterministic=self.config.deterministic)
+
     def _evaluation_examples(self, shards, total):
         padding = tf.data.Dataset.from_tensors((tf.zeros(self.image_shape, tf.uint8), tf.constant(PAD_LABEL))).repeat()
         return self._decoded(shards).concatenate(padding).take(total)
+
+
+def load(data, split='train', *, version=None, batch_size=None, shuffle=True, seed=None, as_supervised=True):
+    """A version's split as a ``tf.data.Dataset`` of (uint8 image [H, W, 3], int32 label), for a notebook or
+    ``model.fit``: the reader training uses, every record once a pass.
+
+    ``data``: OUT (the version LATEST names) or OUT/VERSION, local or gs://; ``version``: a version of OUT.
+    ``batch_size``: batches of that many (the last one smaller); ``shuffle``: the shard order and a window of
+    records (``InputConfig.shuffle_buffer_size``), anew each pass, by ``seed`` when given;
+    ``as_supervised=False``: {'image': ..., 'label': ...} dicts. A mistake (no such version or split, a
+    damaged shard listing) raises UserError or DataError with a one-line message.
+    """
+    if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
+        raise UserError(f'batch_size must be a positive whole number, got {batch_size!r}')
+    source = dataset_version.open_version(data, version)
+    source.check_split(split)
+    source.check_shards([split])
+    reader = InputReader(source, InputConfig(split=split, global_batch_size=batch_size or 1, is_training=False,
+                                             augment=False))
+    # A known length: len() works, Keras counts its steps, and a split with fewer records fails the pass.
+    examples = reader.examples(shuffle=shuffle, seed=seed).apply(
+        tf.data.experimental.assert_cardinality(reader.num_examples))
+    if not as_supervised:
+        examples = examples.map(lambda image, label: {'image': image, 'label': label})
+    if batch_size is not None:
+        examples = examples.batch(batch_size)
+    return examples.prefetch(tf.data.AUTOTUNE)
 
 
 def _counted_records(path, records):

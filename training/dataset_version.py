@@ -5,9 +5,9 @@ it (or naming a version that has a ``dataset.json``) never lands on a half-writt
 """
 import dataclasses
 
-from contract import layout, metadata as metadata_lib, shard_check
+from contract import layout, metadata as metadata_lib, shard_check, version_ref
+from imgrec_console.errors import DataError, UserError
 from training import tf_files
-from training.errors import DataError, UserError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,20 +57,14 @@ class DatasetVersion:
 
 
 def open_version(root, version=None):
-    """Returns the ``DatasetVersion`` named ``version``, or the one ``<root>/LATEST`` names."""
-    if version is None:
-        latest = layout.join(root, layout.LATEST)
-        if not tf_files.exists(latest):
-            raise UserError(f'no published dataset at {root}: {latest} does not exist '
-                            '(build one with build-dataset, or check --data)')
-        version = tf_files.read_text(latest).strip()
-    if layout.is_staging_name(version):
-        raise UserError(f'{version!r} is the staging folder of a build that did not publish it, not a version')
-    metadata_path = layout.join(root, version, layout.DATASET_JSON)
-    if not tf_files.exists(metadata_path):
-        raise UserError(f'dataset version {version!r} not found: {metadata_path} does not exist')
+    """Returns the ``DatasetVersion`` named ``version`` in the output folder ``root``, else the one
+    ``root`` names: ``root/LATEST``'s, or ``root`` itself when it is a version folder. The rules are the
+    contract's (``contract.version_ref``): every tool refuses the same mistakes with the same line."""
+    is_that_version = (version is not None and root.rstrip('/').rpartition('/')[2] == version
+                       and tf_files.exists(layout.join(root, layout.DATASET_JSON)))  # resuming on OUT/VERSION
     try:
-        metadata = metadata_lib.loads(tf_files.read_text(metadata_path))
-    except ValueError as error:
-        raise UserError(f'{metadata_path}: {error}') from None
-    return DatasetVersion(root=root.rstrip('/'), version=version, metadata=metadata)
+        ref = version_ref.resolve(root, tf_files.read_text, tf_files.exists,
+                                  None if is_that_version else version)
+    except version_ref.VersionError as error:
+        raise UserError(str(error)) from None
+    return DatasetVersion(root=ref.output, version=ref.name, metadata=ref.document)

@@ -1,18 +1,11 @@
-"""Turns the contract's Example features into tensors: the parse spec and the image/label decoder.
+"""Turns the contract's Example features into tensors: parsing and the image/label decoder.
 
-``contract.features`` holds the spec as plain data; this is the only place it becomes ``tf.io``.
+The parse spec comes from ``imgrec_versions.tf_features``, which verify-dataset uses too.
 """
 import tensorflow as tf
 
 from contract import features as F
-
-_TF_DTYPES = {F.INT64: tf.int64, F.BYTES: tf.string}
-
-
-def feature_spec(features=None):
-    """``tf.io`` parse spec for ``features`` (default: every contract feature, one value each)."""
-    features = F.FEATURES if features is None else features
-    return {key: tf.io.FixedLenFeature([], _TF_DTYPES[dtype]) for key, dtype in features.items()}
+from imgrec_versions.tf_features import feature_spec
 
 
 def parse_example(serialized):

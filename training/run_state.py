@@ -8,8 +8,8 @@ Reading them needs no TensorFlow for a local ``--model_dir``, so the command lin
 import json
 
 from contract import layout
+from imgrec_console.errors import UserError
 from training import tf_files
-from training.errors import UserError
 
 RUN_JSON = 'run.json'
 CHECKPOINTS = 'checkpoints'

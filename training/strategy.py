@@ -16,7 +16,7 @@ import urllib.parse
 
 import tensorflow as tf
 
-from training.errors import UserError
+from imgrec_console.errors import UserError
 
 log = logging.getLogger(__name__)
 

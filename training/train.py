@@ -14,36 +14,24 @@ with the sizes ``dataset.json`` gives) before TensorFlow is imported, so ``--hel
 answered at once, in one line; ``training.trainer`` does the rest.
 """
 import argparse
-import datetime
+import contextlib
 import logging
 import math
-import os
 import sys
 
-from contract import layout
-from training import dataset_version, native_logs, run_state
+from imgrec_console.arguments import Parser
+from imgrec_console.command import Command, run_command
+from imgrec_console.supervisor import supervise
+from imgrec_console.errors import UserError
+from imgrec_storage import leases
+from training import dataset_version, run_state
 from training.batching import DEFAULT_PER_REPLICA_BATCH, TPU_PER_REPLICA_BATCH, TPU_STEPS_PER_EXECUTION
-from training.errors import UserError
+from training.config import TrainConfig
 
 log = logging.getLogger('training')
 
 PRECISIONS = ('float32', 'mixed_bfloat16', 'mixed_float16')
 BUILT_IN_MODELS = 'small_cnn, mobilenet_v2 or resnet50'  # training.model.MODELS, named without importing Keras
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):
-        raise UserError(message)
-
-
-class _Formatter(argparse.RawDescriptionHelpFormatter):
-    """Shows every option's default, unless its help already says it or it has none."""
-
-    def _get_help_string(self, action):
-        text = action.help or ''
-        if action.option_strings and action.default not in (None, argparse.SUPPRESS) and 'default' not in text:
-            text += ' (default: %(default)s)'
-        return text
 
 
 def _positive(text):
@@ -68,9 +56,9 @@ def _positive_finite(text):
 
 def _parser():
     description = __doc__.split('\n\nThis module')[0].replace('``', '')
-    parser = _Parser(prog='train-model', description=description, formatter_class=_Formatter)
+    parser = Parser(prog='train-model', description=description)
     data = parser.add_argument_group('data')
-    data.add_argument('--data', required=True, help='dataset output folder or gs:// prefix (holds LATEST)')
+    data.add_argument('--data', required=True, help='dataset output folder or gs:// prefix (holds LATEST), or one version folder in it')
     data.add_argument('--version', help='dataset version to read (default: the one a resumed --model_dir was '
                                         'trained on, else the one LATEST names)')
     data.add_argument('--train_split', default='train', help='split to train on')
@@ -117,53 +105,107 @@ def _parser():
 
 
 def main(argv=None):
+    """Returns the exit status: 0 trained, 2 a usage mistake, 1 a damaged dataset or a failed run."""
     console = logging.StreamHandler(sys.stdout)  # our progress on stdout
     log.addHandler(console)
     log.propagate = False
     try:
-        args = _parser().parse_args(argv)
-        log.setLevel(logging.WARNING if args.quiet else logging.INFO)
-        return _main(args)
-    except UserError as error:
-        print(f'train-model: error: {error}', file=sys.stderr)
-        return error.exit_status
+        with Command('train-model') as command:
+            config = parse_config(argv)
+            log.setLevel(logging.WARNING if config.quiet else logging.INFO)
+            command.begin(verbose=config.verbose)  # TensorFlow's log lines, shown only with --verbose
+            source = check_data(config)
+            from training import trainer  # pylint: disable=import-outside-toplevel  # TensorFlow: once all is good
+            with reading(source):
+                trainer.train(config, source)
+            return 0
+        return command.status
     finally:
         log.removeHandler(console)
 
 
-def _main(args):
-    """Runs ``args`` with TensorFlow's log lines diverted; every failure becomes one line on stderr."""
-    with native_logs.diverted(not args.verbose, prefix='train-model-') as diversion:
-        try:
-            model_dir = args.model_dir or os.path.join('runs', datetime.datetime.now(
-                datetime.timezone.utc).strftime(layout.VERSION_FORMAT))
-            source = check_data(args, model_dir)
-            from training import trainer  # imports TensorFlow: only once the arguments and the data are good
-            trainer.train(args, source, model_dir)
-        except UserError as error:
-            print(f'train-model: error: {error}', file=diversion.stream)
-            return error.exit_status
-        except Exception as error:  # noqa: BLE001 - an unexpected failure is one line too; the log keeps the rest
-            if diversion.log is None:
-                raise
-            summary = (str(error).strip().splitlines() or [''])[0]
-            path = diversion.keep_traceback()
-            print(f'train-model: error: {type(error).__name__}: {summary} (traceback and log lines in {path}; '
-                  'or rerun with --verbose)', file=diversion.stream)
-            return 1
-    return 0
+def cli():
+    """The ``train-model`` command: run in a child process, so that even its death by a signal (out of
+    memory) ends in one line (``imgrec_console.supervisor``)."""
+    supervise('train-model')
+    run_command(main)
 
 
-def check_data(args, model_dir):
+def parse_config(argv, now=None):
+    """The TrainConfig of a command line, built once; ``now`` names the default --model_dir."""
+    return TrainConfig.from_arguments(_parser().parse_args(argv), now)
+
+
+def check_data(config):
     """The dataset version to train on, once its splits and shard files are as ``dataset.json`` says."""
-    pinned_version = run_state.read_settings(model_dir).get('dataset_version')
-    source = dataset_version.open_version(args.data, args.version or pinned_version)
-    splits = [args.train_split, args.eval_split]
+    pinned_version = run_state.read_settings(config.model_dir).get('dataset_version')
+    source = dataset_version.open_version(config.data, config.version or pinned_version)
+    splits = [config.train_split, config.eval_split]
     for split in splits:
         source.check_split(split)
     source.check_shards(splits)
     return source
 
 
+def _url_lease_files():
+    """Lease I/O through TensorFlow's file systems (gs://, ram://): no lock, no preconditions."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel  # only for URLs
+
+    gfile = tf.io.gfile
+
+    def read(path):
+        try:
+            with gfile.GFile(path, 'rb') as stream:
+                return stream.read()
+        except tf.errors.NotFoundError:
+            return None
+
+    def write(path, data):
+        gfile.makedirs(path.rpartition('/')[0])
+        with gfile.GFile(path, 'wb') as stream:
+            stream.write(data)
+
+    def delete(path):
+        with contextlib.suppress(tf.errors.NotFoundError):
+            gfile.remove(path)
+
+    def names(folder):
+        try:
+            return sorted(name.rstrip('/') for name in gfile.listdir(folder))
+        except tf.errors.NotFoundError:
+            return []
+
+    return leases.CallableFiles(read, write, delete, names, gfile.exists)
+
+
+@contextlib.contextmanager
+def reading(source):
+    """Holds a reader's lease on the version ``source`` while the block runs, renewed every
+    ``leases.RENEW_EVERY_S``, so a build's --keep_versions does not delete it (docs/publication.md).
+
+    An output this run may not write to gets a warning, and the run goes on without the lease.
+    """
+    files = leases.LocalFiles() if '://' not in source.root else _url_lease_files()
+
+    def lost(lease):
+        log.warning('train-model: warning: the reader lease %s lapsed: a build with --keep_versions may now '
+                    'delete version %s', lease.path, source.version)
+
+    try:
+        lease = leases.hold_reader(files, source.root, source.version, on_lost=lost)
+    except Exception as error:  # pylint: disable=broad-except  # any file system's refusal: the run goes on
+        log.warning('train-model: warning: cannot hold a reader lease in %s (%s): a build with --keep_versions '
+                    'may delete version %s while this run reads it', leases.folder(source.root),
+                    str(error).splitlines()[0] if str(error) else type(error).__name__, source.version)
+        yield
+        return
+    if lease is None:
+        raise UserError(f'version {source.version!r} of {source.root} was pruned as this run started; run again')
+    try:
+        yield
+    finally:
+        lease.release_quietly()
+
+
 if __name__ == '__main__':
-    sys.exit(main())
+    cli()

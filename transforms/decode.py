@@ -4,8 +4,9 @@ One bad input never fails the bundle: an input that cannot be used leaves throug
 side output with a reason code (``records.REASONS``), and the build goes on. A read that fails on a
 transient error (timeout, reset, HTTP 429 or 5xx) is retried until the retry deadline
 (``imgrec_storage.retries``); if it still fails the build fails with BuildFailed, since the file itself may
-be fine and quarantining it would silently drop it. Only permanent read errors (missing, forbidden)
-are quarantined, as ``read_error``.
+be fine and quarantining it would silently drop it. Only permanent read errors (missing, forbidden, a
+symlink loop) are quarantined, as ``read_error``; a path that is no regular file (a FIFO, a device) is
+never opened, and is quarantined as ``not_a_file`` (``fileio.read_local``).
 
 Reads run ahead of decoding, ``READ_AHEAD`` files a bundle, so a worker's core decodes while the next
 files come off the disk or out of the bucket. A ``gs://`` read (tens of milliseconds of waiting) runs on
@@ -13,15 +14,24 @@ a thread of the DoFn's own, and is the read's first attempt; retries and their c
 DoFn's thread, where Beam keeps metrics. A local file only gets a read-ahead hint to the kernel
 (``fileio.will_read``): a thread would cost more in Python's lock than the read itself. Outputs keep
 their inputs' order, timestamps and windows.
+
+With ``decode_threads`` (a local run whose runner processes a stage on one thread, ``--direct_running_mode
+in_memory``), the pixel work of each image (decode, resize, encode, hashes: Pillow, hashlib and numpy
+release Python's lock) runs on that many threads of the DoFn's own, while its thread reads the next
+files and hands finished images on, so one process uses every core. At most that many images are
+decoded at once, as with as many worker processes; ``DECODE_QUEUE`` more a thread wait as bytes. The work is the same function whatever the thread,
+so the bytes are too.
 """
 import collections
 import concurrent.futures
 import hashlib
+import typing
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.utils.windowed_value import WindowedValue
 
+from contract import counters
 from contract.reasons import READ_ERROR
 from imgrec_console.errors import BuildFailed
 from imgrec_imaging import image_ops
@@ -30,103 +40,177 @@ from transforms.elements import EncodedImage, Rejected
 
 REJECTED = 'rejected'
 READ_AHEAD = 8  # files read ahead of the decoder, per bundle: at most this many sources held at once
+# Images queued a decode thread, so none waits while the DoFn's thread hands the finished ones on.
+DECODE_QUEUE = 3
 
 
 class _DecodeResizeEncodeFn(beam.DoFn):
-    def __init__(self, image_size, resize_mode, jpeg_quality, max_pixels, min_side, read, retry_policy):
-        self._image_size = image_size
-        self._resize_mode = resize_mode
-        self._jpeg_quality = jpeg_quality
-        self._max_pixels = max_pixels
-        self._min_side = min_side
+    def __init__(self, options, read, retry_policy, with_hash=False, decode_threads=0):
+        self._options = options
+        self._with_hash = with_hash
+        self._decode_threads = decode_threads
         self._read = read
         self._retry_policy = retry_policy
-        self.decoded = Metrics.counter('decode', 'images_decoded')
-        self.rejected = Metrics.counter('decode', 'images_rejected')
-        self.bytes_read = Metrics.counter('decode', 'bytes_read')
-        self.source_bytes = Metrics.distribution('decode', 'source_bytes')
-        self._pool = self._pending = None
+        self.decoded = Metrics.counter(*counters.IMAGES_DECODED)
+        self.rejected = Metrics.counter(*counters.IMAGES_REJECTED)
+        self.bytes_read = Metrics.counter(*counters.BYTES_READ)
+        self.source_bytes = Metrics.distribution(*counters.SOURCE_BYTES)
+        self._pool = self._pending = self._decoding = self._decoders = None
 
     def setup(self):
         self._pool = concurrent.futures.ThreadPoolExecutor(READ_AHEAD, thread_name_prefix='read-ahead')
+        if self._decode_threads:
+            self._decoders = concurrent.futures.ThreadPoolExecutor(self._decode_threads, thread_name_prefix='decode')
 
     def start_bundle(self):
         self._pending = collections.deque()
+        self._decoding = collections.deque()
 
     def process(self, ref, timestamp=beam.DoFn.TimestampParam, window=beam.DoFn.WindowParam):
         self._pending.append((ref, self._start_read(ref.path), timestamp, window))
-        while len(self._pending) > READ_AHEAD:
-            yield from self._finish(*self._pending.popleft())
+        while self._pending and (len(self._pending) > READ_AHEAD or self._pending[0][1] is _READ_BY_DECODER):
+            yield from self._advance(*self._pending.popleft())
 
     def finish_bundle(self):
         while self._pending:
-            yield from self._finish(*self._pending.popleft())
+            yield from self._advance(*self._pending.popleft())
+        while self._decoding:
+            yield from self._emit(*self._decoding.popleft())
 
     def teardown(self):
         if self._pool is not None:
             self._pool.shutdown(cancel_futures=True)
+        if self._decoders is not None:
+            self._decoders.shutdown(cancel_futures=True)
 
     def _start_read(self, path):
-        """A callable that makes the first attempt at reading ``path``, begun now where it pays."""
+        """A callable that makes the first attempt at reading ``path``, begun now where it pays (its storage
+        requests are counted when it is called, on the DoFn's thread); with decode threads, a local file
+        is read by the thread that decodes it (``_READ_BY_DECODER``)."""
         if gcs.is_gcs(path):
-            return self._pool.submit(self._read, path).result
+            return retries.counted_submit(self._pool, self._read, path)
+        if self._decoders is not None:
+            return _READ_BY_DECODER
         fileio.will_read(path)
         return lambda: self._read(path)
 
-    def _finish(self, ref, first_attempt, timestamp, window):
-        for output in self._decoded(ref, first_attempt):
-            if isinstance(output, beam.pvalue.TaggedOutput):
-                yield beam.pvalue.TaggedOutput(output.tag, WindowedValue(output.value, timestamp, (window,)))
+    def _advance(self, ref, first_attempt, timestamp, window):
+        """Starts decoding ``ref`` (reading it first, here or on a decode thread) and emits, in input order,
+        what is decoded beyond the decoders' queue."""
+        if first_attempt is _READ_BY_DECODER:
+            outcome = self._decoders.submit(self._read_and_image, ref.path)
+        else:
+            data = self._read_data(ref, first_attempt)
+            if isinstance(data, beam.pvalue.TaggedOutput):  # not read: quarantined
+                outcome = _Done((data, None))
+            elif self._decoders is not None:
+                outcome = self._decoders.submit(self._with_image, data)
             else:
-                yield WindowedValue(output, timestamp, (window,))
+                outcome = _Done(self._with_image(data))
+        self._decoding.append((ref, outcome, timestamp, window))
+        while len(self._decoding) > DECODE_QUEUE * self._decode_threads:
+            yield from self._emit(*self._decoding.popleft())
+
+    def _emit(self, ref, outcome, timestamp, window):
+        data, image = outcome.result()
+        if isinstance(data, _FailedRead):  # a decode thread's read failed: retried (or quarantined) here
+            data = self._read_data(ref, data.attempt)
+            image = None if isinstance(data, beam.pvalue.TaggedOutput) else self._image(data)
+        output = self._output(ref, data, image)
+        if isinstance(output, beam.pvalue.TaggedOutput):
+            yield beam.pvalue.TaggedOutput(output.tag, WindowedValue(output.value, timestamp, (window,)))
+        else:
+            yield WindowedValue(output, timestamp, (window,))
 
     def _reject(self, ref, reason, message, size):
         self.rejected.inc()
         return beam.pvalue.TaggedOutput(REJECTED, Rejected(ref.source, reason, message, size, ref.split, ref.label,
-                                                           ref.mtime_ns, ref.generation))
+                                                           ref.mtime_ns, ref.generation, ref.ctime_ns, ref.inode))
 
-    def _decoded(self, ref, first_attempt):
+    def _read_data(self, ref, first_attempt):
+        """The bytes of ``ref``, or the Rejected output of a permanent read error."""
         attempts = iter([first_attempt])  # then a read of its own for each retry
 
         def attempt():
             return next(attempts, lambda: self._read(ref.path))()
 
         try:
-            data = retries.call(attempt, retries.READ, ref.path, self._retry_policy)
+            return retries.call(attempt, retries.READ, ref.path, self._retry_policy)
         except retries.RetriesExhausted as error:
             raise BuildFailed(f'cannot read {ref.path}: {error}') from error
-        except Exception as error:  # a permanent error: the input is quarantined
-            yield self._reject(ref, READ_ERROR, retries.describe(error), -1)
-            return
+        except Exception as error:  # a permanent error: the input is quarantined (not_a_file, else read_error)
+            return self._reject(ref, getattr(error, 'quarantine_reason', READ_ERROR), retries.describe(error), -1)
+
+    def _read_and_image(self, path):
+        """On a decode thread: (bytes, image) of a local file; a failed read gives its error to the DoFn's
+        thread, which retries it where Beam keeps the retry counters."""
+        try:
+            data = self._read(path)
+        except Exception as error:  # pylint: disable=broad-except  # judged by retries, on the DoFn's thread
+            return _FailedRead(error), None
+        return self._with_image(data)
+
+    def _with_image(self, data):
+        return data, self._image(data)
+
+    def _image(self, data):
+        """(jpeg, notes, sha256 hex) of ``data``, or the ImageRejected: plain work, on any thread."""
+        try:
+            jpeg, notes = image_ops.decode_resize_encode(data, self._options, with_hash=self._with_hash)
+        except image_ops.ImageRejected as rejection:
+            return rejection
+        return jpeg, notes, hashlib.sha256(data).hexdigest()
+
+    def _output(self, ref, data, image):
+        """The output of ``ref`` on the DoFn's thread, where its counters are kept."""
+        if isinstance(data, beam.pvalue.TaggedOutput):  # the read was rejected
+            return data
         self.bytes_read.inc(len(data))
         self.source_bytes.update(len(data))
-        try:
-            jpeg, notes = image_ops.decode_resize_encode(
-                data, self._image_size, self._resize_mode, self._jpeg_quality,
-                max_pixels=self._max_pixels, min_side=self._min_side)
-        except image_ops.ImageRejected as rejection:
-            yield self._reject(ref, rejection.reason, rejection.message, len(data))
-            return
+        if isinstance(image, image_ops.ImageRejected):
+            return self._reject(ref, image.reason, image.message, len(data))
+        jpeg, notes, sha256 = image
         self.decoded.inc()
-        height, width = self._image_size
-        yield EncodedImage(ref=ref, sha256=hashlib.sha256(data).hexdigest(), jpeg=jpeg, height=height, width=width,
-                           source_bytes=len(data), decisions=image_ops.decisions(notes))
+        height, width = self._options.image_size
+        return EncodedImage(ref=ref, sha256=sha256, jpeg=jpeg, height=height, width=width,
+                            source_bytes=len(data), decisions=image_ops.decisions(notes),
+                            perceptual_hash=notes.get('perceptual_hash'), source_width=notes['source_width'],
+                            source_height=notes['source_height'], upscaled=notes['upscaled'])
+
+
+# A local file that a decode thread reads itself, just before decoding it.
+_READ_BY_DECODER = object()
+
+
+class _FailedRead(typing.NamedTuple):
+    """A first read that failed on a decode thread: ``attempt`` raises its error again."""
+    error: BaseException
+
+    def attempt(self):
+        raise self.error
+
+
+class _Done(typing.NamedTuple):
+    """An outcome already known, with a future's ``result``."""
+    value: object
+
+    def result(self):
+        return self.value
 
 
 class DecodeResizeEncode(beam.PTransform):
-    """ImageRef -> {'images': EncodedImage, 'rejected': Rejected}.
+    """ImageRef -> {'images': EncodedImage, 'rejected': Rejected}, under ``options`` (a RecordOptions).
 
     ``read`` (path -> bytes, one attempt) is the read boundary, retried under ``retry_policy``
     (``retries.RetryPolicy``; default ``retries.default_policy()``: a deadline per file). Tests
-    pass a reader whose first reads fail.
+    pass a reader whose first reads fail. ``with_hash``: also the perceptual hash of each decoded image.
+    ``decode_threads``: threads that decode alongside the DoFn's own (0: it decodes itself).
     """
 
-    def __init__(self, image_size, resize_mode='crop', jpeg_quality=90,
-                 max_pixels=image_ops.DEFAULT_MAX_PIXELS, min_side=1, *, read=fileio.read_once,
-                 retry_policy=None):
+    def __init__(self, options, *, read=fileio.read_once, retry_policy=None, with_hash=False, decode_threads=0):
         super().__init__()
-        self._fn = _DecodeResizeEncodeFn(image_size, resize_mode, jpeg_quality, max_pixels, min_side, read,
-                                         retry_policy or retries.default_policy())
+        self._fn = _DecodeResizeEncodeFn(options, read, retry_policy or retries.default_policy(), with_hash,
+                                         decode_threads)
 
     def expand(self, refs):
         results = refs | 'Decode' >> beam.ParDo(self._fn).with_outputs(REJECTED, main='images')
@@ -135,7 +219,7 @@ class DecodeResizeEncode(beam.PTransform):
 
 def _counted_decisions(image):
     for decision in image.decisions:
-        Metrics.counter('decode', decision).inc()
+        Metrics.counter(counters.DECODE, decision).inc()
     return image.decisions
 
 

@@ -8,6 +8,7 @@ references, so only the copies of one file meet on a worker, and no image bytes 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
+from contract import counters
 from contract.reasons import LABEL_CONFLICT
 from transforms.elements import Duplicate, Rejected
 
@@ -25,8 +26,8 @@ def _others(members, source):
 
 class _ResolveCopiesFn(beam.DoFn):
     def __init__(self):
-        self.duplicates = Metrics.counter('dedupe', 'duplicates')
-        self.conflicts = Metrics.counter('dedupe', 'label_conflicts')
+        self.duplicates = Metrics.counter(*counters.DUPLICATES)
+        self.conflicts = Metrics.counter(*counters.LABEL_CONFLICTS)
 
     def process(self, keyed_records):
         sha256, records = keyed_records
@@ -51,7 +52,7 @@ class _ResolveCopiesFn(beam.DoFn):
                 self.duplicates.inc()
                 yield beam.pvalue.TaggedOutput(DUPLICATES, Duplicate(
                     ref.source, kept_source, ref.label_text, sha256, ref.source_size, ref.split, ref.mtime_ns,
-                    ref.generation))
+                    ref.generation, ref.ctime_ns, ref.inode))
 
 
 class Dedupe(beam.PTransform):

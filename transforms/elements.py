@@ -13,6 +13,8 @@ class ImageRef(typing.NamedTuple):
     size: int = -1   # bytes, from the listing; -1 when not known
     mtime_ns: int = None     # local files: modification time, from the listing
     generation: int = None   # gs:// objects: generation, from the listing
+    ctime_ns: int = None     # local files: inode change time and inode number, from the listing: with the size
+    inode: int = None        # and mtime, the stamp a refresh compares (docs/reuse.md)
 
 
 class EncodedImage(typing.NamedTuple):
@@ -24,6 +26,10 @@ class EncodedImage(typing.NamedTuple):
     width: int
     source_bytes: int = 0  # size of the source file
     decisions: tuple = ()  # what decoding did, e.g. ('format=PNG', 'mode=P', 'alpha_composited')
+    perceptual_hash: str = None  # 16 hex digits (imgrec_imaging.perceptual_hash); None when not hashed
+    source_width: int = None     # of the source, upright (after its EXIF orientation)
+    source_height: int = None
+    upscaled: bool = None        # the source was enlarged to reach the target size
 
 
 class RecordRef(typing.NamedTuple):
@@ -46,6 +52,13 @@ class RecordRef(typing.NamedTuple):
     payload_file: str  # None for a previous version's duplicate: no frame until it is decoded
     payload_offset: int
     payload_length: int
+    perceptual_hash: str = None  # 16 hex digits; None when not hashed (--near_duplicates off)
+    source_width: int = None     # of the source, upright
+    source_height: int = None
+    upscaled: bool = None        # the source was enlarged to reach the target size
+    published_split: str = None  # on a refresh: the split the previous version wrote it in
+    ctime_ns: int = None         # of the source, as listed (local inputs), or None
+    inode: int = None
 
     @property
     def order_key(self):
@@ -63,6 +76,8 @@ class Rejected(typing.NamedTuple):
     label: str = ''
     mtime_ns: int = None    # of the source, as listed: a refresh re-reads it only if it changed
     generation: int = None
+    ctime_ns: int = None
+    inode: int = None
 
 
 class Duplicate(typing.NamedTuple):
@@ -75,3 +90,12 @@ class Duplicate(typing.NamedTuple):
     split: str
     mtime_ns: int = None    # of the source, as listed: a refresh re-reads it only if it changed
     generation: int = None
+    ctime_ns: int = None
+    inode: int = None
+
+
+def stamp(item):
+    """What a refresh compares of a source besides its size and class: (mtime_ns, ctime_ns, inode) of a local
+    file, as git's index keeps them, or the generation of a gs:// object (the rest None). ``item``: any
+    element above."""
+    return item.mtime_ns, item.ctime_ns, item.inode, item.generation

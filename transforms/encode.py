@@ -8,15 +8,16 @@ from transforms.examples import ToExample
 class Encode(beam.PTransform):
     """ImageRef -> {'records': RecordRef with its frame spilled, 'rejected': Rejected}.
 
-    A Reshuffle first spreads the images over the workers (listing fuses otherwise). ``labels`` is the
-    singleton side input of the class list; ``spill_dir`` where the frames go.
+    A Reshuffle first spreads the images over the workers (listing fuses otherwise). ``options`` (a
+    RecordOptions) shape each record; ``labels`` is the singleton side input of the class list;
+    ``spill_dir`` where the frames go; ``with_hash``: each record also gets its perceptual hash;
+    ``decode_threads``: threads each decoding DoFn decodes on (``transforms.decode``; 0: its own).
     """
 
-    def __init__(self, image_size, resize_mode, jpeg_quality, max_pixels, min_size, labels, spill_dir,
-                 retry_policy=None):
+    def __init__(self, options, labels, spill_dir, retry_policy=None, with_hash=False, decode_threads=0):
         super().__init__()
-        self._decode = DecodeResizeEncode(image_size, resize_mode, jpeg_quality, max_pixels, min_size,
-                                          retry_policy=retry_policy)
+        self._decode = DecodeResizeEncode(options, retry_policy=retry_policy, with_hash=with_hash,
+                                          decode_threads=decode_threads)
         self._to_example = ToExample(labels, spill_dir, retry_policy)
 
     def expand(self, refs):

@@ -7,7 +7,7 @@ import apache_beam as beam
 from apache_beam.coders import coders
 from apache_beam.metrics import Metrics
 
-from contract import features as F
+from contract import counters, features as F
 from contract.example import encode_example
 from contract.tfrecord import frame
 from imgrec_storage import spill
@@ -33,10 +33,10 @@ class _ToExampleFn(beam.DoFn):
     def __init__(self, spill_dir, policy):
         self._spill_dir = spill_dir
         self._policy = policy
-        self.examples = Metrics.counter('examples', 'examples_built')
-        self.example_bytes = Metrics.counter('examples', 'example_bytes')
+        self.examples = Metrics.counter(*counters.EXAMPLES_BUILT)
+        self.example_bytes = Metrics.counter(*counters.EXAMPLE_BYTES)
         # What one record costs each shuffle it crosses: the encoded size of its RecordRef.
-        self.ref_bytes = Metrics.counter('shuffle', 'record_ref_bytes')
+        self.ref_bytes = Metrics.counter(*counters.RECORD_REF_BYTES)
         self._coder = coders.FastPrimitivesCoder()
         self._labels = self._index_of = None
         self._spill = None
@@ -56,7 +56,9 @@ class _ToExampleFn(beam.DoFn):
         record = RecordRef(
             source=ref.source, path=ref.path, label_text=ref.label, split=ref.split, label=index,
             sha256=image.sha256, source_size=image.source_bytes, mtime_ns=ref.mtime_ns, generation=ref.generation,
-            decisions=image.decisions, payload_file=path, payload_offset=offset, payload_length=length)
+            decisions=image.decisions, payload_file=path, payload_offset=offset, payload_length=length,
+            perceptual_hash=image.perceptual_hash, source_width=image.source_width,
+            source_height=image.source_height, upscaled=image.upscaled, ctime_ns=ref.ctime_ns, inode=ref.inode)
         self.ref_bytes.inc(len(self._coder.encode(record)))
         yield record
 

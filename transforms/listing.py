@@ -6,6 +6,11 @@ at a time (``imgrec_storage.gcs``), so no worker holds the whole listing, even o
 Each page is retried on transient errors (``imgrec_storage.retries``); a listing that still fails, fails
 the build in one line, since images it did not list would be silently missing.
 
+A local file's size and stamp (modification time, inode change time, inode number: what a refresh
+compares, docs/reuse.md) come from one ``os.stat``, symlinks followed. An entry that is no regular file
+(a FIFO, a link to a device) or cannot be stat'ed (a symlink loop) is listed all the same: its read
+quarantines it at once, without opening it (``fileio.read_local``).
+
 A manifest may come from Excel: a UTF-8 byte-order mark before the first line and CRLF or CR-only line
 ends are read as plain line ends.
 """
@@ -18,7 +23,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
-from contract import layout
+from contract import counters, layout
 from contract.reasons import BAD_MANIFEST_LINE
 from imgrec_console.errors import BuildFailed
 from imgrec_storage import gcs, retries
@@ -39,8 +44,16 @@ class ListedFile(typing.NamedTuple):
     """A file as the listing saw it, without reading it: what a refresh compares with the index."""
     path: str
     size: int
-    mtime_ns: int = None     # local files
+    mtime_ns: int = None     # local files: the stamp git's index keeps too (docs/reuse.md)
     generation: int = None   # gs:// objects
+    ctime_ns: int = None     # local files
+    inode: int = None        # local files
+
+
+def local_file(path, status):
+    """The ListedFile of a local file from its ``os.stat`` (symlinks followed: the stamp of what is read)."""
+    return ListedFile(path, status.st_size, mtime_ns=status.st_mtime_ns, ctime_ns=status.st_ctime_ns,
+                      inode=status.st_ino)
 
 
 def _is_local(path):
@@ -72,11 +85,11 @@ def iter_files(folder, storage_client=None, policy=None):
         for name in names:
             path = os.path.join(directory, name)
             try:
-                stat = os.stat(path)
-            except OSError:  # gone since the walk, or a broken link: the read will say which
+                status = os.stat(path)
+            except OSError:  # gone since the walk, a broken link, a loop: the read will say which
                 yield ListedFile(path, -1)
                 continue
-            yield ListedFile(path, stat.st_size, mtime_ns=stat.st_mtime_ns)
+            yield local_file(path, status)
 
 
 def relative_source(root, path):
@@ -94,8 +107,8 @@ class _ListingFn(beam.DoFn):
         self._options = options
         self._retry_policy = retry_policy
         self._client = None
-        self.listed = Metrics.counter('listing', 'images_listed')
-        self.ignored = Metrics.counter('listing', 'files_ignored')
+        self.listed = Metrics.counter(*counters.IMAGES_LISTED)
+        self.ignored = Metrics.counter(*counters.FILES_IGNORED)
 
     def setup(self):
         if not _is_local(self._root):
@@ -127,7 +140,8 @@ class _ListClassFolder(_ListingFn):
             if is_image_name(listed.path):
                 self.listed.inc()
                 yield ImageRef(path=listed.path, source=source, label=label, size=listed.size,
-                               mtime_ns=listed.mtime_ns, generation=listed.generation)
+                               mtime_ns=listed.mtime_ns, generation=listed.generation, ctime_ns=listed.ctime_ns,
+                               inode=listed.inode)
             else:
                 self.ignored.inc()
                 yield beam.pvalue.TaggedOutput(IGNORED, source)
@@ -170,13 +184,12 @@ def stat_file(path, storage_client_of):
     """The ListedFile of one path named by a manifest: one stat, or one metadata request on gs://."""
     if _is_local(path):
         try:
-            stat = os.stat(path)
+            status = os.stat(path)
         except OSError:  # missing or unreadable: the read will quarantine it with the reason
             return ListedFile(path, -1)
-        return ListedFile(path, stat.st_size, mtime_ns=stat.st_mtime_ns)
-    bucket, name = gcs.split_url(path)
-    blob = storage_client_of().bucket(bucket).get_blob(name)
-    return ListedFile(path, -1) if blob is None else ListedFile(path, blob.size, generation=blob.generation)
+        return local_file(path, status)
+    found = gcs.stat(storage_client_of(), path)
+    return ListedFile(path, -1) if found is None else ListedFile(path, found[0], generation=found[1])
 
 
 class _ParseManifestLine(beam.DoFn):
@@ -184,8 +197,8 @@ class _ParseManifestLine(beam.DoFn):
         self._manifest_dir = manifest_dir
         self._options = options
         self._client = None
-        self.listed = Metrics.counter('listing', 'images_listed')
-        self.bad_lines = Metrics.counter('listing', 'bad_manifest_lines')
+        self.listed = Metrics.counter(*counters.IMAGES_LISTED)
+        self.bad_lines = Metrics.counter(*counters.BAD_MANIFEST_LINES)
 
     def process(self, text_line):
         for line in manifest_lines(text_line):
@@ -199,7 +212,8 @@ class _ParseManifestLine(beam.DoFn):
             if ref is not None:
                 self.listed.inc()
                 listed = stat_file(ref.path, self._storage_client)
-                yield ref._replace(size=listed.size, mtime_ns=listed.mtime_ns, generation=listed.generation)
+                yield ref._replace(size=listed.size, mtime_ns=listed.mtime_ns, generation=listed.generation,
+                                   ctime_ns=listed.ctime_ns, inode=listed.inode)
 
     def _storage_client(self):
         if self._client is None:

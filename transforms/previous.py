@@ -1,11 +1,14 @@
 """A refresh: matches the listing with the previous version, so unchanged images are neither read nor
 decoded.
 
-Every input of the previous version is known by its source, size and modification time (local) or
-generation (``gs://``): written ones from the record index, quarantined and duplicate ones from
-``quarantine.jsonl`` and ``duplicates.jsonl``. A listed image whose source, size, stamp and class are
-the same as then keeps its fate:
-- a written record is reused: its frame is copied from the previous shard by offset;
+Every input of the previous version is known by its source, size and stamp: modification time, inode
+change time and inode number (local, as git's index keeps them), or generation (``gs://``); written ones
+from the record index, quarantined and duplicate ones from ``quarantine.jsonl`` and ``duplicates.jsonl``.
+A listed image whose source, size, stamp and class are the same as then keeps its fate:
+- a written record is reused: its frame is copied from the previous shard by offset, and checked as it
+  is copied (``ReuseCheck``): a damaged or unreadable frame is decoded again from its source. With
+  ``--formats tfrecord,array_record`` it is also unframed into the new ArrayRecord shard: ArrayRecord
+  shards are rebuilt from the TFRecord frames, whatever formats the previous version had;
 - a quarantined one (for what decoding found) is quarantined again, for the same reason;
 - a duplicate goes to Dedupe by its sha256, without bytes; only if it is the copy kept this time (its
   twin is gone) is it decoded (``payload_file`` None).
@@ -13,14 +16,21 @@ Every other listed image is new or changed and is decoded. The Example bytes dep
 bytes, the record-shaping options (the same, or there is no refresh) and the label (stable), so what
 is reused is byte for byte what decoding would give.
 """
+import hashlib
 import json
+import logging
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
-from contract import index as I, layout
+from contract import counters, features as F, index as I, layout, tfrecord
+from contract.example import decode_example
 from contract.reasons import CORRUPT, EMPTY, NOT_AN_IMAGE, TOO_MANY_PIXELS, TOO_SMALL, TRUNCATED, UNSUPPORTED_FORMAT
-from transforms.elements import RecordRef, Rejected
+from imgrec_console.errors import BuildFailed
+from imgrec_imaging import image_ops
+from imgrec_storage import fileio, retries
+from transforms.elements import EncodedImage, ImageRef, RecordRef, Rejected, stamp
+from transforms.examples import to_example
 
 REUSED, REJECTED, TO_DECODE, COUNTS = 'reused', 'rejected', 'to_decode', 'counts'
 WRITTEN, QUARANTINED, DUPLICATE = 'written', 'quarantined', 'duplicate'
@@ -30,12 +40,25 @@ DECODING_VERDICTS = frozenset((EMPTY, NOT_AN_IMAGE, UNSUPPORTED_FORMAT, TOO_MANY
                                CORRUPT))
 
 
+# RecordRef field <- index column, for what a reused record keeps from the previous version.
+_IMAGE_FACTS = (('perceptual_hash', I.PERCEPTUAL_HASH), ('source_width', I.SOURCE_WIDTH),
+                ('source_height', I.SOURCE_HEIGHT), ('upscaled', I.UPSCALED))
+
+
 def _written(row, version_dir, labels):
     return row[I.SOURCE], (WRITTEN, {
-        'size': row[I.SOURCE_SIZE], 'stamp': (row[I.SOURCE_MTIME_NS], row[I.SOURCE_GENERATION]),
+        'size': row[I.SOURCE_SIZE],
+        'stamp': (row[I.SOURCE_MTIME_NS], row.get(I.SOURCE_CTIME_NS), row.get(I.SOURCE_INODE), row[I.SOURCE_GENERATION]),
         'label': labels[row[I.LABEL]], 'sha256': row[I.SHA256],
         'decisions': tuple(filter(None, (row[I.DECISIONS] or '').split(','))),
-        'payload': (layout.join(version_dir, row[I.SHARD]), row[I.OFFSET], row[I.LENGTH])})
+        'payload': (layout.join(version_dir, row[I.SHARD]), row[I.OFFSET], row[I.LENGTH]),
+        # Facts of the image, not of its bytes: carried over as they are (null in older indexes).
+        'split': row[I.SPLIT], 'image': {name: row.get(column) for name, column in _IMAGE_FACTS}})
+
+
+def _listed_stamp(item):
+    """The stamp of a quarantine.jsonl or duplicates.jsonl line (``elements.stamp``'s order; None where absent)."""
+    return item.get('mtime_ns'), item.get('ctime_ns'), item.get('inode'), item.get('generation')
 
 
 def _quarantined(line):
@@ -43,14 +66,14 @@ def _quarantined(line):
     if item.get('reason') not in DECODING_VERDICTS:
         return []
     return [(item['source'], (QUARANTINED, {
-        'size': item['bytes'], 'stamp': (item.get('mtime_ns'), item.get('generation')),
+        'size': item['bytes'], 'stamp': _listed_stamp(item),
         'label': item.get('label'), 'reason': item['reason'], 'message': item['message']}))]
 
 
 def _duplicate(line):
     item = json.loads(line)
     return item['source'], (DUPLICATE, {
-        'size': item['bytes'], 'stamp': (item.get('mtime_ns'), item.get('generation')),
+        'size': item['bytes'], 'stamp': _listed_stamp(item),
         'label': item['label'], 'sha256': item['sha256']})
 
 
@@ -90,14 +113,13 @@ class ReadPrevious(beam.PTransform):
 
 
 def _unchanged(ref, facts):
-    return (ref.size == facts['size'] and (ref.mtime_ns, ref.generation) == tuple(facts['stamp'])
-            and ref.label == facts['label'])
+    return ref.size == facts['size'] and stamp(ref) == tuple(facts['stamp']) and ref.label == facts['label']
 
 
 class _MatchFn(beam.DoFn):
     def __init__(self):
-        self.reused = Metrics.counter('refresh', 'images_reused')
-        self.to_decode = Metrics.counter('refresh', 'images_to_decode')
+        self.reused = Metrics.counter(*counters.IMAGES_REUSED)
+        self.to_decode = Metrics.counter(*counters.IMAGES_TO_DECODE)
         self._labels = self._index_of = None
 
     def process(self, grouped, labels):
@@ -117,7 +139,7 @@ class _MatchFn(beam.DoFn):
             if fate == QUARANTINED:
                 yield beam.pvalue.TaggedOutput(REJECTED, Rejected(
                     ref.source, facts['reason'], facts['message'], facts['size'], ref.split, ref.label,
-                    ref.mtime_ns, ref.generation))
+                    ref.mtime_ns, ref.generation, ref.ctime_ns, ref.inode))
                 return
             payload = facts.get('payload', (None, 0, 0))
             yield beam.pvalue.TaggedOutput(REUSED, RecordRef(
@@ -125,7 +147,8 @@ class _MatchFn(beam.DoFn):
                 label=self._index_of[ref.label], sha256=facts['sha256'],
                 source_size=facts['size'], mtime_ns=ref.mtime_ns, generation=ref.generation,
                 decisions=facts.get('decisions', ()), payload_file=payload[0], payload_offset=payload[1],
-                payload_length=payload[2]))
+                payload_length=payload[2], published_split=facts.get('split'), ctime_ns=ref.ctime_ns,
+                inode=ref.inode, **facts.get('image', {})))
             return
         yield beam.pvalue.TaggedOutput(COUNTS, ('changed' if previous else 'new', len(listed)))
         for ref in listed:
@@ -158,3 +181,75 @@ class MatchPrevious(beam.PTransform):
                                                           for kind in ('new', 'changed', 'removed', 'reused')}))
         return {TO_DECODE: matched[TO_DECODE], REUSED: matched[REUSED], REJECTED: matched[REJECTED],
                 COUNTS: counts}
+
+
+_LOG = logging.getLogger(__name__)
+
+
+class ReuseCheck:
+    """Checks each frame a refresh copies from the previous version as the shard writer copies it, and makes
+    a damaged one again from its source.
+
+    Checked, before a byte of the frame is written: both TFRecord checksums (of the length and of the
+    Example), that the frame is exactly the index row's ``length``, and that its Example is the record the
+    row names: the same source, the same sha256 (the index's ``sha256`` and the Example's
+    ``image/key/sha256`` are both the hex digest of the source file's bytes), the same label number and
+    class name, and this build's image size. A frame that fails, or cannot be read (its shard is missing,
+    or ends before it), is decoded again from its source, exactly as a full build decodes it; the writer
+    counts it (``reuse_damaged``). Not checked: the JPEG inside a frame whose checksums hold (they cover
+    it against damage; only a frame written on purpose with other pixels under the same names passes).
+    """
+
+    def __init__(self, previous_dir, options, policy=None):
+        self._prefix = previous_dir.rstrip('/') + '/'
+        self._options = options  # RecordOptions: the previous version's, or there is no reuse
+        self._policy = policy
+
+    def copies(self, record):
+        """Whether ``record``'s frame lies in the previous version (else in this build's own spill files)."""
+        return record.payload_file is not None and record.payload_file.startswith(self._prefix)
+
+    def problem(self, record, frame):
+        """Why ``frame`` (bytes, or the exception reading them) is not ``record``'s frame; None when it is."""
+        if isinstance(frame, Exception):
+            return f'cannot read it: {retries.describe(frame)}'
+        try:
+            values = decode_example(tfrecord.unframe(frame))
+        except ValueError as error:  # a checksum, a length, or protobuf bytes that do not parse
+            return str(error)
+        height, width = self._options.image_size
+        expected = {F.SOURCE: record.source.encode(), F.SHA256: record.sha256.encode(), F.LABEL: record.label,
+                    F.LABEL_TEXT: record.label_text.encode(), F.IMAGE_HEIGHT: height, F.IMAGE_WIDTH: width}
+        wrong = [key for key, value in expected.items() if values.get(key) != value]
+        return f"its Example is another record ({', '.join(wrong)} differ)" if wrong else None
+
+    def checked(self, record, frame):
+        """(frame to write, whether it was damaged): ``frame`` itself, or the frame decoded again."""
+        problem = self.problem(record, frame)
+        if problem is None:
+            return frame, False
+        where = f'{record.payload_file} at offset {record.payload_offset}'
+        _LOG.warning('the record of %s in %s is damaged (%s): decoding it again', record.source, where, problem)
+        return self.decoded_again(record, f'its record in {where} is damaged ({problem})'), True
+
+    def decoded_again(self, record, why):
+        """The frame of ``record`` made from its source, as a full build makes it.
+
+        BuildFailed, one line naming the source, when the source no longer holds the bytes the record was
+        made of (its stamp did not change, see docs/reuse.md) or cannot be read or decoded now.
+        """
+        try:
+            data = fileio.read_bytes(record.path, self._policy)
+        except Exception as error:  # missing now, forbidden, or retries exhausted: nothing to make it from
+            raise BuildFailed(f'cannot decode {record.path} again ({why}): {retries.describe(error)}') from error
+        digest = hashlib.sha256(data).hexdigest()
+        if digest != record.sha256:
+            raise BuildFailed(f'cannot decode {record.path} again ({why}): its bytes changed since the previous '
+                              f'version although its size and stamp did not; run again with --full')
+        try:
+            jpeg, _ = image_ops.decode_resize_encode(data, self._options)
+        except image_ops.ImageRejected as rejection:  # decoded once: only another Pillow would refuse it now
+            raise BuildFailed(f'cannot decode {record.path} again ({why}): {rejection.message}') from None
+        height, width = self._options.image_size
+        ref = ImageRef(record.path, record.source, record.label_text, record.split)
+        return tfrecord.frame(to_example(EncodedImage(ref, digest, jpeg, height, width), record.label))

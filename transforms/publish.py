@@ -2,17 +2,18 @@
 
 Runs on the gathered per-shard and per-index-part stats, so it starts only after every shard and the
 index are written. Everything is written into the staging folder; publishing deletes the spill files,
-moves the staging folder to its version name and, last, moves LATEST (``imgrec_storage.publication``). A
-reader that follows LATEST never sees a half-written version, and a build that fails a check never
-moves LATEST.
+makes the staging folder its version (dataset.json last) and moves LATEST, then prunes
+(``imgrec_storage.publication``, docs/publication.md). A reader that follows LATEST never sees a
+half-written version, and a build that fails a check never moves LATEST.
 """
 import collections
 import json
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
+from apache_beam.metrics.metric import MetricsFilter
 
-from contract import index, layout, metadata
+from contract import counters, index, layout, metadata
 from contract.reasons import NOT_ERRORS
 from imgrec_console.errors import BuildFailed
 from imgrec_imaging import image_ops
@@ -71,6 +72,24 @@ def jsonl(items):
     return ''.join(json.dumps(item._asdict(), ensure_ascii=False, sort_keys=True) + '\n' for item in items).encode()
 
 
+# The versions --keep_versions deleted, and those it kept because a reader holds a lease on them: Beam
+# string sets, which the summary names (``pruning``).
+VERSIONS_PRUNED = ('publish', 'versions_pruned')
+VERSIONS_IN_USE = ('publish', 'versions_in_use')
+
+
+def pruning(result):
+    """(versions pruned, versions kept in use), each sorted, from a finished PipelineResult."""
+    found = []
+    for namespace, name in (VERSIONS_PRUNED, VERSIONS_IN_USE):
+        names = set()
+        query = result.metrics().query(MetricsFilter().with_namespace(namespace).with_name(name))
+        for metric in query.get('string_sets', ()):
+            names |= set(metric.committed if metric.committed is not None else metric.attempted or ())
+        found.append(sorted(names))
+    return tuple(found)
+
+
 class _PublishFn(beam.DoFn):
     def __init__(self, output, version, staging_dir, previous, describe, max_error_rate, refresh, keep_versions,
                  policy):
@@ -83,18 +102,23 @@ class _PublishFn(beam.DoFn):
         self._refresh = refresh  # RefreshPlan.describe(): previous, mode, full_reason
         self._keep_versions = keep_versions
         self._policy = policy  # retries.RetryPolicy of every write
-        self.unchanged = Metrics.counter('publish', 'unchanged')
+        self.unchanged = Metrics.counter(*counters.UNCHANGED)
+        self.pruned = Metrics.string_set(*VERSIONS_PRUNED)
+        self.in_use = Metrics.string_set(*VERSIONS_IN_USE)
 
     def process(self, shard_stats, labels, listed_per_split, ignored, rejected, duplicates, decisions, index_parts,
-                refresh_counts, decoded, unchanged):
+                refresh_counts, decoded, unchanged, near_duplicates, near_summary, upscaled):
         rejected = sorted(rejected, key=lambda item: (item.source, item.reason))
         duplicates = sorted(duplicates)
         per_split, totals = account(shard_stats, listed_per_split, rejected, duplicates)
         if unchanged:
-            publication.delete_tree(self._staging_dir, self._policy)
+            publication.discard(self._output, self._staging_dir, self._policy)
             self.unchanged.inc()
             return
         refresh = dict(self._refresh, decoded=decoded, **refresh_counts)
+        # Frames of the previous version found damaged as they were copied were decoded again, not reused.
+        damaged = sum(stats.get('reuse_damaged', 0) for stats in shard_stats)
+        refresh.update(reused=refresh['reused'] - damaged, decoded=decoded + damaged, reuse_damaged=damaged)
         staging = self._staging_dir
         quarantine_path = layout.join(staging, layout.QUARANTINE_JSONL)
         fileio.write_bytes(quarantine_path, jsonl(rejected), self._policy)  # first, so a failed build can be diagnosed
@@ -105,7 +129,7 @@ class _PublishFn(beam.DoFn):
         splits = {}
         for stats in sorted(shard_stats, key=lambda s: (s['split'], s['index'])):
             split = splits.setdefault(stats['split'], {'shards': [], 'class_counts': collections.Counter()})
-            split['shards'].append({'file': stats['file'], 'records': stats['records'], 'bytes': stats['bytes']})
+            metadata.add_shard(split, stats)  # its TFRecord shard, and its ArrayRecord shard if written
             for label, n in stats['label_counts'].items():
                 split['class_counts'][labels[label]] += n
         for name, split in splits.items():
@@ -117,29 +141,32 @@ class _PublishFn(beam.DoFn):
             quarantine={'file': layout.QUARANTINE_JSONL,
                         'by_reason': dict(sorted(collections.Counter(r.reason for r in rejected).items()))},
             duplicates={'file': layout.DUPLICATES_JSONL, 'count': len(duplicates)},
-            decoding={'background': list(image_ops.BACKGROUND), 'decisions': dict(sorted(decisions.items()))},
+            decoding={'background': list(image_ops.BACKGROUND), 'decisions': dict(sorted(decisions.items())),
+                      'upscaled': upscaled},
+            near_duplicates=dict(near_summary, file=layout.NEAR_DUPLICATES_JSONL),
             index=index.describe([part['file'] for part in sorted(index_parts, key=lambda p: p['file'])],
                                  sum(part['rows'] for part in index_parts)),
             refresh=refresh, **self._describe)
-        fileio.write_bytes(layout.join(staging, layout.LABELS_TXT), ''.join(f'{l}\n' for l in labels).encode(),
-                            self._policy)
-        fileio.write_bytes(layout.join(staging, layout.DUPLICATES_JSONL), jsonl(duplicates), self._policy)
-        fileio.write_bytes(layout.join(staging, layout.DATASET_JSON), metadata.dumps(document).encode(),
-                            self._policy)
-        tfds_metadata.write(staging, document, self._policy)
+        # Written side by side (each a round trip on gs://); their order does not matter: the staging folder
+        # is published only once everything is in it.
+        fileio.write_all({
+            layout.join(staging, layout.LABELS_TXT): ''.join(f'{l}\n' for l in labels).encode(),
+            layout.join(staging, layout.DUPLICATES_JSONL): jsonl(duplicates),
+            layout.join(staging, layout.NEAR_DUPLICATES_JSONL):
+                jsonl(sorted(near_duplicates, key=lambda row: (row.group, row.source))),
+            layout.join(staging, layout.DATASET_JSON): metadata.dumps(document).encode(),
+            **{layout.join(staging, name): data for name, data in tfds_metadata.files(document).items()},
+        }, self._policy)
         report.write_report(staging, report.seconds_since(document['created']),
-                            Version(staging, document, list(labels)), self._policy)
-        self._publish()
+                            Version(staging, document, list(labels)), self._policy,
+                            report.pruning_plan(self._output, self._version, self._previous.version, self._keep_versions))
+        pruned = publication.publish(self._output, self._version, staging, document, self._previous,
+                                     self._keep_versions, self._policy)
+        for version in pruned.deleted:
+            self.pruned.add(version)
+        for version in pruned.in_use:
+            self.in_use.add(version)
         yield document
-
-    def _publish(self):
-        policy = self._policy
-        publication.delete_tree(layout.join(self._staging_dir, layout.SPILL_DIR), policy)
-        publication.promote(self._staging_dir, layout.join(self._output, self._version), policy)
-        publication.replace_latest(self._output, self._version, self._previous, policy)
-        if self._keep_versions:
-            publication.prune_versions(self._output, self._keep_versions,
-                                       keep={self._version, self._previous.version}, policy=policy)
 
 
 class Publish(beam.PTransform):
@@ -152,24 +179,30 @@ class Publish(beam.PTransform):
       bounded by ``max_error_rate``, the second take ~200 bytes each;
     - ``decisions`` ((decision, count) of the written images), ``index_parts`` ({'file', 'rows'});
     - ``refresh``: (``RefreshPlan.describe()``, singleton of its counts, singleton of the images decoded,
-      singleton of ``previous.nothing_changed``).
+      singleton of ``previous.nothing_changed``);
+    - ``near_duplicates``: (NearDuplicate rows, one a written image in a group, gathered here like the
+      duplicates; singleton of the near-duplicates summary); ``upscaled`` (count of images enlarged).
     Fails the build, before LATEST, when the accounting does not add up or more than ``max_error_rate``
     of the inputs were quarantined. Publishes nothing when nothing changed since the previous version,
-    and prunes to ``keep_versions`` once LATEST has moved.
+    and prunes to ``keep_versions`` once LATEST has moved: the versions deleted and those kept because a
+    reader uses them are the string sets VERSIONS_PRUNED and VERSIONS_IN_USE (``pruning``).
     """
 
     def __init__(self, output, version, staging_dir, previous, describe, *, labels, listed_per_split, ignored,
                  rejected, duplicates, decisions, index_parts, refresh, keep_versions, max_error_rate,
-                 retry_policy=None):
+                 near_duplicates, upscaled, retry_policy=None):
         super().__init__()
         described, counts, decoded, unchanged = refresh
+        near_rows, near_summary = near_duplicates
         self._fn_args = (output, version, staging_dir, previous, describe, max_error_rate, described, keep_versions,
                          retry_policy)
         self._sides = (beam.pvalue.AsSingleton(labels), beam.pvalue.AsDict(listed_per_split),
                        beam.pvalue.AsSingleton(ignored, default_value=0), beam.pvalue.AsList(rejected),
                        beam.pvalue.AsList(duplicates), beam.pvalue.AsDict(decisions),
                        beam.pvalue.AsList(index_parts), beam.pvalue.AsSingleton(counts),
-                       beam.pvalue.AsSingleton(decoded, default_value=0), beam.pvalue.AsSingleton(unchanged))
+                       beam.pvalue.AsSingleton(decoded, default_value=0), beam.pvalue.AsSingleton(unchanged),
+                       beam.pvalue.AsList(near_rows), beam.pvalue.AsSingleton(near_summary),
+                       beam.pvalue.AsSingleton(upscaled, default_value=0))
 
     def expand(self, shard_stats):
         return (shard_stats

@@ -2,9 +2,11 @@
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
+from contract import counters
+
 
 def _counted(item):
-    Metrics.counter('quarantine', item.reason).inc()
+    Metrics.counter(counters.QUARANTINE, item.reason).inc()
     return item
 
 

@@ -17,6 +17,8 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.transforms.combiners import TupleCombineFn
 
+from contract import counters
+
 BUCKET_TARGET = 4096
 _HASH_BITS = 64
 MAX_SHARDS = 10_000
@@ -68,7 +70,7 @@ class _RankInBucketFn(beam.DoFn):
     """Sorts one bucket and sends each record to its shard: ((split, shard), record)."""
 
     def __init__(self):
-        self.records = Metrics.counter('sharding', 'records_assigned')
+        self.records = Metrics.counter(*counters.RECORDS_ASSIGNED)
         self._side_inputs = None
         self._starts = None
 

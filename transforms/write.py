@@ -2,15 +2,20 @@
 
 A writer holds its shard's light references and one window of frames, never the shard: frames are
 fetched a window at a time (``frames.FrameReader``: coalesced, parallel ranged reads) and streamed to
-the file. Every record written also gives its index row (``contract.index``).
+the file. Every record written also gives its index row (``contract.index``). With ArrayRecord shards
+(``--formats tfrecord,array_record``), the same writer unframes each record and appends it to the
+ArrayRecord shard of the same name too (``imgrec_storage.array_records``): the same records, in the
+same order, from the same frames; the TFRecord bytes do not change.
 """
 import collections
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
-from contract import index as I, layout
+from contract import counters, index as I, layout, tfrecord
+from imgrec_console.errors import BuildFailed
 from imgrec_storage import fileio
+from imgrec_storage.array_records import ArrayRecordFile
 from imgrec_storage.frames import FrameReader
 
 INDEX_ROWS = 'index_rows'
@@ -36,38 +41,78 @@ def _payload(record):
     return record.payload_file, record.payload_offset, record.payload_length
 
 
-def index_row(record, shard_file, offset):
+def index_row(record, shard_file, offset, array_record_position=None):
     return {I.SOURCE: record.source, I.SHA256: record.sha256, I.SOURCE_SIZE: record.source_size,
-            I.SOURCE_MTIME_NS: record.mtime_ns, I.SOURCE_GENERATION: record.generation, I.SPLIT: record.split,
+            I.SOURCE_MTIME_NS: record.mtime_ns, I.SOURCE_CTIME_NS: record.ctime_ns, I.SOURCE_INODE: record.inode,
+            I.SOURCE_GENERATION: record.generation, I.SPLIT: record.split,
             I.LABEL: record.label, I.SHARD: shard_file, I.OFFSET: offset, I.LENGTH: record.payload_length,
-            I.DECISIONS: ','.join(record.decisions)}
+            I.DECISIONS: ','.join(record.decisions), I.PERCEPTUAL_HASH: record.perceptual_hash,
+            I.SOURCE_WIDTH: record.source_width, I.SOURCE_HEIGHT: record.source_height, I.UPSCALED: record.upscaled,
+            I.ARRAY_RECORD_POSITION: array_record_position}
 
 
-def write_shard(path, records, reader, policy=None):
-    """Streams the frames of ``records`` (sorted here by order key) into ``path``.
+def _unframed(data, record, array_record):
+    try:
+        return tfrecord.unframe(data)
+    except ValueError as error:
+        raise BuildFailed(f'cannot write {array_record.path}: the frame of {record.source} at '
+                          f'{record.payload_file} offset {record.payload_offset} is damaged ({error})') from None
 
-    Returns (bytes written, [(record, offset in the shard)]).
+
+def write_shard(path, records, reader, policy=None, array_record=None, reuse_check=None, damaged=None):
+    """Streams the frames of ``records`` (sorted here by order key) into ``path``, and each record, unframed,
+    into ``array_record`` (an open ``ArrayRecordFile``) when given.
+
+    With ``reuse_check`` (a ``transforms.previous.ReuseCheck``), each frame copied from the previous version
+    is checked first, and one that is damaged or cannot be read is decoded again from its source; those
+    records are appended to ``damaged`` (a list). Returns (bytes written, [(record, offset in the shard)]).
     """
     placed, offset = [], 0
     with fileio.StreamedFile(path, policy) as stream:
         for window in windows(sorted(records, key=lambda r: r.order_key), WINDOW_BYTES, WINDOW_RECORDS):
-            frames = reader.read([_payload(record) for record in window])
+            refs = [_payload(record) for record in window]
+            # A refresh's frames may lie in a damaged previous shard: their errors come back to be mended.
+            frames = reader.read(refs, failures=True) if reuse_check is not None else reader.read(refs)
             for record in window:
                 data = frames[_payload(record)]
+                if reuse_check is not None and reuse_check.copies(record):
+                    data, was_damaged = reuse_check.checked(record, data)
+                    if was_damaged:
+                        record = record._replace(payload_length=len(data))
+                        damaged.append(record)
+                elif isinstance(data, Exception):  # this build's own frame: no other copy of it
+                    raise data
                 stream.write(data)
+                if array_record is not None:
+                    array_record.write(_unframed(data, record, array_record))
                 placed.append((record, offset))
                 offset += len(data)
     return offset, placed
 
 
+def write_shards(path, records, reader, policy=None, array_record_path=None, reuse_check=None, damaged=None):
+    """``write_shard``, and the ArrayRecord shard at ``array_record_path`` too when given.
+
+    Returns (TFRecord bytes, [(record, offset)], ArrayRecord bytes or None).
+    """
+    if array_record_path is None:
+        return (*write_shard(path, records, reader, policy, reuse_check=reuse_check, damaged=damaged), None)
+    with ArrayRecordFile(array_record_path, policy) as array_record:
+        size, placed = write_shard(path, records, reader, policy, array_record, reuse_check, damaged)
+        return size, placed, array_record.close()
+
+
 class _WriteShardFn(beam.DoFn):
-    def __init__(self, version_dir, policy):
+    def __init__(self, version_dir, policy, array_record=False, reuse_check=None):
         self._version_dir = version_dir
         self._policy = policy
+        self._array_record = array_record
+        self._reuse_check = reuse_check
         self._reader = None
-        self.shards = Metrics.counter('write', 'shards_written')
-        self.records = Metrics.counter('write', 'records_written')
-        self.bytes = Metrics.counter('write', 'bytes_written')
+        self.reuse_damaged = Metrics.counter(*counters.REUSE_DAMAGED)
+        self.shards = Metrics.counter(*counters.SHARDS_WRITTEN)
+        self.records = Metrics.counter(*counters.RECORDS_WRITTEN)
+        self.bytes = Metrics.counter(*counters.BYTES_WRITTEN)
 
     def setup(self):
         self._reader = FrameReader(self._policy)
@@ -80,23 +125,34 @@ class _WriteShardFn(beam.DoFn):
         (split, index), records = keyed_records
         records = [record for record in records if record is not None]
         name = layout.shard_file_name(split, index, shard_counts[split])
+        array_record_name = layout.array_record_file_name(name) if self._array_record else None
+        damaged = []
         if unchanged:  # nothing will be published: count the records, copy no bytes
-            size, placed = 0, []
+            size, placed, array_record_size = 0, [], 0
         else:
-            size, placed = write_shard(layout.join(self._version_dir, name), records, self._reader, self._policy)
+            size, placed, array_record_size = write_shards(
+                layout.join(self._version_dir, name), records, self._reader, self._policy,
+                array_record_name and layout.join(self._version_dir, array_record_name), self._reuse_check, damaged)
+        self.reuse_damaged.inc(len(damaged))
         self.shards.inc()
         self.records.inc(len(records))
         self.bytes.inc(size)
-        for record, offset in placed:
-            yield beam.pvalue.TaggedOutput(INDEX_ROWS, index_row(record, name, offset))
-        yield {
+        for position, (record, offset) in enumerate(placed):
+            yield beam.pvalue.TaggedOutput(INDEX_ROWS, index_row(record, name, offset,
+                                                                 position if self._array_record else None))
+        stats = {
             'split': split,
             'index': index,
             'file': name,
             'records': len(records),
             'bytes': size,
             'label_counts': dict(collections.Counter(record.label for record in records)),
+            'reuse_damaged': len(damaged),  # frames of the previous version decoded again
         }
+        if self._array_record:
+            stats[layout.ARRAY_RECORD] = {'file': array_record_name, 'records': len(records),
+                                          'bytes': array_record_size}
+        yield stats
 
 
 class WriteShards(beam.PTransform):
@@ -104,15 +160,20 @@ class WriteShards(beam.PTransform):
 
     ``shard_counts`` (one-element PCollection {split: count}) also names shards that received no
     record, so they are written too, empty, and every file of ``-of-N`` exists. ``unchanged`` (a
-    singleton side input): a refresh that will publish nothing writes nothing.
+    singleton side input): a refresh that will publish nothing writes nothing. With ``array_record``, each
+    shard's records also go to its ArrayRecord shard, and its stats name it under ``layout.ARRAY_RECORD``.
+    With ``reuse_check`` (a refresh's ``transforms.previous.ReuseCheck``), every frame copied from the
+    previous version is checked, a damaged one decoded again, and the stats count them (``reuse_damaged``).
     """
 
-    def __init__(self, version_dir, shard_counts, retry_policy, unchanged):
+    def __init__(self, version_dir, shard_counts, retry_policy, unchanged, array_record=False, reuse_check=None):
         super().__init__()
         self._version_dir = version_dir
         self._shard_counts = shard_counts
         self._policy = retry_policy
         self._unchanged = unchanged
+        self._array_record = array_record
+        self._reuse_check = reuse_check
 
     def expand(self, assigned):
         slots = self._shard_counts | 'AllShardSlots' >> beam.FlatMap(
@@ -120,7 +181,8 @@ class WriteShards(beam.PTransform):
         results = ((assigned, slots)
                    | 'WithEmptyShards' >> beam.Flatten()
                    | 'GroupByShard' >> beam.GroupByKey()
-                   | 'Write' >> beam.ParDo(_WriteShardFn(self._version_dir, self._policy),
+                   | 'Write' >> beam.ParDo(_WriteShardFn(self._version_dir, self._policy, self._array_record,
+                                                         self._reuse_check),
                                            beam.pvalue.AsSingleton(self._shard_counts), self._unchanged).with_outputs(
                        INDEX_ROWS, main='stats'))
         return {'stats': results.stats, INDEX_ROWS: results[INDEX_ROWS]}

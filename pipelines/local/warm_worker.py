@@ -1,9 +1,10 @@
 """A local Beam worker process started before the job's graph exists, so its imports overlap with it.
 
-``pipelines.local_workers`` starts one per worker when a local build begins. Each imports Beam's
-worker harness and this project's transforms (a second or more of CPU), then waits on stdin for the
-environment Beam would have started it with (the runner's addresses, the options) and runs Beam's own
-harness with it. End of input without an environment means the build no longer needs it: it exits.
+``pipelines.local.workers`` starts one per worker when a local build begins (feature warm-workers).
+Each imports Beam's worker harness and this project's transforms (a second or more of CPU), then waits
+on stdin for the environment Beam would have started it with (the runner's addresses, the options) and
+runs Beam's own harness with it. End of input without an environment means the build no longer needs
+it: it exits.
 """
 import json
 import os

@@ -1,0 +1,412 @@
+"""Leases: who uses what in an output folder now, so that cleanup deletes only what nobody uses.
+
+A lease is one small JSON object, ``OUT/_leases/<kind>-<id>.json`` (``contract.layout``), that its
+holder writes before it starts, renews while it runs (a heartbeat thread) and deletes when it is done:
+
+- ``build``: a build's staging folder (``target``), and with it the version that build will publish;
+- ``reader``: a version that a training run reads (``target``);
+- ``prune``: a version that a build is deleting (``target``).
+
+A lease is *live* while its holder runs. On the holder's own machine (the same boot and process
+namespace) that is known for sure: its process exists (and is not a zombie). Elsewhere it is known by
+the clock: the lease is live until ``expires_at``, which the heartbeat pushes TTL_S ahead every
+RENEW_EVERY_S. A dead lease stands for a job its holder did not finish: a cleanup takes it over
+(rewrites it as its own, under the lock or a generation precondition), finishes the job, then deletes
+it. docs/publication.md has the whole protocol.
+
+Nothing here imports Beam or TensorFlow: the caller hands in the file I/O. ``LocalFiles`` serves local
+folders (read-decide-write steps run under ``flock`` on the output folder); the builder's gs:// I/O is
+``imgrec_storage.publication``'s, training's goes through TensorFlow (``CallableFiles``).
+"""
+import collections
+import contextlib
+import fcntl
+import functools
+import json
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+
+from contract import layout
+
+# How long a lease lasts unrenewed, and how often its holder renews it (seconds). Only a holder on another
+# machine is judged by the clock, so clocks must agree to well within TTL_S - RENEW_EVERY_S.
+TTL_S = 60.0
+RENEW_EVERY_S = 15.0
+# A build that is not waited for (a Dataflow job submitted with --no_wait_until_finish) has nobody to
+# renew its lease: it is written once, for this long, and the job's publication step deletes it.
+DETACHED_TTL_S = 3 * 24 * 3600.0
+
+_LOG = logging.getLogger(__name__)
+
+
+class Conflict(Exception):
+    """A conditional write found the object changed since it was read: the lease is someone else's now."""
+
+
+def new_id():
+    return uuid.uuid4().hex[:12]
+
+
+# -- who holds a lease, and whether it still runs --------------------------------------------------------
+
+@functools.lru_cache(maxsize=None)
+def machine():
+    """This machine's boot and process namespace, or None where /proc does not tell (then only the clock
+    judges leases). Processes that share it see each other's process ids."""
+    try:
+        with open('/proc/sys/kernel/random/boot_id', encoding='ascii') as stream:
+            boot = stream.read().strip()
+        namespace = os.readlink('/proc/self/ns/pid')
+    except OSError:
+        return None
+    return f'{boot}/{namespace}'
+
+
+def _process_stat(pid):
+    """(state, start time in clock ticks since boot) of process ``pid``, or None if there is none."""
+    try:
+        with open(f'/proc/{int(pid)}/stat', encoding='ascii', errors='replace') as stream:
+            text = stream.read()
+    except (OSError, ValueError, TypeError):
+        return None
+    fields = text[text.rfind(')') + 2:].split()  # after the command name, which may hold spaces
+    return fields[0], int(fields[19])
+
+
+def process_running(pid, started):
+    """Whether process ``pid``, started at ``started`` (ticks since boot), still runs. A zombie does not;
+    a stopped (paused) process does; another process that reuses the id is not it."""
+    found = _process_stat(pid)
+    return found is not None and found[0] not in ('Z', 'X', 'x') and found[1] == started
+
+
+def holder():
+    """This process, as a lease names its holder."""
+    stat = _process_stat(os.getpid())
+    return {'machine': machine(), 'pid': os.getpid(), 'started': stat[1] if stat else None,
+            'host': socket.gethostname()}
+
+
+# -- the lease object -------------------------------------------------------------------------------------
+
+def document(kind, lease_id, target, token, ttl, held_by):
+    """A lease's JSON object. ``token`` says whose it is now: its holder's id, or a cleanup's after a take-over."""
+    return {'kind': kind, 'id': lease_id, 'target': target, 'token': token,
+            'expires_at': round(time.time() + ttl, 3), 'holder': held_by}
+
+
+def encode(lease):
+    return (json.dumps(lease, sort_keys=True) + '\n').encode('utf-8')
+
+
+def parse(data):
+    """The lease object in ``data`` (bytes), or None when it is not one (then it counts as dead)."""
+    if data is None:
+        return None
+    try:
+        lease = json.loads(data)
+    except ValueError:
+        return None
+    if not isinstance(lease, dict) or not all(key in lease for key in ('kind', 'id', 'target', 'token', 'expires_at')):
+        return None
+    return lease
+
+
+def is_live(lease, now=None):
+    """Whether the holder of ``lease`` (a parsed object, or None) still runs, as far as this process can tell."""
+    if lease is None:
+        return False
+    held_by = lease.get('holder') or {}
+    here = machine()
+    if here is not None and held_by.get('machine') == here:
+        return process_running(held_by.get('pid'), held_by.get('started'))
+    expires_at = lease.get('expires_at')
+    return isinstance(expires_at, (int, float)) and expires_at > (time.time() if now is None else now)
+
+
+# -- file I/O handed in by the caller ---------------------------------------------------------------------
+
+_locks = threading.local()
+
+
+@contextlib.contextmanager
+def flock(folder):
+    """An exclusive lock on the local ``folder`` (flock on the folder itself: no lock file is left behind).
+
+    Re-entrant in one thread; other threads and processes wait for it.
+    """
+    held = getattr(_locks, 'folders', None)
+    if held is None:
+        held = _locks.folders = set()
+    key = os.path.realpath(folder)
+    if key in held:
+        yield
+        return
+    descriptor = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        held.add(key)
+        try:
+            yield
+        finally:
+            held.discard(key)
+    finally:
+        os.close(descriptor)  # releases the lock
+
+
+class LocalFiles:
+    """Leases of a local output folder. Every read-decide-write step runs under ``flock`` on the output
+    folder, so ``generation`` (a gs:// precondition) is not needed and ignored."""
+
+    def locked(self, output):
+        return flock(output)
+
+    def read(self, path):
+        """(bytes, None), or (None, None) when there is no such file."""
+        try:
+            with open(path, 'rb') as stream:
+                return stream.read(), None
+        except (FileNotFoundError, NotADirectoryError):
+            return None, None
+
+    def write(self, path, data, generation=None):
+        """Replaces the file whole (a temporary file renamed over it); returns None."""
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        temporary = os.path.join(os.path.dirname(path), f'.tmp-{new_id()}')
+        with open(temporary, 'wb') as stream:
+            stream.write(data)
+        os.replace(temporary, path)
+        return None
+
+    def delete(self, path):
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(path)
+
+    def names(self, folder):
+        try:
+            return sorted(os.listdir(folder))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+
+    def exists(self, path):
+        return os.path.exists(path)
+
+    def remove_folder_if_empty(self, folder):
+        """The lease folder goes when its last lease does, so a finished build leaves the output as it was."""
+        with contextlib.suppress(OSError):
+            os.rmdir(folder)
+
+
+class CallableFiles:
+    """Leases through plain functions, with no lock and no preconditions (training's URLs, through
+    TensorFlow): ``read(path)`` -> bytes or None, ``write(path, data)``, ``delete(path)`` (none is fine),
+    ``names(folder)`` -> [file name], ``exists(path)``."""
+
+    def __init__(self, read, write, delete, names, exists):
+        self._read, self._write, self._delete, self._names, self.exists = read, write, delete, names, exists
+
+    def locked(self, output):
+        return contextlib.nullcontext()
+
+    def read(self, path):
+        return self._read(path), None
+
+    def write(self, path, data, generation=None):
+        self._write(path, data)
+        return None
+
+    def delete(self, path):
+        self._delete(path)
+
+    def names(self, folder):
+        return self._names(folder)
+
+    def remove_folder_if_empty(self, folder):
+        pass
+
+
+# -- the leases of an output ------------------------------------------------------------------------------
+
+Found = collections.namedtuple('Found', 'path kind id lease data generation')
+
+
+def folder(output):
+    return layout.join(output, layout.LEASES_DIR)
+
+
+def read_all(files, output):
+    """Every lease object of ``output`` now, as ``Found`` (``lease`` None when it is not a lease object)."""
+    found = []
+    for name in files.names(folder(output)):
+        parsed = layout.parse_lease_file_name(name)
+        if parsed is None:
+            continue
+        path = layout.join(folder(output), name)
+        data, generation = files.read(path)
+        if data is not None:  # else released meanwhile
+            found.append(Found(path, parsed[0], parsed[1], parse(data), data, generation))
+    return found
+
+
+class Live(collections.namedtuple('Live', 'staging building reading pruning')):
+    """What the live leases name: staging folder names, and the versions being built, read, pruned."""
+
+    @property
+    def versions(self):
+        return self.building | self.reading | self.pruning
+
+
+def live(found, exclude=(), now=None):
+    """The ``Live`` of the leases ``found`` (``read_all``), leaving out the lease objects at ``exclude``."""
+    now = time.time() if now is None else now
+    named = collections.defaultdict(set)
+    for entry in found:
+        if entry.path in exclude or not is_live(entry.lease, now) or not isinstance(entry.lease.get('target'), str):
+            continue
+        named[entry.kind].add(entry.lease['target'])
+    return Live(staging=frozenset(named[layout.BUILD_LEASE]),
+                building=frozenset(layout.staging_version(name) for name in named[layout.BUILD_LEASE]),
+                reading=frozenset(named[layout.READER_LEASE]), pruning=frozenset(named[layout.PRUNE_LEASE]))
+
+
+class Lease:
+    """One lease this process holds: written by ``acquire``, renewed by ``renew`` (a heartbeat thread does
+    it every RENEW_EVERY_S between ``start`` and ``release``), deleted by ``release``.
+
+    As a context manager: acquire and start the heartbeat; release at the end. ``on_lost(lease)`` is
+    called once if the lease stops being this holder's (a cleanup took it over after it lapsed).
+    """
+
+    def __init__(self, files, output, kind, target, lease_id=None, *, ttl=TTL_S, detached=False, on_lost=None):
+        self.files, self.output, self.kind, self.target = files, output, kind, target
+        self.id = lease_id or new_id()
+        self.token = self.id
+        self.path = layout.join(output, layout.lease_file_name(kind, self.id))
+        self.lost = False
+        self._ttl = ttl
+        self._detached = detached  # no holder process: judged by the clock alone
+        self._on_lost = on_lost
+        self._stop = threading.Event()
+        self._thread = None
+
+    def _bytes(self):
+        return encode(document(self.kind, self.id, self.target, self.token, self._ttl,
+                               None if self._detached else holder()))
+
+    def acquire(self):
+        with self.files.locked(self.output):
+            self.files.write(self.path, self._bytes(), generation=0)
+        return self
+
+    def holds(self):
+        """Whether the lease object is still this holder's (read now)."""
+        data, _ = self.files.read(self.path)
+        found = parse(data)
+        return found is not None and found['token'] == self.token
+
+    def renew(self):
+        """Pushes the expiry ahead; False (and ``lost``) once the lease is no longer this holder's. A lost
+        lease is never written again: whoever took it over may be deleting what it named."""
+        if self.lost:
+            return False
+        with self.files.locked(self.output):
+            data, generation = self.files.read(self.path)
+            found = parse(data)
+            if found is None or found['token'] != self.token:
+                self.lost = True
+            else:
+                try:
+                    self.files.write(self.path, self._bytes(), generation=generation)
+                except Conflict:
+                    self.lost = True
+        if self.lost and self._on_lost:
+            self._on_lost(self)
+        return not self.lost
+
+    def _beat(self):
+        while not self._stop.wait(RENEW_EVERY_S):
+            try:
+                if not self.renew():
+                    return
+            except Exception as error:  # an outage: the next beat tries again, well within the TTL
+                _LOG.info('renewing lease %s failed (%s); retrying', self.path, error)
+
+    def start(self):
+        """Starts the heartbeat thread (a daemon: it never keeps the process alive)."""
+        if self._thread is None and not self._detached:
+            self._thread = threading.Thread(target=self._beat, name=f'lease-{self.kind}-{self.id}', daemon=True)
+            self._thread.start()
+        return self
+
+    def release(self):
+        """Stops the heartbeat and deletes the lease object if it is still this holder's."""
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join()
+        with self.files.locked(self.output):
+            if self.holds():
+                self.files.delete(self.path)
+            self.files.remove_folder_if_empty(folder(self.output))
+
+    def release_quietly(self):
+        """``release``, but a failure (an outage) is only logged: it must not hide the outcome of the work
+        the lease covered, and a lease left behind merely lapses (then a cleanup deletes it)."""
+        try:
+            self.release()
+        except Exception as error:  # pylint: disable=broad-except
+            _LOG.info('releasing lease %s failed (%s); it will lapse', self.path, error)
+
+    @contextlib.contextmanager
+    def held(self):
+        """The heartbeat runs while the block does; the lease is released at its end, whatever happens."""
+        self.start()
+        try:
+            yield self
+        finally:
+            self.release_quietly()
+
+    def __enter__(self):
+        self.acquire()
+        self.start()
+        return self
+
+    def __exit__(self, kind, error, trace):
+        self.release_quietly()
+
+
+def hold_reader(files, output, version, on_lost=None):
+    """A reader's lease on ``version`` of ``output``, renewed from now on (``release()`` it when done); None
+    when the version is no longer published once the lease is there (a pruning got to it first).
+
+    The lease is written before ``dataset.json`` is looked at, so a pruning either sees the lease or has
+    already unpublished the version (locally both happen under the output folder's lock).
+    """
+    lease = Lease(files, output, layout.READER_LEASE, version, on_lost=on_lost)
+    with files.locked(output):
+        lease.acquire()
+        if not files.exists(layout.join(output, version, layout.DATASET_JSON)):
+            lease.release()
+            return None
+    return lease.start()
+
+
+def take_over(files, output, entry):
+    """Makes the dead lease ``entry`` (a ``Found``) this process's, so it can finish the job the lease
+    names; None when the lease is live, gone, or already someone else's."""
+    lease = entry.lease or {}
+    target = lease.get('target') if isinstance(lease.get('target'), str) else None
+    taken = Lease(files, output, entry.kind, target, entry.id)
+    taken.token = f'cleanup-{new_id()}'
+    with files.locked(output):
+        data, generation = files.read(entry.path)
+        if data is None or data != entry.data or is_live(parse(data)):
+            return None
+        try:
+            files.write(entry.path, taken._bytes(), generation=generation)
+        except Conflict:
+            return None
+    return taken

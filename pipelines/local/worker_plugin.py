@@ -1,0 +1,15 @@
+"""Imported by Beam's worker harness first thing in each local worker process (``--beam_plugins``).
+
+``pipelines.build_dataset`` lists it for a local run against a GCS emulator: the worker's Beam GCS
+clients then connect anonymously at once (feature emulator-credentials), checked as in the launching
+process. Importing it anywhere else is a mistake: it is the one module here that acts when imported.
+"""
+import contextlib
+
+from pipelines.local import emulator, internals
+from pipelines.local.checks import Unusable
+
+if internals.enabled(internals.EMULATOR_CREDENTIALS):
+    with contextlib.suppress(Unusable):  # the launching process said so already, in one line
+        emulator.check()
+        emulator.skip_credential_search()

@@ -1,0 +1,105 @@
+"""examples/grain_reader.py: a version's ArrayRecord shards through Grain, every record once an epoch in a
+global shuffle, resumed mid-epoch from Grain's own iterator state, without TensorFlow."""
+import collections
+import hashlib
+import importlib.util
+import json
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from contract import layout
+from contract.tfrecord import read_records
+from tests.conftest import build
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+EXAMPLE = REPO / 'examples' / 'grain_reader.py'
+
+
+def _example():
+    spec = importlib.util.spec_from_file_location('grain_reader', EXAMPLE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+grain_reader = _example()
+
+
+@pytest.fixture(scope='module')
+def version(sample_images, tmp_path_factory):
+    """``sample_images`` built with both formats: 3 train shards."""
+    output = build(sample_images, tmp_path_factory.mktemp('grain'), '--splits', 'train=75,validation=25',
+                   '--num_shards', 'train=3,validation=1', '--version', 'v1', '--formats', 'tfrecord,array_record')
+    return grain_reader.open_version(output)
+
+
+def _key(image, label):
+    return int(label), hashlib.sha256(image.tobytes()).hexdigest()
+
+
+def _stream(batches):
+    """The (label, image digest) of every element of a batch iterator, in order."""
+    return [_key(image, label) for images, labels in batches for image, label in zip(images, labels)]
+
+
+def _tfrecord_elements(ref, split):
+    """{key: shard number} of the records of the TFRecord shards, parsed the example's way."""
+    parse = grain_reader.ParseExample()
+    found = {}
+    for number, shard in enumerate(ref.document['splits'][split]['shards']):
+        with open(layout.join(ref.directory, shard['file']), 'rb') as stream:
+            for record in read_records(stream):
+                found[_key(*parse.map(record))] = number
+    return found
+
+
+def test_every_record_once_an_epoch_in_a_new_global_shuffle(version):
+    paths = grain_reader.array_record_paths(version, 'train')
+    shard_of = _tfrecord_elements(version, 'train')
+    in_shards, count = list(shard_of), len(shard_of)
+    assert count == version.document['splits']['train']['num_examples'] and len(paths) == 3
+    batches = list(grain_reader.dataset(paths, batch_size=8, seed=7, num_epochs=2))
+    images, labels = batches[0]
+    assert images.dtype.name == 'uint8' and images.shape == (8, 32, 32, 3) and labels.shape == (8,)
+    stream = _stream(batches)
+    first, second = stream[:count], stream[count:]
+    assert collections.Counter(first) == collections.Counter(second) == collections.Counter(in_shards)
+    assert first != in_shards and first != second  # shuffled, and each epoch anew
+    # Global: the first records of an epoch come from more than one shard.
+    assert len({shard_of[key] for key in first[:6]}) > 1
+
+
+def test_a_new_iterator_resumes_mid_epoch_from_grains_state(version):
+    paths = grain_reader.array_record_paths(version, 'train')
+    whole = _stream(grain_reader.dataset(paths, batch_size=4, seed=3))
+    iterator = iter(grain_reader.dataset(paths, batch_size=4, seed=3))
+    start = _stream(next(iterator) for _ in range(3))
+    state = json.loads(json.dumps(iterator.get_state()))  # as a checkpoint would keep it
+    resumed = iter(grain_reader.dataset(paths, batch_size=4, seed=3))
+    resumed.set_state(state)
+    assert start + _stream(resumed) == whole
+    assert len(whole) == len(set(whole)) == version.document['splits']['train']['num_examples']
+
+
+def test_the_example_runs_without_tensorflow_and_resumes_from_its_state_file(version, tmp_path):
+    state = tmp_path / 'state.json'
+    code = ('import runpy, sys; sys.argv = sys.argv[1:]\n'
+            'try:\n    runpy.run_path(sys.argv[0], run_name="__main__")\n'
+            'except SystemExit as done:\n    assert not done.code, done.code\n'
+            'print("tensorflow loaded:", "tensorflow" in sys.modules)\n')
+    args = [sys.executable, '-c', code, str(EXAMPLE), version.output, '--split', 'validation', '--batch_size', '2',
+            '--state', str(state)]
+    first = subprocess.run(args, capture_output=True, text=True, check=True, cwd=tmp_path).stdout
+    count = version.document['splits']['validation']['num_examples']
+    assert f'{count} records in batches of 2' in first and 'tensorflow loaded: False' in first
+    assert json.loads(state.read_text()) == {'next_index': -(-count // 2)}
+    again = subprocess.run(args, capture_output=True, text=True, check=True, cwd=tmp_path).stdout
+    assert 'nothing left to read' in again  # the state said the epoch was done
+
+
+def test_a_version_without_array_record_shards_is_named(built_dataset):
+    with pytest.raises(ValueError, match='--formats tfrecord,array_record'):
+        grain_reader.array_record_paths(grain_reader.open_version(built_dataset), 'train')

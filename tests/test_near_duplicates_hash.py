@@ -1,0 +1,169 @@
+"""The perceptual hash and the banding that finds near-duplicate pairs: plain functions, no Beam."""
+import io
+import itertools
+import random
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from imgrec_imaging import image_ops, perceptual_hash as ph
+from samples.near_duplicates import draw_photo, make_twin
+from transforms.elements import RecordRef
+from transforms.near_duplicates import group_split, join_labels, pairs_in_bucket
+
+THRESHOLD = ph.MAX_THRESHOLD
+EDGES = ph.band_edges(ph.bands_for(THRESHOLD))
+
+
+def _photo(seed, size=(240, 180)):
+    return draw_photo(*size, random.Random(seed))
+
+
+def _decoded(image, fmt='JPEG', quality=90, target=(32, 32)):
+    """``image`` saved and decoded as the build decodes it (draft and all)."""
+    out = io.BytesIO()
+    image.save(out, fmt, **({'quality': quality} if fmt == 'JPEG' else {}))
+    return image_ops.decode(out.getvalue(), target)[0]
+
+
+def test_the_hash_is_64_bits_and_deterministic():
+    image = _photo(1)
+    value = ph.perceptual_hash(image)
+    assert 0 <= value < 2 ** 64
+    assert value == ph.perceptual_hash(image.copy())
+    assert ph.from_hex(ph.to_hex(value)) == value and len(ph.to_hex(value)) == 16
+    assert ph.to_hex(1) == '0000000000000001'
+
+
+def _wave(row_frequency, column_frequency, sign=1):
+    """A 32x32 grey picture of one DCT wave: only that coefficient is far from 0."""
+    y, x = np.mgrid[0:32, 0:32]
+    wave = (np.cos(np.pi * (2 * y + 1) * row_frequency / 64) * np.cos(np.pi * (2 * x + 1) * column_frequency / 64))
+    return Image.fromarray((128 + sign * 100 * wave).round().astype(np.uint8), 'L')
+
+
+def test_each_bit_is_the_sign_of_one_low_frequency():
+    """Frequency (1, 1) is the first bit, (1, 2) the second, (2, 1) the ninth; a wave's negative clears it."""
+    for (row, column), bit in (((1, 1), 63), ((1, 2), 62), ((2, 1), 55), ((8, 8), 0)):
+        assert ph.perceptual_hash(_wave(row, column)) >> bit & 1, (row, column)
+        assert not ph.perceptual_hash(_wave(row, column, -1)) >> bit & 1, (row, column)
+
+
+def test_scaling_or_shifting_every_pixel_keeps_the_hash():
+    image = np.asarray(_decoded(_photo(4)).convert('L'), dtype=np.float64)
+    value = ph.perceptual_hash(Image.fromarray(image.astype(np.uint8), 'L'))
+    for changed in (image * 0.8, image * 0.8 + 20):
+        assert ph.distance(value, ph.perceptual_hash(Image.fromarray(changed.round().astype(np.uint8), 'L'))) <= 2
+
+
+@pytest.mark.parametrize('kind', ['jpeg', 'scale', 'crop', 'brightness', 'caption', 'png'])
+def test_each_planted_copy_stays_within_the_threshold(kind):
+    """The transforms the planted corpus uses, on photos drawn for this test: most copies of each kind
+    stay within the threshold (the corpus-wide rates are the build tests' and the benchmark's)."""
+    within = 0
+    for seed in range(10):
+        original = _photo(seed)
+        twin, extension, quality = make_twin(original, kind, random.Random(seed))
+        distance = ph.distance(ph.perceptual_hash(_decoded(original)),
+                               ph.perceptual_hash(_decoded(twin, 'PNG' if extension == 'png' else 'JPEG',
+                                                           quality or 90)))
+        within += distance <= THRESHOLD
+    assert within >= 8, kind
+
+
+def test_unrelated_photos_are_far_apart():
+    hashes = [ph.perceptual_hash(_decoded(_photo(seed))) for seed in range(60)]
+    distances = [ph.distance(a, b) for a, b in itertools.combinations(hashes, 2)]
+    assert min(distances) > THRESHOLD
+    assert 26 <= sum(distances) / len(distances) <= 38
+
+
+def test_bands_cover_the_bits_and_the_threshold():
+    edges = EDGES
+    assert len(edges) == THRESHOLD + 1
+    assert edges[0][0] == 0 and edges[-1][1] == ph.BITS
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(edges))
+    assert ph.band_edges(3, 8) == ((0, 3), (3, 6), (6, 8))
+    assert ph.band_values(0x0123456789abcdef, ph.band_edges(8)) == (0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef)
+    value = random.Random(2).getrandbits(64)
+    rebuilt = 0
+    for (start, stop), part in zip(edges, ph.band_values(value, edges)):
+        rebuilt = rebuilt << (stop - start) | part
+    assert rebuilt == value
+
+
+def test_pigeonhole_every_pair_within_the_threshold_shares_a_band():
+    rng = random.Random(5)
+    for _ in range(2000):
+        a = rng.getrandbits(64)
+        b = a
+        for bit in rng.sample(range(64), rng.randint(0, THRESHOLD)):
+            b ^= 1 << bit
+        assert ph.first_shared_band(a, b, EDGES) is not None
+    # ... and a pair one bit further may share none: the bound is tight.
+    spread = sum(1 << (63 - start) for start, _ in EDGES)
+    assert ph.distance(0, spread) == THRESHOLD + 1 and ph.first_shared_band(0, spread, EDGES) is None
+
+
+def test_the_threshold_falls_as_chance_pairs_grow_with_the_collection():
+    assert ph.threshold_for(2) == ph.threshold_for(5000) == ph.MAX_THRESHOLD == 13
+    assert (ph.threshold_for(10_000), ph.threshold_for(100_000), ph.threshold_for(1_281_167)) == (12, 10, 9)
+    for images in (2, 700, 10_000, 100_000, 1_281_167, 10 ** 8):
+        threshold = ph.threshold_for(images)
+        assert (images - 1) * ph.chance(threshold) <= ph.CHANCE_PAIRS_PER_IMAGE
+        assert threshold == ph.MAX_THRESHOLD or (images - 1) * ph.chance(threshold + 1) > ph.CHANCE_PAIRS_PER_IMAGE
+    assert ph.chance(64) == 1 and ph.chance(0) == 2 ** -64
+
+
+def test_pairs_within_matches_all_pairs_in_any_block_size():
+    rng = random.Random(9)
+    base = [rng.getrandbits(64) for _ in range(40)]
+    hashes = base + [value ^ (1 << rng.randrange(64)) ^ (1 << rng.randrange(64)) for value in base[:15]]
+    expected = sorted((i, j, ph.distance(a, b)) for (i, a), (j, b) in itertools.combinations(enumerate(hashes), 2)
+                      if ph.distance(a, b) <= 5)
+    assert len(expected) >= 15
+    for cells in (1, 7, 100, 1 << 20):
+        assert sorted(ph.pairs_within(hashes, 5, block_cells=cells)) == expected
+
+
+def test_a_pair_sharing_several_bands_is_found_once():
+    a, b = 0x0123456789abcdef, 0x0123456789abcdef ^ 0b101  # differ in the last band only
+    members = [(a, 'x.jpg'), (b, 'y.jpg')]
+    found = [(band, link) for band in range(len(EDGES)) for link in pairs_in_bucket(band, members, THRESHOLD)]
+    assert found == [(0, ('x.jpg', 'y.jpg', 2))]
+
+
+def test_identical_hashes_are_linked_to_the_first_of_them():
+    members = [(7, 'c.jpg'), (7, 'a.jpg'), (7, 'b.jpg'), (7 ^ 1, 'd.jpg')]
+    links = sorted(pairs_in_bucket(0, members, THRESHOLD))
+    assert links == [('a.jpg', 'b.jpg', 0), ('a.jpg', 'c.jpg', 0), ('a.jpg', 'd.jpg', 1)]
+    assert list(pairs_in_bucket(1, members, THRESHOLD)) == []  # found again in band 1: kept from band 0 only
+
+
+def test_join_labels_gives_each_label_the_smallest_it_is_joined_to():
+    assert join_labels([]) == {}
+    assert join_labels([('c', 'd'), ('a', 'c'), ('x', 'y'), ('b', 'd')]) == {'b': 'a', 'c': 'a', 'd': 'a', 'y': 'x'}
+
+
+def _record(source, split, published=None):
+    return RecordRef(source, source, 'cat', split, 0, 'sha', 1, None, None, (), 'spill', 0, 1,
+                     published_split=published)
+
+
+def test_a_new_group_goes_where_its_first_image_would_go():
+    records = [_record(f'cat/{i}.jpg', split) for i, split in enumerate(('train', 'validation', 'train'))]
+    first = min(records, key=lambda record: record.order_key)
+    assert group_split(records, keep_published=True, names=('train', 'validation')) == first.split
+
+
+def test_a_published_group_keeps_the_split_most_of_it_was_in():
+    names = ('train', 'validation')
+    records = [_record('a.jpg', 'train', 'validation'), _record('b.jpg', 'train', 'validation'),
+               _record('c.jpg', 'validation', 'train'), _record('new.jpg', 'train')]
+    assert group_split(records, keep_published=True, names=names) == 'validation'
+    # Without the previous version's splits (changed --splits), published splits count for nothing.
+    first = min(records, key=lambda record: record.order_key)
+    assert group_split(records, keep_published=False, names=names) == first.split
+    # A published split that no longer exists counts for nothing either.
+    assert group_split([_record('a.jpg', 'train', 'test')], keep_published=True, names=names) == 'train'

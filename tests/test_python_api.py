@@ -1,0 +1,168 @@
+"""The Python API (docs/python-api.md): build() is the command line's build with keyword arguments, load()
+the training reader as (image, label) pairs; the page's notebook example runs."""
+import collections
+import json
+import logging
+import os
+import pathlib
+import re
+
+import pytest
+import tensorflow as tf
+
+from contract import layout
+from imgrec_console.errors import BuildFailed, CommandError, UserError
+from pipelines import build_dataset, options
+from tests.conftest import build as cli_build
+from training import dataset, dataset_version
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+PAGE = REPO / 'docs' / 'python-api.md'
+
+
+def _config(argv):
+    config, beam_args = options.parse_args(argv)
+    return {**config.describe(), 'run': (config.full, config.force, config.keep_versions, config.clean,
+                                         config.verbose, config.retry_deadline, config.progress,
+                                         config.progress_interval)}, beam_args
+
+
+def test_build_reads_its_keywords_with_the_command_lines_parser_and_defaults():
+    required = {'input': 'in', 'output': 'out', 'version': 'v1'}
+    assert _config(build_dataset.build_argv(required)) == _config(['--input', 'in', '--output', 'out',
+                                                                   '--version', 'v1'])
+    given = dict(required, image_size=(48, 64), splits={'train': 80, 'validation': 20}, num_shards={'train': 3},
+                 formats=['array_record', 'tfrecord'], stratify=True, progress=False, max_error_rate=0.5,
+                 labels=None)
+    assert _config(build_dataset.build_argv(given)) == _config([
+        '--input', 'in', '--output', 'out', '--version', 'v1', '--image_size', '48x64', '--splits',
+        'train=80,validation=20', '--num_shards', 'train=3', '--formats', 'tfrecord,array_record', '--stratify',
+        '--progress', 'off', '--max_error_rate', '0.5'])
+
+
+@pytest.mark.parametrize('call, message', [
+    (dict(imagesize=32), "build() got an unknown option 'imagesize' (did you mean 'image_size'?)"),
+    (dict(runner='DataflowRunner'), "unknown option 'runner'; Beam's own options go in beam_options="),
+    (dict(image_size=0), "--image_size must be at least 1x1, got '0'"),
+    (dict(formats='array_record'), '--formats must include tfrecord'),
+    (dict(beam_options=['--direct_num_wrokers=2']), 'unknown option --direct_num_wrokers (did you mean '
+                                                    '--direct_num_workers?)'),
+])
+def test_build_mistakes_raise_one_user_error_of_one_line(tmp_path, call, message):
+    with pytest.raises(UserError) as raised:
+        build_dataset.build(input=str(tmp_path), output=str(tmp_path / 'out'), **call)
+    assert message in str(raised.value) and '\n' not in str(raised.value)
+
+
+def test_build_of_a_missing_folder_is_a_user_error(tmp_path):
+    with pytest.raises(UserError) as raised:
+        build_dataset.build(input=str(tmp_path / 'nowhere'), output=str(tmp_path / 'out'))
+    assert str(tmp_path / 'nowhere') in str(raised.value)
+
+
+def test_build_returns_the_published_dataset_json_and_shows_nothing_of_beams(sample_images, tmp_path, capfd, caplog):
+    caplog.set_level(logging.INFO)
+    output = str(tmp_path / 'out')
+    document = build_dataset.build(input=sample_images, output=output, image_size=32, version='v1', progress=False,
+                                   beam_options=['--direct_running_mode=multi_processing',
+                                                 '--direct_num_workers=1'])
+    with open(os.path.join(output, 'v1', layout.DATASET_JSON)) as stream:
+        assert document == json.load(stream)
+    assert document['counts']['written'] == 60 and document['options']['image_size'] == [32, 32]
+    captured = capfd.readouterr()
+    assert captured.err == ''  # the workers' lines and Beam's warnings were held back
+    assert not [r for r in caplog.records if r.name.startswith('apache_beam') and r.levelno >= logging.WARNING]
+    assert logging.getLogger('apache_beam').level == logging.NOTSET  # and the levels are the user's again
+    # Nothing changed: no new version, and the one LATEST names comes back.
+    again = build_dataset.build(input=sample_images, output=output, image_size=32, version='v2', progress=False,
+                                beam_options=['--direct_running_mode=in_memory'])
+    assert again == document and sorted(os.listdir(output)) == [layout.LATEST, 'v1']
+
+
+def test_a_build_that_cannot_publish_raises_build_failed(tmp_path):
+    images = tmp_path / 'images'
+    (images / 'cats').mkdir(parents=True)
+    (images / 'cats' / 'broken.jpg').write_bytes(b'\xff\xd8\xff not really a JPEG')
+    with pytest.raises(BuildFailed) as raised:
+        build_dataset.build(input=str(images), output=str(tmp_path / 'out'), progress=False,
+                            beam_options=['--direct_running_mode=in_memory'])
+    assert isinstance(raised.value, CommandError) and 'LATEST not updated' in str(raised.value)
+    assert not os.path.exists(tmp_path / 'out' / layout.LATEST)
+
+
+def _pairs(data):
+    """Counter of (label, image bytes) in a dataset of (image, label), batched or not."""
+    found = collections.Counter()
+    for images, labels in data:
+        if images.shape.rank == 3:
+            images, labels = images[None], labels[None]
+        for image, label in zip(images.numpy(), labels.numpy()):
+            found[(int(label), image.tobytes())] += 1
+    return found
+
+
+def _training_reader_pairs(output, split):
+    config = dataset.InputConfig(split=split, global_batch_size=1, is_training=False)
+    return _pairs(dataset.InputReader(dataset_version.open_version(output), config).dataset())
+
+
+def test_load_gives_every_record_once_as_image_label_pairs(built_dataset):
+    version = dataset_version.open_version(built_dataset)
+    for split in ('train', 'validation'):
+        expected = _training_reader_pairs(built_dataset, split)
+        assert sum(expected.values()) == version.num_examples(split)
+        unbatched = dataset.load(built_dataset, split, seed=1)
+        assert unbatched.element_spec == (tf.TensorSpec((32, 32, 3), tf.uint8), tf.TensorSpec((), tf.int32))
+        assert _pairs(unbatched) == expected
+        batched = dataset.load(version.directory, split, batch_size=4, shuffle=False)
+        assert [int(labels.shape[0]) for _, labels in batched][-1] == version.num_examples(split) % 4 or 4
+        assert _pairs(batched) == expected
+    as_dicts = dataset.load(built_dataset, 'validation', version='v1', as_supervised=False, shuffle=False)
+    assert set(as_dicts.element_spec) == {'image', 'label'}
+
+
+def test_load_shuffles_by_its_seed(built_dataset):
+    def order(**kwargs):
+        return [int(label) for _, label in dataset.load(built_dataset, 'train', **kwargs)]
+    in_order = order(shuffle=False)
+    assert order(seed=5) == order(seed=5) != in_order
+    assert sorted(order(seed=5)) == sorted(in_order)
+
+
+def test_load_reads_a_url_through_tensorflows_file_system(built_dataset):
+    """TensorFlow's ram:// file system stands in for gs://: no local file API on the way."""
+    version_dir = dataset_version.open_version(built_dataset).directory
+    for name in tf.io.gfile.listdir(version_dir):
+        if not tf.io.gfile.isdir(os.path.join(version_dir, name)):
+            tf.io.gfile.copy(os.path.join(version_dir, name), f'ram://api/data/v1/{name}', overwrite=True)
+    tf.io.gfile.copy(os.path.join(built_dataset, layout.LATEST), f'ram://api/data/{layout.LATEST}', overwrite=True)
+    assert _pairs(dataset.load('ram://api/data', 'validation')) == _training_reader_pairs(built_dataset, 'validation')
+
+
+@pytest.mark.parametrize('call, error, message', [
+    (dict(split='test'), UserError, "split 'test' is not in dataset"),
+    (dict(version='v9'), UserError, "dataset version 'v9' not found"),
+    (dict(batch_size=0), UserError, 'batch_size must be a positive whole number'),
+])
+def test_load_mistakes_are_one_line(built_dataset, call, error, message):
+    with pytest.raises(error, match=re.escape(message)):
+        dataset.load(built_dataset, **call)
+
+
+# The page shows a notebook's sizes; here they shrink, as tests/test_docs_commands.py shrinks commands.
+_SMALLER = [(r"write_images\('data/notebook/images', 40\)", "write_images('data/notebook/images', 6)"),
+            (r'image_size=64', 'image_size=32'), (r'\(64, 64, 3\)', '(32, 32, 3)'), (r'epochs=3', 'epochs=1'),
+            (r'batch_size=32', 'batch_size=8'), (r'\(32, 64, 64, 3\)', '(8, 32, 32, 3)')]
+
+
+def test_the_pages_notebook_example_runs(tmp_path, monkeypatch):
+    block = re.search(r'^```python\n(.*?)^```', PAGE.read_text(), re.MULTILINE | re.DOTALL)[1]
+    for pattern, small in _SMALLER:
+        block, replaced = re.subn(pattern, small, block)
+        assert replaced, pattern  # the page still shows it
+    monkeypatch.chdir(tmp_path)
+    scope = {}
+    exec(compile(block, str(PAGE), 'exec'), scope)  # pylint: disable=exec-used
+    assert scope['document']['formats'] == ['tfrecord', 'array_record']
+    assert scope['images'].dtype == tf.uint8 and len(scope['history'].history['loss']) == 1
+    assert (tmp_path / 'data' / 'notebook' / 'records' / layout.LATEST).is_file()
