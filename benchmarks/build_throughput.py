@@ -55,13 +55,19 @@ PATCHES_OFF = {'IMGREC_BEAM_PATCHES': 'off'}  # stock Beam: no warm workers, no 
 
 
 def modes(workers):
-    """The ways of running the build the benchmark knows: name -> (extra arguments, extra environment)."""
+    """The ways of running the build the benchmark knows: name -> (extra arguments, extra environment).
+
+    default: as build-dataset runs with no runner option (one Beam thread, decoding on a thread per
+    core); multi_processing: a worker process per core (the default before 2026-12-01); beam_threads:
+    Beam's own threads, ``workers`` of them; in_memory: one Beam thread without the Fn API's data plane.
+    ``_patches_off``: with IMGREC_BEAM_PATCHES=off (no warm workers, no live progress counters).
+    """
     given = ['--direct_num_workers', str(workers)]
-    processes = ['--direct_running_mode', 'multi_processing', *given]
-    threads = ['--direct_running_mode', 'multi_threading', *given]
-    return {'default': ([], {}), 'default_patches_off': ([], PATCHES_OFF),
-            'multi_processing': (processes, {}), 'multi_processing_patches_off': (processes, PATCHES_OFF),
-            'multi_threading': (threads, {}), 'multi_threading_patches_off': (threads, PATCHES_OFF)}
+    found = {'default': [], 'multi_processing': ['--direct_running_mode', 'multi_processing', *given],
+             'beam_threads': ['--direct_running_mode', 'multi_threading', *given],
+             'in_memory': ['--direct_running_mode', 'in_memory']}
+    return {**{name: (args, {}) for name, args in found.items()},
+            **{f'{name}_patches_off': (args, PATCHES_OFF) for name, args in found.items()}}
 
 
 def baseline(root, names, size):
@@ -153,6 +159,18 @@ def formats_ratio(root, size_text, workers, count):
     return both / alone
 
 
+def complete(run, listed_count):
+    """Says so when a build did not write every photo (a benchmark of a build that dropped some would
+    flatter it), keeping its quarantine list for a look."""
+    with open(os.path.join(run['version_dir'], layout.DATASET_JSON)) as file:
+        document = json.load(file)
+    if document['counts']['written'] != listed_count:
+        kept = tempfile.mkdtemp(prefix='build-bench-short-')
+        shutil.copy(os.path.join(run['version_dir'], layout.QUARANTINE_JSONL), kept)
+        print(f"  the build wrote {document['counts']['written']} of {listed_count} photos: {document['counts']}, "
+              f"{document['quarantine']['by_reason']}; its quarantine list is in {kept}", flush=True)
+
+
 def median(values):
     return statistics.median(values) if values else float('nan')
 
@@ -165,7 +183,7 @@ def describe(name, runs, images, pool_runs):
     speed = median([pool['seconds'] / run['seconds'] for run, pool in zip(runs, pool_runs)])
     cpu = median([run['cpu_seconds'] / pool['cpu_seconds'] for run, pool in zip(runs, pool_runs)])
     memory = median([run['peak_tree'] / pool['peak_tree'] for run, pool in zip(runs, pool_runs)])
-    return (f"{name:30s} {wall:7.1f} {images / wall:9.1f} {cpu_ms:8.2f} {peak:8.0f}   "
+    return (f"{name:40s} {wall:7.1f} {images / wall:9.1f} {cpu_ms:8.2f} {peak:8.0f}   "
             f"{speed:6.2f}x {cpu:8.2f}x {memory:7.2f}x")
 
 
@@ -175,10 +193,12 @@ def main():
     parser.add_argument('--image_size', default='224')
     parser.add_argument('--workers', type=int, default=os.cpu_count(),
                         help='--direct_num_workers of the modes that name a running mode')
-    parser.add_argument('--modes', default='default',
+    parser.add_argument('--modes', default='default,default_patches_off',
                         help=f"comma-separated modes of the build, each run every round: {', '.join(modes(1))}")
     parser.add_argument('--rounds', type=int, default=3, help='rounds of (each mode, the pool script)')
     parser.add_argument('--naive_images', type=int, default=1200, help='images the naive loop runs on')
+    parser.add_argument('--memory_reference', type=int,
+                        help='also build this many photos once (the first mode) and compare the peak memory')
     parser.add_argument('--formats_ratio', action='store_true',
                         help='measure only the cost of --formats tfrecord,array_record against tfrecord alone')
     args = parser.parse_args()
@@ -210,6 +230,7 @@ def main():
                 run = build(root, args.image_size, folder, known[name])
                 if checked is None:  # the first build is read back and compared; the others only counted
                     checked = run, written_images(run['version_dir'], sample)
+                complete(run, len(names))
                 runs[name].append(run)
                 pool = pool_script(root, size[0], os.path.join(output, f'pool-{round_}'))
                 assert pool['written'] == len(names), f"the pool script wrote {pool['written']} of {len(names)}"
@@ -221,37 +242,46 @@ def main():
         for i in range(SMALL_RUNS):
             for name in chosen:
                 small[name].append(build(small_root, args.image_size, os.path.join(output, f'small-{name}-{i}'),
-                                         known[name])['seconds'])
+                                         known[name]))
         _, naive_after, naive_cpu_after = baseline(root, sample, size)
+        reference = None
+        if args.memory_reference:
+            reference = build(corpus(args.memory_reference), args.image_size, os.path.join(output, 'reference'),
+                              known[chosen[0]])
     finally:
         shutil.rmtree(small_root)
         shutil.rmtree(output, ignore_errors=True)
     run, (built, document) = checked
-    written = document['counts']['written']
-    assert written == len(names), f"the job wrote {written} of {len(names)} images"
     naive_rate = 2 * len(naive) / (naive_before + naive_after)
     naive_cpu_ms = (naive_cpu_before + naive_cpu_after) / (2 * len(naive)) * 1e3
     pool_rate = len(names) / median([pool['seconds'] for pool in pool_runs])
     scores = [psnr(built[name], naive[name]) for name in sample]
     ref_bytes = counter(run, counters.RECORD_REF_BYTES) / max(1, counter(run, counters.EXAMPLES_BUILT))
     shard_bytes = sum(s['bytes'] for split in document['splits'].values() for s in split['shards'])
-    print(f"\n{'':30s} {'wall s':>7s} {'images/s':>9s} {'CPU ms':>8s} {'peak MB':>8s}   {'against the pool script':s}")
-    print(f"{'':30s} {'median':>7s} {'':9s} {'an image':>8s} {'(tree)':>8s}   "
+    print(f"\n{'':40s} {'wall s':>7s} {'images/s':>9s} {'CPU ms':>8s} {'peak MB':>8s}   {'against the pool script':s}")
+    print(f"{'':40s} {'median':>7s} {'':9s} {'an image':>8s} {'(tree)':>8s}   "
           f"{'speed':>7s} {'CPU':>9s} {'memory':>8s}")
     print(describe(f'pool script ({POOL_PROCESSES} processes)', pool_runs, len(names), pool_runs))
     for index, name in enumerate(chosen):  # each build is paired with the pool script run right after it
         print(describe(f'build-dataset, {name}', runs[name], len(names), pool_runs[index::len(chosen)]))
-    print(f"{f'naive loop (1 process, {len(naive)} images)':30s} {len(names) / naive_rate:7.1f} {naive_rate:9.1f} "
+    print(f"{f'naive loop (1 process, {len(naive)} images)':40s} {len(names) / naive_rate:7.1f} {naive_rate:9.1f} "
           f"{naive_cpu_ms:8.2f} {'':8s}   {naive_rate / pool_rate:6.2f}x   (before the rounds "
           f"{len(naive) / naive_before:.1f} images/s, after {len(naive) / naive_after:.1f}; wall scaled to "
           f"{len(names)})")
     for name in chosen:
-        beyond = (len(names) - SMALL_RUN) / (median([r['seconds'] for r in runs[name]]) - median(small[name]))
-        print(f"{name}: a {SMALL_RUN}-image build {median(small[name]):.2f} s (median of {SMALL_RUNS}: "
-              f"{', '.join(f'{s:.2f}' for s in small[name])}); beyond it {beyond:.1f} images/s = "
-              f"{beyond / pool_rate:.2f}x the pool script's whole-process rate")
+        seconds = [r['seconds'] for r in small[name]]
+        start_cpu = median([r['cpu_seconds'] for r in small[name]])
+        beyond = (len(names) - SMALL_RUN) / (median([r['seconds'] for r in runs[name]]) - median(seconds))
+        marginal_cpu = (median([r['cpu_seconds'] for r in runs[name]]) - start_cpu) / (len(names) - SMALL_RUN)
+        print(f"{name}: a {SMALL_RUN}-image build {median(seconds):.2f} s, {start_cpu:.2f} CPU s (median of "
+              f"{SMALL_RUNS}: {', '.join(f'{s:.2f}' for s in seconds)} s); beyond it {beyond:.1f} images/s = "
+              f"{beyond / pool_rate:.2f}x the pool script's whole-process rate, {marginal_cpu * 1e3:.2f} ms CPU an image")
     print(f"CPU utilisation of the first build:   {run['cpu_seconds'] / (run['seconds'] * cores):.0%} of {cores} "
           f"cores; runner process peak {run['peak_root'] / 2**20:.0f} MB; shards {shard_bytes / 2**20:.0f} MB")
+    if reference is not None:
+        peak = median([r['peak_tree'] for r in runs[chosen[0]]])
+        print(f"peak memory, {chosen[0]}: {peak / 2**20:.0f} MB at {len(names)} photos, "
+              f"{reference['peak_tree'] / 2**20:.0f} MB at {args.memory_reference}: {peak / reference['peak_tree']:.2f}x")
     print(f"bytes through shuffles per image:     {ref_bytes * SHUFFLES_PER_RECORD:.0f} "
           f"({ref_bytes:.0f} B a reference x {SHUFFLES_PER_RECORD} shuffles)")
     print("shards: " + ', '.join(f"{name} {split['num_shards']}" for name, split in document['splits'].items()))

@@ -17,7 +17,8 @@ sys.path.insert(0, ROOT)
 
 BASE_CORPUS = 2000
 MAX_GENERATED = 2400
-CACHE = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'out')
+# Generated corpora, kept between runs: benchmarks/out, or IMGREC_BENCH_CACHE (a folder elsewhere, say /tmp).
+CACHE = os.environ.get('IMGREC_BENCH_CACHE') or os.path.join(os.path.dirname(os.path.abspath(__file__)), 'out')
 
 
 def corpus(count):

@@ -3,7 +3,7 @@
 Made from the version's files alone (dataset.json, labels.txt, quarantine.jsonl, duplicates.jsonl and
 the shards), so the build's publish step writes it and ``dataset-report OUT[/VERSION]`` re-renders it.
 Sample thumbnails come from the written records (what training sees), decoded with the contract's own
-Example reader: no TensorFlow. Charts are matplotlib SVG; images are inline data URLs; no script.
+Example reader: no TensorFlow. Charts are SVG (``charts``); images are inline data URLs; no script.
 
     dataset-report OUT[/VERSION] [--build_seconds S]
 """
@@ -27,7 +27,7 @@ from imgrec_console.command import Command, run_command
 from imgrec_console.errors import UserError
 from imgrec_imaging import image_ops
 from imgrec_storage import fileio, publication
-from imgrec_versions import command_line, shard_reader, version as version_lib
+from imgrec_versions import charts, command_line, shard_reader, version as version_lib
 from imgrec_versions.units import human_bytes
 
 SAMPLES_PER_CLASS = 8
@@ -68,103 +68,43 @@ def thumbnail(image, side=THUMBNAIL):
     return _data_url(out.getvalue(), 'image/jpeg')
 
 
-def _svg(figure):
-    """A matplotlib figure as an SVG data URL, with stable ids and no date so equal data give equal bytes."""
-    import matplotlib
-
-    with matplotlib.rc_context({'svg.hashsalt': 'report', 'svg.fonttype': 'none'}):
-        out = io.StringIO()
-        figure.savefig(out, format='svg', metadata={'Date': None}, bbox_inches='tight')
-    return _data_url(out.getvalue().encode(), 'image/svg+xml')
-
-
-# Text in a chart is text: a class named 'cash$$' or '$x^2$' is drawn as written, never parsed as mathtext
-# (which fails on an odd number of '$', and would render the others as formulas).
-_PLAIN_TEXT = {'text.parse_math': False}
-
-
-def _plain(draw):
-    """Runs ``draw`` with every chart text plain (``_PLAIN_TEXT``): the setting is read when each Text is
-    made, some of them at drawing."""
-    import matplotlib
-
-    with matplotlib.rc_context(_PLAIN_TEXT):
-        return draw()
+def _svg(text):
+    """An SVG chart (``charts``) as a data URL."""
+    return _data_url(text.encode(), 'image/svg+xml')
 
 
 def split_charts(name, info, labels):
     """(records per class, shard sizes) of one split as SVG data URLs: one bar a class or shard up to
     MAX_BARS of them, else their distribution, so the chart's size does not grow with them."""
-    return _plain(lambda: _split_charts(name, info, labels))
-
-
-def _bars(axes, positions, values, **style):
-    bars = axes.bar(positions, values, **style)
-    axes.bar_label(bars, fontsize=7, padding=1)
-    axes.margins(y=0.15)
-    return bars
-
-
-def _histogram(title, values, xlabel, *, bins=12, log=False, color='#4c78a8'):
-    """A histogram figure of ``values`` with the count on each bar: an aggregate of any size."""
-    import numpy as np
-    from matplotlib.figure import Figure
-
-    values = np.asarray(values, dtype=float)
-    figure = Figure(figsize=(5, 2.8))
-    axes = figure.subplots()
-    if log and values.size and values.min() > 0:
-        from matplotlib.ticker import FuncFormatter, NullFormatter
-
-        edges = np.geomspace(values.min(), max(values.max(), values.min() * 1.01), bins + 1)
-        axes.set_xscale('log')
-        axes.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f'{value:g}'))  # not mathtext: plain text
-        axes.xaxis.set_minor_formatter(NullFormatter())
-    else:
-        edges = np.histogram_bin_edges(values, bins=bins) if values.size else np.linspace(0, 1, bins + 1)
-    counts, edges = np.histogram(values, bins=edges)
-    bars = axes.bar(edges[:-1], counts, width=np.diff(edges), align='edge', color=color, edgecolor='white')
-    axes.bar_label(bars, labels=[str(n) if n else '' for n in counts], fontsize=7, padding=1)
-    axes.margins(y=0.15)
-    axes.set_xlabel(xlabel)
-    axes.set_ylabel('count')
-    axes.set_title(title, fontsize=10)
-    return figure
-
-
-def _split_charts(name, info, labels):
-    from matplotlib.figure import Figure
-
     counts = [info['class_counts'].get(label, 0) for label in labels]
     if len(labels) <= MAX_BARS:
-        classes = Figure(figsize=(max(4, 0.35 * len(labels) + 1.5), 2.8))
-        axes = classes.subplots()
-        _bars(axes, range(len(labels)), counts, color='#4c78a8')
-        axes.set_xticks(range(len(labels)), labels, rotation=60 if len(labels) > 6 else 0,
-                        ha='right' if len(labels) > 6 else 'center', fontsize=8)
-        axes.set_ylabel('records')
-        axes.set_title(f'{name}: records per class', fontsize=10)
+        classes = charts.bar_chart(f'{name}: records per class', labels, counts, ylabel='records', color='#4c78a8')
     else:
         classes = _histogram(f'{name}: records per class, {len(labels)} classes', counts, 'records in a class')
-
     shards = info['shards']
     if len(shards) <= MAX_BARS:
-        sizes = Figure(figsize=(max(4, 0.35 * len(shards) + 1.5), 2.8))
-        axes = sizes.subplots()
-        positions = range(len(shards))
-        _bars(axes, positions, [s['records'] for s in shards], color='#72b7b2', label='records')
-        axes.set_ylabel('records')
-        axes.set_xlabel('shard')
-        axes.set_xticks(positions, [str(i) for i in positions], fontsize=8)
-        megabytes = axes.twinx()
-        megabytes.plot(positions, [s['bytes'] / 1e6 for s in shards], 'o-', color='#e45756', label='MB')
-        megabytes.set_ylabel('MB')
-        megabytes.set_ylim(bottom=0)
-        axes.set_title(f'{name}: shard sizes (bars: records, dots: MB)', fontsize=10)
+        sizes = charts.bar_chart(f'{name}: shard sizes (bars: records, dots: MB)', [str(i) for i in range(len(shards))],
+                                 [s['records'] for s in shards], ylabel='records', xlabel='shard', color='#72b7b2',
+                                 line=([s['bytes'] / 1e6 for s in shards], 'MB', '#e45756'), rotate=False)
     else:
         sizes = _histogram(f'{name}: shard sizes, {len(shards)} shards', [s['bytes'] / 1e6 for s in shards],
                            'MB in a shard', color='#72b7b2')
     return _svg(classes), _svg(sizes)
+
+
+def _histogram(title, values, xlabel, *, bins=12, log=False, color='#4c78a8'):
+    """A histogram chart (SVG text) of ``values`` with the count on each bar: an aggregate of any size."""
+    import numpy as np
+
+    values = np.asarray(values, dtype=float)
+    log = log and values.size and values.min() > 0
+    if log:
+        edges = np.geomspace(values.min(), max(values.max(), values.min() * 1.01), bins + 1)
+    else:
+        edges = np.histogram_bin_edges(values, bins=bins) if values.size else np.linspace(0, 1, bins + 1)
+    counts, edges = np.histogram(values, bins=edges)
+    return charts.bar_chart(title, None, [int(n) for n in counts], ylabel='count', xlabel=xlabel, color=color,
+                            edges=[float(edge) for edge in edges], log=bool(log))
 
 
 def samples_per_class(num_classes):
@@ -307,7 +247,8 @@ def index_parts(version_dir, document, columns, files=None):
             continue
         with _open(path) as stream:
             data = stream.read()
-        yield pq.read_table(io.BytesIO(data), columns=present)
+        # ParquetFile, not read_table: the latter imports pyarrow.dataset and pyarrow.compute, 0.3 s of a build.
+        yield pq.ParquetFile(io.BytesIO(data)).read(columns=present)
 
 
 class ImageFacts(collections.namedtuple('ImageFacts', 'widths heights upscaled where')):
@@ -317,10 +258,9 @@ class ImageFacts(collections.namedtuple('ImageFacts', 'widths heights upscaled w
 
 def image_facts(version_dir, document, wanted=()):
     """ImageFacts from one pass over the index; ``where`` = {source: (shard, offset, length)} of ``wanted``.
-    The sizes are held as numpy arrays: 16 bytes an image."""
+    The sizes are held as numpy arrays: 16 bytes an image. Plain numpy and lists, not pyarrow.compute,
+    whose import costs a build 0.25 s."""
     import numpy as np
-    import pyarrow  # pylint: disable=import-outside-toplevel
-    import pyarrow.compute as pc  # pylint: disable=import-outside-toplevel
 
     wanted, widths, heights, upscaled, where = set(wanted), [], [], 0, {}
     columns = (index_lib.SOURCE, index_lib.SOURCE_WIDTH, index_lib.SOURCE_HEIGHT, index_lib.UPSCALED,
@@ -328,16 +268,22 @@ def image_facts(version_dir, document, wanted=()):
     for part in index_parts(version_dir, document, columns):
         names = set(part.column_names)
         if {index_lib.SOURCE_WIDTH, index_lib.SOURCE_HEIGHT} <= names:
-            known = part.filter(pc.and_(pc.is_valid(part[index_lib.SOURCE_WIDTH]),
-                                        pc.is_valid(part[index_lib.SOURCE_HEIGHT])))
-            widths.append(known[index_lib.SOURCE_WIDTH].to_numpy())
-            heights.append(known[index_lib.SOURCE_HEIGHT].to_numpy())
+            # Sizes not recorded are nulls, NaN as floats: kept only where both are known.
+            part_widths = np.asarray(part[index_lib.SOURCE_WIDTH].to_numpy(), dtype=float)
+            part_heights = np.asarray(part[index_lib.SOURCE_HEIGHT].to_numpy(), dtype=float)
+            known = ~(np.isnan(part_widths) | np.isnan(part_heights))
+            widths.append(part_widths[known].astype(np.int64))
+            heights.append(part_heights[known].astype(np.int64))
         if index_lib.UPSCALED in names:
-            upscaled += int(pc.sum(pc.fill_null(part[index_lib.UPSCALED], False).cast('int64')).as_py() or 0)
+            upscaled += sum(1 for value in part[index_lib.UPSCALED].to_pylist() if value)
         if wanted and index_lib.SOURCE in names:
-            rows = part.filter(pc.is_in(part[index_lib.SOURCE], value_set=pyarrow.array(sorted(wanted), type=pyarrow.string())))
-            for row in rows.to_pylist():
-                where[row[index_lib.SOURCE]] = (row[index_lib.SHARD], row[index_lib.OFFSET], row[index_lib.LENGTH])
+            sources = part[index_lib.SOURCE].to_pylist()
+            rows = [i for i, source in enumerate(sources) if source in wanted]
+            if rows:
+                shard, offset, length = (part[name].to_pylist() for name in
+                                         (index_lib.SHARD, index_lib.OFFSET, index_lib.LENGTH))
+                for i in rows:
+                    where[sources[i]] = (shard[i], offset[i], length[i])
     join = lambda arrays: np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.int64)  # noqa: E731
     return ImageFacts(join(widths), join(heights), upscaled, where)
 
@@ -472,9 +418,9 @@ def _sizes_section(document, facts):
              int(values.max()) if i < 3 else f'{values.max():.2f}']
             for i, (name, values) in enumerate((('width', widths), ('height', heights), ('shorter side', shorter),
                                                  ('aspect ratio (width / height)', aspect)))]
-    size_chart, aspect_chart = _plain(lambda: (
-        _svg(_histogram(f'shorter side of {len(widths)} inputs', shorter, 'pixels', log=True)),
-        _svg(_histogram('aspect ratio (width / height)', aspect, 'width / height', log=True, color='#f58518'))))
+    size_chart = _svg(_histogram(f'shorter side of {len(widths)} inputs', shorter, 'pixels', log=True))
+    aspect_chart = _svg(_histogram('aspect ratio (width / height)', aspect, 'width / height', log=True,
+                                   color='#f58518'))
     parts.append(f'<p class="muted">Sizes of the written images before resizing (upright), from the record index '
                  f'(<code>{index_lib.SOURCE_WIDTH}</code>, <code>{index_lib.SOURCE_HEIGHT}</code>).</p>')
     parts.append(_table(['', 'smallest', 'median', 'largest'], rows, numeric=(1, 2, 3)))

@@ -3,8 +3,9 @@
     python -m pipelines.build_dataset --input DIR_OR_GS_PREFIX --output DIR_OR_GS_PREFIX [options]
 
 From Python (a notebook), ``build(input=..., output=..., **options)`` runs the same build (docs/python-api.md).
-Runs on the DirectRunner (multi-processing, one worker per core) unless ``--runner`` says otherwise.
-The graph itself is ``pipelines.graph``.
+Runs on the DirectRunner unless ``--runner`` says otherwise: in one process, whose Beam thread hands the
+images to a decoding thread per core (``LOCAL_RUNNING_MODE``; docs/benchmarks.md says why), or with
+``--direct_running_mode multi_processing`` a worker process per core. The graph itself is ``pipelines.graph``.
 """
 import contextlib
 import dataclasses
@@ -79,8 +80,16 @@ def _given(args, flag):
     return any(arg == flag or arg.startswith(flag + '=') for arg in args)
 
 
+# A local build's running mode unless --direct_running_mode names one: Beam's threads in this process, one
+# of them (Beam's default --direct_num_workers), which decodes on a thread per core (``decode_threads``).
+# It used less CPU and memory than a worker process per core, and kept the live progress lines that
+# in_memory (a touch faster) cannot give: docs/benchmarks.md has the figures.
+LOCAL_RUNNING_MODE = 'multi_threading'
+
+
 def pipeline_options(beam_args):
-    """Beam options from the leftover arguments, defaulting to a multi-process DirectRunner.
+    """Beam options from the leftover arguments, defaulting to the DirectRunner in ``LOCAL_RUNNING_MODE``
+    (``--direct_num_workers`` alone still asks for that many worker processes).
 
     With DataflowRunner, checks the options Dataflow needs and sets ``--setup_file``. For a local run
     against a GCS emulator (STORAGE_EMULATOR_HOST), every worker first imports ``internals.WORKER_PLUGIN``,
@@ -92,7 +101,8 @@ def pipeline_options(beam_args):
     direct = options.view_as(DirectOptions)
     if is_local(options):
         if not _given(beam_args, '--direct_running_mode'):
-            direct.direct_running_mode = 'multi_processing'
+            direct.direct_running_mode = ('multi_processing' if _given(beam_args, '--direct_num_workers')
+                                          else LOCAL_RUNNING_MODE)
         if direct.direct_running_mode == 'multi_processing' and not _given(beam_args, '--direct_num_workers'):
             direct.direct_num_workers = os.cpu_count() or 1
         worker = options.view_as(WorkerOptions)

@@ -22,7 +22,7 @@ from transforms.listing import ListImages
 from transforms.near_duplicates import OFF, NearDuplicates
 from transforms.previous import (COUNTS, REJECTED, REUSED, TO_DECODE, MatchPrevious, ReadPrevious, ReuseCheck,
                                  nothing_changed)
-from transforms.publish import Publish
+from transforms.publish import DECODED, IGNORED, UPSCALED, Publish
 from transforms.quarantine import Quarantine
 from transforms.sharding import AssignBalancedShards
 from transforms.splits import MOVES, AssignSplit
@@ -39,10 +39,13 @@ def _image_ref(record):
                     record.mtime_ns, record.generation, record.ctime_ns, record.inode)
 
 
-def _count():
-    """A count that is empty, not 0, for no input: Publish reads it with 0 for default, and the runner
-    runs no extra stage to make the 0."""
-    return beam.combiners.Count.Globally().without_defaults()
+def _once(pipeline, label, value):
+    """A one-element PCollection of ``value``: an Impulse and a Map, where a Create costs four steps."""
+    return pipeline | label >> beam.Impulse() | f'{label}Value' >> beam.Map(lambda _: value)
+
+
+def _tally(name):
+    return beam.Map(lambda _: (name, 1))
 
 
 def build_pipeline(pipeline, config, facts):
@@ -65,8 +68,7 @@ def build_pipeline(pipeline, config, facts):
         rejected.append(matched[REJECTED])
     else:
         to_decode, reused = images, []
-        counts = pipeline | 'NothingReused' >> beam.Create([{'new': None, 'changed': None, 'removed': None,
-                                                              'reused': 0}])
+        counts = _once(pipeline, 'NothingReused', {'new': None, 'changed': None, 'removed': None, 'reused': 0})
     encoded = to_decode | counters.ENCODE >> _encode(config, facts, labels, staging_dir)
     rejected.append(encoded['rejected'])
     deduped = [encoded['records'], *reused] | 'AllRecords' >> beam.Flatten() | counters.DEDUPE >> Dedupe()
@@ -81,7 +83,7 @@ def build_pipeline(pipeline, config, facts):
         kept = ((kept | 'WithFrame' >> beam.Filter(lambda r: r.payload_file is not None),
                  encoded_promoted['records']) | 'AllKept' >> beam.Flatten())
         decode_inputs.append(promoted)
-    decoded_count = decode_inputs | 'AllDecoded' >> beam.Flatten() | 'CountDecoded' >> _count()
+    decoded = [inputs | f'Decoded{i}' >> _tally(DECODED) for i, inputs in enumerate(decode_inputs)]
     # Near-duplicates found and kept together (or listed); the split of every record is final after this.
     near = kept | counters.NEAR_DUPLICATES >> NearDuplicates(
         config.near_duplicates, config.splits, config.stratify,
@@ -98,16 +100,20 @@ def build_pipeline(pipeline, config, facts):
     listed_per_split = ((images | 'SplitOf' >> beam.Map(lambda ref: (ref.split, 1)), near[MOVES])
                         | 'ListedAndMoved' >> beam.Flatten()
                         | 'CountPerSplit' >> beam.CombinePerKey(sum))
-    upscaled = kept | 'Upscaled' >> beam.Filter(lambda record: record.upscaled) | 'CountUpscaled' >> _count()
-    ignored = listed['ignored'] | 'CountIgnored' >> _count()
+    # The counts Publish reports, summed in one combine: one shuffle where a count each took three.
+    tallies = ((*decoded,
+                kept | 'Upscaled' >> beam.FlatMap(lambda record: [(UPSCALED, 1)] if record.upscaled else []),
+                listed['ignored'] | 'Ignored' >> _tally(IGNORED))
+               | 'AllTallies' >> beam.Flatten()
+               | 'Tally' >> beam.CombinePerKey(sum))
     return written['stats'] | counters.PUBLISH >> Publish(
         config.output, config.version, staging_dir, facts.previous or Latest(),
         {'name': config.name, 'created': facts.created, 'options': config.describe(),
          'image_size': config.record_options.image_size, 'record_options': config.record_options.recorded(),
          'label_order': label_order(config, refresh)},
-        labels=resolved['labels'], listed_per_split=listed_per_split, ignored=ignored,
+        labels=resolved['labels'], listed_per_split=listed_per_split, tallies=tallies,
         rejected=tuple(rejected) | 'Quarantine' >> Quarantine(), duplicates=deduped['duplicates'],
         decisions=kept | 'CountDecisions' >> CountDecisions(), index_parts=index_parts,
-        near_duplicates=(near['near_duplicates'], near['summary']), upscaled=upscaled,
-        refresh=(refresh.describe(), counts, decoded_count, unchanged), keep_versions=config.keep_versions,
+        near_duplicates=(near['near_duplicates'], near['summary']),
+        refresh=(refresh.describe(), counts, unchanged), keep_versions=config.keep_versions,
         max_error_rate=config.max_error_rate, retry_policy=policy)

@@ -95,6 +95,25 @@ def test_beam_runs_its_bundles_on_the_warm_workers_and_stops_them_cleanly():
     assert [process.wait() for process in handed] == [0, 0]  # each ran Beam's harness to its end
 
 
+def _credential_search_skipped(_):
+    """In the worker process: whether Beam's credential cache already says "no credentials" (no search)."""
+    return os.getpid(), auth._Credentials._credentials_init  # pylint: disable=protected-access
+
+
+def test_worker_processes_skip_the_credential_search_against_an_emulator(monkeypatch):
+    """The FnApiRunner hands its workers no job options of its own: the worker plugin must still reach them."""
+    monkeypatch.setenv('STORAGE_EMULATOR_HOST', 'http://127.0.0.1:9')  # no GCS call is made
+    one_worker = ['--direct_running_mode', 'multi_processing', '--direct_num_workers', '1']
+    with internals.local_run(1, progress=False) as run, \
+            beam.Pipeline(runner=run.runner, options=PipelineOptions(one_worker)) as pipeline:
+        seen = pipeline | beam.Create(range(4)) | beam.Map(_credential_search_skipped)
+        _ = seen | beam.combiners.ToList() | beam.Map(_assert_in_workers_and_skipped, os.getpid())
+
+
+def _assert_in_workers_and_skipped(seen, launcher):
+    assert seen and all(pid != launcher and skipped is True for pid, skipped in seen), seen
+
+
 _TALLY = []  # the tally a running bundle's DoFn watches (multi-threading: the DoFn runs in this process)
 _SAW_PROGRESS = []
 CANARY = counters.Counter('canary', 'seen')

@@ -164,30 +164,26 @@ def test_nothing_changed_publishes_nothing_unless_forced(tmp_path, capsys):
     assert document['version'] == 'v3' and document['refresh']['reused'] == document['counts']['inputs']
 
 
-def test_keep_versions_prunes_the_oldest_after_publishing(tmp_path):
+def _versions_and_latest(output):
+    return sorted(name for name in os.listdir(output) if not layout.is_staging_name(name))
+
+
+def test_keep_versions_prunes_the_oldest_after_publishing_but_never_the_version_started_from(tmp_path):
     images = _images(tmp_path)
     output = tmp_path / 'out'
-    for version in ('v1', 'v2', 'v3'):
+    for version in ('v1', 'v2'):
         _refresh(images, output, '--version', version, '--force')
-    _refresh(images, output, '--version', 'v4', '--force', '--keep_versions', '2')
-    assert sorted(os.listdir(output)) == [layout.LATEST, 'v3', 'v4']
+    _refresh(images, output, '--version', 'v3', '--force', '--keep_versions', '2')
+    assert sorted(os.listdir(output)) == [layout.LATEST, 'v2', 'v3']
     # A failed build deletes nothing.
     with pytest.raises(Exception) as failure:  # the runner wraps our BuildFailed in its own type
-        _refresh(images, output, '--version', 'v5', '--force', '--keep_versions', '1', '--max_pixels', '1')
+        _refresh(images, output, '--version', 'v4', '--force', '--keep_versions', '1', '--max_pixels', '1')
     assert build_failure_message(failure.value)
-    assert sorted(name for name in os.listdir(output) if not layout.is_staging_name(name)) == [
-        layout.LATEST, 'v3', 'v4']
-
-
-def test_keep_versions_never_deletes_the_version_the_build_started_from(tmp_path):
-    images = _images(tmp_path)
-    output = tmp_path / 'out'
-    _refresh(images, output, '--version', 'b-old')
-    _refresh(images, output, '--version', 'c-newer', '--force')
-    # LATEST points back at the older version (a rollback), which this build starts from.
-    (output / layout.LATEST).write_text('b-old\n')
-    _refresh(images, output, '--version', 'd-newest', '--force', '--keep_versions', '1')
-    assert sorted(os.listdir(output)) == [layout.LATEST, 'b-old', 'd-newest']
+    assert _versions_and_latest(output) == [layout.LATEST, 'v2', 'v3']
+    # LATEST points back at the older version (a rollback), which the next build starts from: it stays.
+    (output / layout.LATEST).write_text('v2\n')
+    _refresh(images, output, '--version', 'v5', '--force', '--keep_versions', '1')
+    assert _versions_and_latest(output) == [layout.LATEST, 'v2', 'v5']
 
 
 def test_overlapping_builds_publish_once_and_the_loser_fails_in_one_line(tmp_path, monkeypatch, capsys):

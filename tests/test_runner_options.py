@@ -4,16 +4,49 @@ import os
 
 import pytest
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.options.pipeline_options import DirectOptions, StandardOptions, WorkerOptions
+from apache_beam.options.pipeline_options import (
+    DirectOptions,
+    PipelineOptions,
+    StandardOptions,
+    TypeOptions,
+    WorkerOptions,
+)
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
-from pipelines import options as options_module
-from pipelines.build_dataset import is_local, local_runner, pipeline_options
+from pipelines import build_dataset, options as options_module
+from pipelines.build_dataset import is_local, local_runner, local_worker_count, pipeline_options
 from pipelines.options import runner_name
 
 
-@pytest.mark.parametrize('args', [[], ['--direct_running_mode', 'multi_processing'],
-                                  ['--direct_running_mode=multi_processing'], ['--runner', 'DirectRunner']])
+@pytest.mark.parametrize('args', [[], ['--runner', 'DirectRunner'], ['--direct_running_mode', 'multi_threading']])
+def test_the_default_is_one_beam_thread_decoding_on_a_thread_per_core(args):
+    _, facts, options = build_dataset.parse(['--input', 'in', '--output', 'out', *args])
+    direct = options.view_as(DirectOptions)
+    assert (direct.direct_running_mode, direct.direct_num_workers) == ('multi_threading', 1)
+    assert facts.decode_threads == os.cpu_count() and local_worker_count(options) == 0
+    assert options.view_as(TypeOptions).pipeline_type_check is False  # checked where Dataflow's graph is built
+    assert isinstance(local_runner(options), FnApiRunner)
+
+
+def test_beams_own_threads_or_processes_decode_on_their_own_thread():
+    for args in (['--direct_running_mode', 'multi_threading', '--direct_num_workers', '2'],
+                 ['--direct_running_mode', 'multi_processing'], ['--direct_num_workers', '3']):
+        assert build_dataset.parse(['--input', 'in', '--output', 'out', *args])[1].decode_threads == 0
+    in_memory = ['--input', 'in', '--output', 'out', '--direct_running_mode', 'in_memory']
+    assert build_dataset.parse(in_memory)[1].decode_threads == os.cpu_count()
+    assert build_dataset.parse(in_memory + ['--direct_num_workers', '1'])[1].decode_threads == 1
+
+
+def test_views_of_the_options_are_made_once_and_stay_live():
+    options = pipeline_options([])
+    assert options.view_as(DirectOptions) is options.view_as(DirectOptions)
+    options.view_as(DirectOptions).direct_num_workers = 5
+    assert PipelineOptions.view_as(options, DirectOptions).direct_num_workers == 5  # a view made afresh
+    assert options.get_all_options()['direct_num_workers'] == 5
+
+
+@pytest.mark.parametrize('args', [['--direct_running_mode', 'multi_processing'],
+                                  ['--direct_running_mode=multi_processing']])
 def test_multi_processing_gets_a_worker_per_core_and_quiet_workers(args):
     options = pipeline_options(args)
     direct = options.view_as(DirectOptions)

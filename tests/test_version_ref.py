@@ -1,6 +1,7 @@
 """One reader of a version (contract.version_ref): its rules with fake I/O, then every tool's command line
 on the same bad outputs, answering each mistake with the same one line; and --version names checked up
 front."""
+import importlib
 import json
 import os
 import shutil
@@ -183,19 +184,40 @@ def _tree(folder):
                   for d, _, names in os.walk(folder) for n in names)
 
 
+# The case whose tools run as the user runs them, each a process of its own; the other cases call each
+# tool's main() here, the same code below the console script (a process each costs seconds of imports).
+IN_PROCESSES = 'missing'
+
+
+def _main_of(module):
+    """The ``main(argv)`` of a tool's module (imported late: TensorFlow for train-model only)."""
+    return importlib.import_module(module).main
+
+
+def _tool_refusal(tool, output, sample_images, model_dir, in_process, capsys):
+    """(exit status, stderr) of one tool on ``output``."""
+    module, *argv = map(str, _command(tool, output, sample_images, model_dir))
+    if in_process:
+        capsys.readouterr()
+        status = _main_of(module)(argv)
+        return status, capsys.readouterr().err
+    result = subprocess.run([sys.executable, '-m', module, *argv], cwd=ROOT, capture_output=True, text=True,
+                            timeout=300, check=False)
+    return result.returncode, result.stderr
+
+
 @pytest.mark.parametrize('case', CASES)
-def test_every_tool_refuses_the_same_bad_output_with_the_same_line(case, bad_outputs, sample_images, tmp_path):
+def test_every_tool_refuses_the_same_bad_output_with_the_same_line(case, bad_outputs, sample_images, tmp_path,
+                                                                   capsys):
     output = bad_outputs[case]
     before = _tree(output.parent)
     messages = {}
     for tool, prefix in PREFIXES.items():
-        result = subprocess.run(
-            [sys.executable, '-m', *map(str, _command(tool, output, sample_images, tmp_path / 'model'))],
-            cwd=ROOT, capture_output=True, text=True, timeout=300)
+        status, err = _tool_refusal(tool, output, sample_images, tmp_path / 'model', case != IN_PROCESSES, capsys)
         # Only the command's own lines: a library (TensorFlow, absl) may print its own.
-        own = [line for line in result.stderr.splitlines() if line.startswith(prefix)]
-        assert result.returncode == 2 and len(own) == 1, (tool, result.returncode, result.stderr)
-        assert own[0].startswith(f'{prefix}error: ') and 'Traceback' not in result.stderr, (tool, result.stderr)
+        own = [line for line in err.splitlines() if line.startswith(prefix)]
+        assert status == 2 and len(own) == 1, (tool, status, err)
+        assert own[0].startswith(f'{prefix}error: ') and 'Traceback' not in err, (tool, err)
         messages[tool] = own[0][len(f'{prefix}error: '):]
     assert len(set(messages.values())) == 1, messages
     message = messages['build']

@@ -15,12 +15,14 @@ DoFn's thread, where Beam keeps metrics. A local file only gets a read-ahead hin
 (``fileio.will_read``): a thread would cost more in Python's lock than the read itself. Outputs keep
 their inputs' order, timestamps and windows.
 
-With ``decode_threads`` (a local run whose runner processes a stage on one thread, ``--direct_running_mode
-in_memory``), the pixel work of each image (decode, resize, encode, hashes: Pillow, hashlib and numpy
-release Python's lock) runs on that many threads of the DoFn's own, while its thread reads the next
-files and hands finished images on, so one process uses every core. At most that many images are
-decoded at once, as with as many worker processes; ``DECODE_QUEUE`` more a thread wait as bytes. The work is the same function whatever the thread,
-so the bytes are too.
+With ``decode_threads`` (a local run whose runner runs a stage on one thread: the default, Beam's
+multi_threading with one worker, or in_memory), the pixel work of each image (read, decode, resize,
+encode, hashes: Pillow, hashlib and numpy let go of Python's lock for most of it) runs on that many
+threads of the DoFn's own, while its thread hands finished images on, so one process uses every core.
+At most that many images are decoded at once, as with as many worker processes; ``DECODE_QUEUE`` more a
+thread wait as bytes. A local file is read by the decode thread itself; a read it cannot make is
+retried, or quarantined, on the DoFn's thread, as above. The work is the same function whatever the
+thread, so the bytes are too.
 """
 import collections
 import concurrent.futures
@@ -42,6 +44,9 @@ REJECTED = 'rejected'
 READ_AHEAD = 8  # files read ahead of the decoder, per bundle: at most this many sources held at once
 # Images queued a decode thread, so none waits while the DoFn's thread hands the finished ones on.
 DECODE_QUEUE = 3
+# Finished images the DoFn's thread hands on each time it wakes (at most; always leaving each decode
+# thread an image): waking once an image cost a switch of threads and of Python's lock an image.
+EMIT_BATCH = 4
 
 
 class _DecodeResizeEncodeFn(beam.DoFn):
@@ -108,8 +113,11 @@ class _DecodeResizeEncodeFn(beam.DoFn):
             else:
                 outcome = _Done(self._with_image(data))
         self._decoding.append((ref, outcome, timestamp, window))
-        while len(self._decoding) > DECODE_QUEUE * self._decode_threads:
-            yield from self._emit(*self._decoding.popleft())
+        if len(self._decoding) > DECODE_QUEUE * self._decode_threads:
+            batch = max(1, min(EMIT_BATCH, len(self._decoding) - self._decode_threads))
+            self._decoding[batch - 1][1].result()  # one wait for the batch: the older ones are done by then, mostly
+            for _ in range(batch):
+                yield from self._emit(*self._decoding.popleft())
 
     def _emit(self, ref, outcome, timestamp, window):
         data, image = outcome.result()

@@ -249,7 +249,8 @@ class ListImages(beam.PTransform):
             return {'images': parsed.images, IGNORED: ignored, REJECTED: parsed[REJECTED]}
         root = self._input_root
         top = (pbegin
-               | 'Root' >> beam.Create([root])
+               | 'Root' >> beam.Impulse()
+               | 'RootFolder' >> beam.Map(lambda _: root)
                | 'ListClassFolders' >> beam.ParDo(_ListTopLevel(root, options, self._retry_policy)).with_outputs(
                    IGNORED, main='folders'))
         listed = (top.folders
@@ -257,5 +258,5 @@ class ListImages(beam.PTransform):
                   | 'ListFolders' >> beam.ParDo(_ListClassFolder(root, options, self._retry_policy)).with_outputs(
                       IGNORED, main='images'))
         ignored = (top[IGNORED], listed[IGNORED]) | 'AllIgnored' >> beam.Flatten()
-        rejected = pbegin | 'NoRejectedLines' >> beam.Create([])
+        rejected = pbegin | 'NoRejectedLines' >> beam.Impulse() | 'None' >> beam.FlatMap(lambda _: ())
         return {'images': listed.images, IGNORED: ignored, REJECTED: rejected}

@@ -175,10 +175,14 @@ class _Threshold(beam.PTransform):
     """RecordRef -> one element: the threshold for as many images as hold a hash."""
 
     def expand(self, records):
-        return (records
-                | 'Hashed' >> beam.Filter(lambda record: record.perceptual_hash is not None)
-                | 'CountHashed' >> beam.combiners.Count.Globally()
-                | 'ForCount' >> beam.Map(ph.threshold_for))
+        hashed = (records
+                  | 'Hashed' >> beam.FlatMap(lambda record: [(None, 1)] if record.perceptual_hash is not None else [])
+                  | 'CountHashed' >> beam.CombinePerKey(sum))
+        # The count read as a side input by one element: Count.Globally costs five steps more than this.
+        return (records.pipeline
+                | 'Once' >> beam.Impulse()
+                | 'ForCount' >> beam.Map(lambda _, count: ph.threshold_for(count.get(None, 0)),
+                                         beam.pvalue.AsDict(hashed)))
 
 
 class FindGroups(beam.PTransform):
@@ -209,9 +213,10 @@ class FindGroups(beam.PTransform):
                     | f'Hear{round_}' >> beam.GroupByKey()
                     | f'Propagate{round_}' >> beam.ParDo(_PropagateFn()).with_outputs(UNSETTLED, main='nodes'))
             state, unsettled = step.nodes, step[UNSETTLED]
-        relabel = (unsettled
-                   | 'GatherUnsettled' >> beam.combiners.ToList()
-                   | 'JoinLabels' >> beam.Map(join_labels))
+        # The unsettled edges read whole as a side input of one element, joined once.
+        relabel = (records.pipeline
+                   | 'Once' >> beam.Impulse()
+                   | 'JoinLabels' >> beam.Map(lambda _, pairs: join_labels(pairs), beam.pvalue.AsList(unsettled)))
         return state | 'Groups' >> beam.Map(_node, beam.pvalue.AsSingleton(relabel))
 
 
@@ -287,7 +292,7 @@ class _Resolver:
                     stats['pairs'] += 1
                     stats['pairs_across_splits'] += final[other] != final[record.source]
                     stats['pairs_across_labels'] += label_of[other] != record.label
-        yield beam.pvalue.TaggedOutput(STATS, stats)
+        yield beam.pvalue.TaggedOutput(STATS, (None, stats))  # keyed: summed by one CombinePerKey
 
 
 class _SortOutFn(beam.DoFn):
@@ -392,12 +397,14 @@ class NearDuplicates(beam.PTransform):
                                              | 'KeyByLabel' >> beam.Map(lambda r: (r.label, 1))
                                              | 'CountPerLabel' >> beam.CombinePerKey(sum))
         if self._mode != GROUP and self._stratify:  # groups do not decide splits: every image is dealt alone
-            no_groups = beam.pvalue.AsDict(pipeline | 'NoGroups' >> beam.Create([]))
+            no_groups = beam.pvalue.AsDict(pipeline | 'NoGroups' >> beam.Impulse()
+                                           | 'NoGroup' >> beam.FlatMap(lambda _: ()))
             dealt = records | 'Stratify' >> StratifySingletons(weights, class_sizes, no_groups)
             records = dealt['records']
             moves.append(dealt[MOVES])
         if self._mode == OFF or self._threshold is not None:
-            threshold = pipeline | 'FixedThreshold' >> beam.Create([self._threshold or 0])
+            fixed = self._threshold or 0
+            threshold = pipeline | 'FixedThreshold' >> beam.Impulse() | 'Fixed' >> beam.Map(lambda _: fixed)
         else:
             threshold = records | 'ThresholdForCount' >> _Threshold()
         if self._mode == OFF:
@@ -434,13 +441,20 @@ class NearDuplicates(beam.PTransform):
             rows.append(resolved_rows)
             stats.append(resolved_stats)
             moves.append(resolved_moves)
-        summary = ((stats or [pipeline | 'NoStats' >> beam.Create([])])
-                   | 'AllStats' >> beam.Flatten()
-                   | 'SumStats' >> beam.CombineGlobally(_StatsFn())
-                   | 'Describe' >> beam.Map(self._describe, beam.pvalue.AsSingleton(threshold)))
+        nothing = pipeline | 'Nothing' >> beam.Impulse() | 'NoElement' >> beam.FlatMap(lambda _: ())
+        totals = ((stats or [nothing])
+                  | 'AllStats' >> beam.Flatten()
+                  | 'SumStats' >> beam.CombinePerKey(_StatsFn()))
+        # Made once from the totals as a side input: none (no group) are the combine's empty totals.
+        summary = (pipeline
+                   | 'Once' >> beam.Impulse()
+                   | 'Describe' >> beam.Map(
+                       lambda _, summed, threshold: self._describe(
+                           summed.get(None) or _StatsFn().create_accumulator(), threshold),
+                       beam.pvalue.AsDict(totals), beam.pvalue.AsSingleton(threshold)))
         return {
             'records': out,
-            'near_duplicates': (rows or [pipeline | 'NoRows' >> beam.Create([])]) | 'AllRows' >> beam.Flatten(),
+            'near_duplicates': (rows or [nothing]) | 'AllRows' >> beam.Flatten(),
             'summary': summary,
-            MOVES: (moves or [pipeline | 'NoMoves' >> beam.Create([])]) | 'AllMoves' >> beam.Flatten(),
+            MOVES: (moves or [nothing]) | 'AllMoves' >> beam.Flatten(),
         }

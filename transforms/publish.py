@@ -106,8 +106,9 @@ class _PublishFn(beam.DoFn):
         self.pruned = Metrics.string_set(*VERSIONS_PRUNED)
         self.in_use = Metrics.string_set(*VERSIONS_IN_USE)
 
-    def process(self, shard_stats, labels, listed_per_split, ignored, rejected, duplicates, decisions, index_parts,
-                refresh_counts, decoded, unchanged, near_duplicates, near_summary, upscaled):
+    def process(self, _, shard_stats, labels, listed_per_split, tallies, rejected, duplicates, decisions, index_parts,
+                refresh_counts, unchanged, near_duplicates, near_summary):
+        ignored, decoded, upscaled = (tallies.get(name, 0) for name in (IGNORED, DECODED, UPSCALED))
         rejected = sorted(rejected, key=lambda item: (item.source, item.reason))
         duplicates = sorted(duplicates)
         per_split, totals = account(shard_stats, listed_per_split, rejected, duplicates)
@@ -169,42 +170,49 @@ class _PublishFn(beam.DoFn):
         yield document
 
 
+# The names of the counts Publish takes as one side input of (name, count) pairs (``tallies``).
+IGNORED, DECODED, UPSCALED = 'ignored', 'decoded', 'upscaled'
+
+
 class Publish(beam.PTransform):
     """Per-shard stats -> the dataset.json document, once published with LATEST pointing at it.
 
     ``previous`` is the ``publication.Latest`` read when the build started: LATEST moves only if it still
     holds it. Side inputs:
-    - ``labels`` (singleton list), ``listed_per_split`` ((split, count)), ``ignored`` (count; none is 0);
+    - ``labels`` (singleton list), ``listed_per_split`` ((split, count)), ``tallies`` ((name, count) for
+      IGNORED, DECODED and UPSCALED, each summed once; a name not there is 0);
     - ``rejected`` (Rejected) and ``duplicates`` (Duplicate), gathered here on one worker: the first are
       bounded by ``max_error_rate``, the second take ~200 bytes each;
     - ``decisions`` ((decision, count) of the written images), ``index_parts`` ({'file', 'rows'});
-    - ``refresh``: (``RefreshPlan.describe()``, singleton of its counts, singleton of the images decoded,
-      singleton of ``previous.nothing_changed``);
+    - ``refresh``: (``RefreshPlan.describe()``, singleton of its counts, singleton of
+      ``previous.nothing_changed``);
     - ``near_duplicates``: (NearDuplicate rows, one a written image in a group, gathered here like the
-      duplicates; singleton of the near-duplicates summary); ``upscaled`` (count of images enlarged).
+      duplicates; singleton of the near-duplicates summary).
     Fails the build, before LATEST, when the accounting does not add up or more than ``max_error_rate``
     of the inputs were quarantined. Publishes nothing when nothing changed since the previous version,
     and prunes to ``keep_versions`` once LATEST has moved: the versions deleted and those kept because a
     reader uses them are the string sets VERSIONS_PRUNED and VERSIONS_IN_USE (``pruning``).
     """
 
-    def __init__(self, output, version, staging_dir, previous, describe, *, labels, listed_per_split, ignored,
+    def __init__(self, output, version, staging_dir, previous, describe, *, labels, listed_per_split, tallies,
                  rejected, duplicates, decisions, index_parts, refresh, keep_versions, max_error_rate,
-                 near_duplicates, upscaled, retry_policy=None):
+                 near_duplicates, retry_policy=None):
         super().__init__()
-        described, counts, decoded, unchanged = refresh
+        described, counts, unchanged = refresh
         near_rows, near_summary = near_duplicates
         self._fn_args = (output, version, staging_dir, previous, describe, max_error_rate, described, keep_versions,
                          retry_policy)
         self._sides = (beam.pvalue.AsSingleton(labels), beam.pvalue.AsDict(listed_per_split),
-                       beam.pvalue.AsSingleton(ignored, default_value=0), beam.pvalue.AsList(rejected),
+                       beam.pvalue.AsDict(tallies), beam.pvalue.AsList(rejected),
                        beam.pvalue.AsList(duplicates), beam.pvalue.AsDict(decisions),
                        beam.pvalue.AsList(index_parts), beam.pvalue.AsSingleton(counts),
-                       beam.pvalue.AsSingleton(decoded, default_value=0), beam.pvalue.AsSingleton(unchanged),
-                       beam.pvalue.AsList(near_rows), beam.pvalue.AsSingleton(near_summary),
-                       beam.pvalue.AsSingleton(upscaled, default_value=0))
+                       beam.pvalue.AsSingleton(unchanged),
+                       beam.pvalue.AsList(near_rows), beam.pvalue.AsSingleton(near_summary))
 
     def expand(self, shard_stats):
-        return (shard_stats
-                | 'GatherStats' >> beam.combiners.ToList()
-                | 'WriteMetadata' >> beam.ParDo(_PublishFn(*self._fn_args), *self._sides))
+        # One element, run once every side input is complete: the stats gathered as a side input cost the
+        # graph one step, where a ToList costs nine (graph construction is most of a small build's start).
+        return (shard_stats.pipeline
+                | 'Once' >> beam.Impulse()
+                | 'WriteMetadata' >> beam.ParDo(_PublishFn(*self._fn_args), beam.pvalue.AsList(shard_stats),
+                                                *self._sides))

@@ -66,6 +66,16 @@ def label_offsets(label_counts, split, num_labels):
     return offsets
 
 
+def _sizes(record):
+    """What one record adds to the sizes: (records, bytes) of its (split, label) and of its split."""
+    return [((record.split, record.label), (1, 0)), (record.split, (1, record.payload_length))]
+
+
+def label_counts(sizes):
+    """{(split, label): records} of the summed ``_sizes``."""
+    return {key: count for key, (count, _) in sizes.items() if isinstance(key, tuple)}
+
+
 class _RankInBucketFn(beam.DoFn):
     """Sorts one bucket and sends each record to its shard: ((split, shard), record)."""
 
@@ -87,10 +97,10 @@ class _RankInBucketFn(beam.DoFn):
             running[(split, label)] += bucket_counts[key]
         return starts
 
-    def process(self, keyed_bucket, label_counts, bucket_counts, shard_counts, labels):
+    def process(self, keyed_bucket, sizes, bucket_counts, shard_counts, labels):
         if self._side_inputs is not bucket_counts:  # side inputs are the same objects all bundle long
             self._side_inputs = bucket_counts
-            self._starts = self.bucket_starts(label_counts, bucket_counts, len(labels))
+            self._starts = self.bucket_starts(label_counts(sizes), bucket_counts, len(labels))
         (split, label, bucket), records = keyed_bucket
         start = self._starts[(split, label, bucket)]
         shards = shard_counts[split]
@@ -115,29 +125,28 @@ class AssignBalancedShards(beam.PTransform):
 
     def expand(self, records):
         splits, config = self._splits, self._config
-        label_counts = beam.pvalue.AsDict(
+        # The counts of each (split, label) and the records and bytes of each split, in one combine.
+        sizes = beam.pvalue.AsDict(
             records
-            | 'KeyByLabel' >> beam.Map(lambda r: ((r.split, r.label), 1))
-            | 'CountPerLabel' >> beam.CombinePerKey(sum))
-        split_sizes = (records
-                       | 'SizeBySplit' >> beam.Map(lambda r: (r.split, (1, r.payload_length)))
-                       | 'SumPerSplit' >> beam.CombinePerKey(TupleCombineFn(sum, sum))
-                       | 'AsPairs' >> beam.combiners.ToList())
+            | 'Sizes' >> beam.FlatMap(_sizes)
+            | 'SumSizes' >> beam.CombinePerKey(TupleCombineFn(sum, sum)))
 
-        def count_shards(sizes):
-            sizes = dict(sizes)
+        def count_shards(_, sizes):
             return {split: config.num_shards(split, *sizes.get(split, (0, 0))) for split in splits}
 
-        shard_counts = split_sizes | 'ShardCounts' >> beam.Map(count_shards)
+        # One element made once the sizes are known (side inputs cost no steps; a ToList costs nine).
+        shard_counts = (records.pipeline
+                        | 'Once' >> beam.Impulse()
+                        | 'ShardCounts' >> beam.Map(count_shards, sizes))
         keyed = records | 'KeyByBucket' >> beam.Map(
-            lambda r, counts: ((r.split, r.label, bucket_of(r.order_key[0], counts[(r.split, r.label)])), r),
-            counts=label_counts)
+            lambda r, sizes: ((r.split, r.label, bucket_of(r.order_key[0], sizes[(r.split, r.label)][0])), r),
+            sizes=sizes)
         bucket_counts = beam.pvalue.AsDict(
             keyed
             | 'BucketKeys' >> beam.Map(lambda kv: (kv[0], 1))
             | 'CountPerBucket' >> beam.CombinePerKey(sum))
         assigned = (keyed
                     | 'GroupBuckets' >> beam.GroupByKey()
-                    | 'Rank' >> beam.ParDo(_RankInBucketFn(), label_counts, bucket_counts,
+                    | 'Rank' >> beam.ParDo(_RankInBucketFn(), sizes, bucket_counts,
                                            beam.pvalue.AsSingleton(shard_counts), self._labels))
         return {'assigned': assigned, 'shard_counts': shard_counts}

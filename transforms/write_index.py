@@ -44,7 +44,7 @@ class WriteIndex(beam.PTransform):
             rows | 'CountRows' >> beam.combiners.Count.Globally().without_defaults() | 'Parts' >> beam.Map(I.num_parts),
             default_value=I.num_parts(0))
         slots = (rows.pipeline
-                 | 'One' >> beam.Create([None])
+                 | 'One' >> beam.Impulse()
                  | 'AllParts' >> beam.FlatMap(lambda _, n: [(part, None) for part in range(n)], parts))
         keyed = rows | 'KeyByPart' >> beam.Map(lambda row, n: (I.index_part(row[I.SOURCE], n), row), parts)
         return ((keyed, slots)

@@ -19,7 +19,9 @@ import os
 import sys
 import typing
 
+from apache_beam.portability.api import beam_provision_api_pb2
 from apache_beam.runners.portability.fn_api_runner import fn_runner
+from google.protobuf import json_format, struct_pb2
 
 from imgrec_storage import gcs
 from pipelines.local import emulator, live_counters, workers
@@ -172,11 +174,23 @@ def patched(names, run=None):
         yield
 
 
-def runner(progress=True):
-    """Beam's Python FnApiRunner, counting live for progress lines when asked and feature live-counters is usable."""
+def _provision(worker_plugins):
+    """What the FnApiRunner hands its worker processes: by default no job options at all, so a job's
+    ``--beam_plugins`` never reaches them; these carry the plugins (FnApiRunner's public ``provision_info``)."""
+    if not worker_plugins:
+        return None
+    options = json_format.ParseDict({'beam:option:beam_plugins:v1': list(worker_plugins)}, struct_pb2.Struct())
+    return fn_runner.ExtendedProvisionInfo(beam_provision_api_pb2.ProvisionInfo(
+        retrieval_token='unused-retrieval-token', pipeline_options=options))
+
+
+def runner(progress=True, worker_plugins=()):
+    """Beam's Python FnApiRunner, counting live for progress lines when asked and feature live-counters is usable;
+    its worker processes (if any) first import the modules ``worker_plugins``."""
+    provision = _provision(worker_plugins)
     if progress and usable(LIVE_COUNTERS):
-        return live_counters.CountingRunner()
-    return fn_runner.FnApiRunner()
+        return live_counters.CountingRunner(provision_info=provision)
+    return fn_runner.FnApiRunner(provision_info=provision)
 
 
 class LocalRun(typing.NamedTuple):
@@ -187,7 +201,9 @@ class LocalRun(typing.NamedTuple):
 @contextlib.contextmanager
 def local_run(workers_count, progress):
     """Around a local run: yields a LocalRun whose runner to use; its features are applied until the block ends."""
-    run = LocalRun(workers_count, runner(progress))
+    # Against an emulator, worker processes make Beam's GCS clients anonymous first (emulator-credentials).
+    plugins = [WORKER_PLUGIN] if workers_count and os.environ.get(gcs.EMULATOR_HOST) else []
+    run = LocalRun(workers_count, runner(progress, plugins))
     names = set(needed(workers_count, progress)) - {EMULATOR_CREDENTIALS}
     with workers.malloc_env(), patched(names, run):
         yield run

@@ -108,8 +108,8 @@ class Tally:
 class CountingRunner(fn_runner.FnApiRunner):
     """Beam's FnApiRunner keeping live user counters in ``self.tally``, polled every ``frequency`` seconds."""
 
-    def __init__(self, frequency=1.0):
-        super().__init__(progress_request_frequency=frequency)
+    def __init__(self, frequency=1.0, provision_info=None):
+        super().__init__(progress_request_frequency=frequency, provision_info=provision_info)
         self.tally = Tally()
 
     def _execute_bundle(self, runner_execution_context, bundle_context_manager, bundle_input):
