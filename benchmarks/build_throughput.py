@@ -57,14 +57,13 @@ PATCHES_OFF = {'IMGREC_BEAM_PATCHES': 'off'}  # stock Beam: no warm workers, no 
 def modes(workers):
     """The ways of running the build the benchmark knows: name -> (extra arguments, extra environment).
 
-    default: as build-dataset runs with no runner option (one Beam thread, decoding on a thread per
-    core); multi_processing: a worker process per core (the default before 2026-12-01); beam_threads:
-    Beam's own threads, ``workers`` of them; in_memory: one Beam thread without the Fn API's data plane.
-    ``_patches_off``: with IMGREC_BEAM_PATCHES=off (no warm workers, no live progress counters).
+    default: as build-dataset runs with no runner option (a worker process per core); multi_processing:
+    the same with ``workers`` processes; in_memory: one process, decoding on a thread per core (Beam's
+    multi_threading mode is refused: pipelines.build_dataset.REFUSED_MODE). ``_patches_off``: with
+    IMGREC_BEAM_PATCHES=off (no warm workers, no live progress counters).
     """
     given = ['--direct_num_workers', str(workers)]
     found = {'default': [], 'multi_processing': ['--direct_running_mode', 'multi_processing', *given],
-             'beam_threads': ['--direct_running_mode', 'multi_threading', *given],
              'in_memory': ['--direct_running_mode', 'in_memory']}
     return {**{name: (args, {}) for name, args in found.items()},
             **{f'{name}_patches_off': (args, PATCHES_OFF) for name, args in found.items()}}
@@ -193,7 +192,7 @@ def main():
     parser.add_argument('--image_size', default='224')
     parser.add_argument('--workers', type=int, default=os.cpu_count(),
                         help='--direct_num_workers of the modes that name a running mode')
-    parser.add_argument('--modes', default='default,default_patches_off',
+    parser.add_argument('--modes', default='default,default_patches_off,in_memory',
                         help=f"comma-separated modes of the build, each run every round: {', '.join(modes(1))}")
     parser.add_argument('--rounds', type=int, default=3, help='rounds of (each mode, the pool script)')
     parser.add_argument('--naive_images', type=int, default=1200, help='images the naive loop runs on')

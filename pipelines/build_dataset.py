@@ -3,9 +3,9 @@
     python -m pipelines.build_dataset --input DIR_OR_GS_PREFIX --output DIR_OR_GS_PREFIX [options]
 
 From Python (a notebook), ``build(input=..., output=..., **options)`` runs the same build (docs/python-api.md).
-Runs on the DirectRunner unless ``--runner`` says otherwise: in one process, whose Beam thread hands the
-images to a decoding thread per core (``LOCAL_RUNNING_MODE``; docs/benchmarks.md says why), or with
-``--direct_running_mode multi_processing`` a worker process per core. The graph itself is ``pipelines.graph``.
+Runs on the DirectRunner unless ``--runner`` says otherwise: a worker process per core, or with
+``--direct_running_mode in_memory`` in this process, decoding on a thread per core. The graph itself is
+``pipelines.graph``.
 """
 import contextlib
 import dataclasses
@@ -26,24 +26,24 @@ from apache_beam.options.pipeline_options import (
 
 from contract import counters, layout, version_ref
 from imgrec_console.command import Command, run_command
-from imgrec_console.supervisor import supervise
 from imgrec_console.errors import BuildFailed, CommandError, UserError, build_failure_message
 from imgrec_console.held_stderr import held_stderr
+from imgrec_console.supervisor import supervise
 from imgrec_storage import fileio, gcs, publication, retries
 from pipelines import preflight, progress, refresh
 from pipelines.graph import build_pipeline
-from transforms.publish import pruning
 from pipelines.local import internals, workers
 from pipelines.options import (
     DATAFLOW_RUNNER,
-    BeamOptions,
     DIRECT_RUNNER,
+    BeamOptions,
     RunFacts,
     own_options,
     parse_args,
     runner_name,
     utc_now,
 )
+from transforms.publish import pruning
 
 # Dataflow workers install the project from this file (with requirements/worker.txt only: no TensorFlow).
 SETUP_FILE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'setup.py')
@@ -80,16 +80,18 @@ def _given(args, flag):
     return any(arg == flag or arg.startswith(flag + '=') for arg in args)
 
 
-# A local build's running mode unless --direct_running_mode names one: Beam's threads in this process, one
-# of them (Beam's default --direct_num_workers), which decodes on a thread per core (``decode_threads``).
-# It used less CPU and memory than a worker process per core, and kept the live progress lines that
-# in_memory (a touch faster) cannot give: docs/benchmarks.md has the figures.
-LOCAL_RUNNING_MODE = 'multi_threading'
+# A local build's running mode unless --direct_running_mode names one: a worker process per core. in_memory
+# (one process, decoding on a thread per core) used less CPU and memory, but its progress lines move only
+# when a step ends; multi_threading lost or garbled elements at 20,000 images (docs/benchmarks.md).
+LOCAL_RUNNING_MODE = 'multi_processing'
+# Beam's multi_threading mode, refused: in 3 of 3 builds of 20,000 photos (with and without our patches, with
+# and without decode threads) it lost or garbled elements, which the accounting caught only at the end.
+REFUSED_MODE = 'multi_threading'
 
 
 def pipeline_options(beam_args):
     """Beam options from the leftover arguments, defaulting to the DirectRunner in ``LOCAL_RUNNING_MODE``
-    (``--direct_num_workers`` alone still asks for that many worker processes).
+    with a worker per core; refuses ``REFUSED_MODE`` in one line.
 
     With DataflowRunner, checks the options Dataflow needs and sets ``--setup_file``. For a local run
     against a GCS emulator (STORAGE_EMULATOR_HOST), every worker first imports ``internals.WORKER_PLUGIN``,
@@ -101,8 +103,10 @@ def pipeline_options(beam_args):
     direct = options.view_as(DirectOptions)
     if is_local(options):
         if not _given(beam_args, '--direct_running_mode'):
-            direct.direct_running_mode = ('multi_processing' if _given(beam_args, '--direct_num_workers')
-                                          else LOCAL_RUNNING_MODE)
+            direct.direct_running_mode = LOCAL_RUNNING_MODE
+        if direct.direct_running_mode == REFUSED_MODE:
+            raise UserError(f'--direct_running_mode {REFUSED_MODE} is refused: in Beam {beam.__version__} it lost or '
+                            'garbled elements of large builds; use multi_processing (the default) or in_memory')
         if direct.direct_running_mode == 'multi_processing' and not _given(beam_args, '--direct_num_workers'):
             direct.direct_num_workers = os.cpu_count() or 1
         worker = options.view_as(WorkerOptions)
@@ -197,15 +201,10 @@ def build_lease(config, facts, options):
 
 
 def decode_threads(options, beam_args):
-    """Threads each decoding DoFn decodes on beside its own (``transforms.decode``): in a local run whose
-    runner runs every stage on one thread (in_memory, or multi_threading with one worker), one a core
-    (in_memory: or ``--direct_num_workers``); else none."""
+    """Threads each decoding DoFn decodes on beside its own (``transforms.decode``): in a local in_memory
+    run, whose runner runs every stage on one thread, one a core (or ``--direct_num_workers``); else none."""
     direct = options.view_as(DirectOptions)
-    if not is_local(options):
-        return 0
-    if direct.direct_running_mode == 'multi_threading' and direct.direct_num_workers == 1:
-        return os.cpu_count() or 1
-    if direct.direct_running_mode != 'in_memory':
+    if not is_local(options) or direct.direct_running_mode != 'in_memory':
         return 0
     if _given(beam_args, '--direct_num_workers'):
         return max(1, direct.direct_num_workers or os.cpu_count() or 1)  # Beam reads 0 as one a core

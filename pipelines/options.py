@@ -191,9 +191,9 @@ def check_beam_args(beam_args, own_options):
 
 _EPILOG = """\
 Every other option goes to Apache Beam, for example:
-  --runner                 DirectRunner (default: in this process, decoding on a thread per core) or DataflowRunner
-  --direct_running_mode    multi_processing: a local worker process per core instead
-  --direct_num_workers     local worker processes (multi_processing)
+  --runner                 DirectRunner (default: multi-processing, one worker per core) or DataflowRunner
+  --direct_running_mode    in_memory: in this process, decoding on a thread per core (less CPU and memory)
+  --direct_num_workers     local worker processes
   --project, --region      the Google Cloud project and region of a Dataflow job
   --temp_location          gs:// folder for Dataflow's temporary and staged files
 A misspelt option is an error, with the closest match.

@@ -30,11 +30,11 @@ def test_one_and_two_worker_processes_give_identical_bytes(sample_images, tmp_pa
     assert _outputs(one)[0] == _outputs(two)[0] == _outputs(memory)[0]
 
 
-def test_the_default_mode_and_beams_threads_give_identical_bytes(sample_images, tmp_path):
-    """The default (one Beam thread decoding on a thread per core), Beam's two threads, and in_memory with
-    one decode thread: the same shards, index and dataset.json."""
+def test_the_default_mode_and_decode_threads_give_identical_bytes(sample_images, tmp_path):
+    """The default (a worker process per core), in_memory decoding on a thread per core, and in_memory
+    with one decode thread: the same shards, index and dataset.json."""
     default = str(tmp_path / 'default')
     build_dataset.run(['--input', sample_images, '--output', default, '--image_size', '32', *OPTIONS])
-    threads = build(sample_images, tmp_path / 'threads', *OPTIONS, '--direct_num_workers', '2', mode='multi_threading')
+    threads = build(sample_images, tmp_path / 'threads', *OPTIONS)
     one = build(sample_images, tmp_path / 'one', *OPTIONS, '--direct_num_workers', '1')
     assert _outputs(default) == _outputs(threads) == _outputs(one)

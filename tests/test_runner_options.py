@@ -13,24 +13,31 @@ from apache_beam.options.pipeline_options import (
 )
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
+from imgrec_console.errors import UserError
 from pipelines import build_dataset, options as options_module
 from pipelines.build_dataset import is_local, local_runner, local_worker_count, pipeline_options
 from pipelines.options import runner_name
 
 
-@pytest.mark.parametrize('args', [[], ['--runner', 'DirectRunner'], ['--direct_running_mode', 'multi_threading']])
-def test_the_default_is_one_beam_thread_decoding_on_a_thread_per_core(args):
+@pytest.mark.parametrize('args', [[], ['--runner', 'DirectRunner']])
+def test_the_default_is_a_worker_process_per_core_each_decoding_on_its_own_thread(args):
     _, facts, options = build_dataset.parse(['--input', 'in', '--output', 'out', *args])
     direct = options.view_as(DirectOptions)
-    assert (direct.direct_running_mode, direct.direct_num_workers) == ('multi_threading', 1)
-    assert facts.decode_threads == os.cpu_count() and local_worker_count(options) == 0
+    assert (direct.direct_running_mode, direct.direct_num_workers) == ('multi_processing', os.cpu_count())
+    assert facts.decode_threads == 0 and local_worker_count(options) == os.cpu_count()
     assert options.view_as(TypeOptions).pipeline_type_check is False  # checked where Dataflow's graph is built
     assert isinstance(local_runner(options), FnApiRunner)
 
 
-def test_beams_own_threads_or_processes_decode_on_their_own_thread():
-    for args in (['--direct_running_mode', 'multi_threading', '--direct_num_workers', '2'],
-                 ['--direct_running_mode', 'multi_processing'], ['--direct_num_workers', '3']):
+@pytest.mark.parametrize('args', [['--direct_running_mode', 'multi_threading'], ['--direct_running_mode=multi_threading',
+                                                                                  '--direct_num_workers', '2']])
+def test_beams_multi_threading_mode_is_refused_in_one_line(args):
+    with pytest.raises(UserError, match='^--direct_running_mode multi_threading is refused: .* use multi_processing'):
+        build_dataset.parse(['--input', 'in', '--output', 'out', *args])
+
+
+def test_only_in_memory_decodes_on_a_thread_per_core():
+    for args in (['--direct_running_mode', 'multi_processing'], ['--direct_num_workers', '3']):
         assert build_dataset.parse(['--input', 'in', '--output', 'out', *args])[1].decode_threads == 0
     in_memory = ['--input', 'in', '--output', 'out', '--direct_running_mode', 'in_memory']
     assert build_dataset.parse(in_memory)[1].decode_threads == os.cpu_count()
