@@ -108,7 +108,7 @@ def change_in_place(service, bucket, names, count):
     step = max(1, len(names) // count)
     for i, name in enumerate(names[::step][:count]):
         url = f'{bucket}/images/{name}'
-        service.write(url, storage_runs.changed_copy(service.read(url), i))
+        service.upload_bytes(url, storage_runs.changed_copy(service.read_bytes(url), i))
     return min(count, len(names[::step]))
 
 
@@ -117,7 +117,7 @@ def measure(service, root, images, args):
     files = storage_runs.image_files(root, images)
     bucket = service.create_bucket(f'cost-in-{images}')
     output = service.create_bucket(f'cost-out-{images}')
-    service.upload(files, f'{bucket}/images')
+    service.upload_files(files, f'{bucket}/images')
     build = storage_runs.run_build(service, _build_args(bucket, output, 'v1', args))
     changed = change_in_place(service, bucket, sorted(files), max(1, round(images * args.changed)))
     refresh = storage_runs.run_build(service, _build_args(bucket, output, 'v2', args))

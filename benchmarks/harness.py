@@ -1,6 +1,8 @@
 """What the benchmarks share: generated photo corpora, and running the build as a user runs it while
 measuring its whole process tree (wall time, CPU, peak memory) and reading back its counters (by
 ``contract.counters.read``, the rule the build's summary uses; ``counter`` picks one out)."""
+import collections
+import contextlib
 import json
 import os
 import resource
@@ -49,52 +51,77 @@ def listed(root):
             for name in sorted(os.listdir(os.path.join(root, kind)))]
 
 
+_HELD = object()  # measure's default: stderr held, shown if the command fails
+
+
 class TreeSampler(threading.Thread):
-    """Peak RSS of a process and of it plus every descendant, summed, sampled every ``interval`` s."""
+    """Peak RSS of a process and of it plus every descendant, summed (``peak_tree``), and each process's
+    own peak RSS and CPU seconds as last seen (``peak_rss``, ``cpu``, by pid), sampled every ``interval`` s."""
 
     def __init__(self, pid, interval=0.2):
         super().__init__(daemon=True)
-        self._process = psutil.Process(pid)
+        self._root = psutil.Process(pid)
         self._interval = interval
         self._done = threading.Event()
-        self.peak_tree = self.peak_root = 0
+        self.peak_rss = collections.Counter()
+        self.cpu = {}
+        self.peak_tree = 0
+
+    def _sample(self):
+        tree = 0
+        for process in [self._root, *self._root.children(recursive=True)]:
+            try:
+                rss, times = process.memory_info().rss, process.cpu_times()
+            except psutil.Error:
+                continue
+            tree += rss
+            self.peak_rss[process.pid] = max(self.peak_rss[process.pid], rss)
+            self.cpu[process.pid] = times.user + times.system
+        self.peak_tree = max(self.peak_tree, tree)
 
     def run(self):
         while not self._done.is_set():
-            try:
-                root = self._process.memory_info().rss
-                tree = root + sum(child.memory_info().rss for child in self._process.children(recursive=True))
-            except psutil.Error:
-                tree = root = 0
-            self.peak_tree, self.peak_root = max(self.peak_tree, tree), max(self.peak_root, root)
+            with contextlib.suppress(psutil.Error):
+                self._sample()
             self._done.wait(self._interval)
 
     def stop(self):
         self._done.set()
         self.join()
 
+    @property
+    def peak_root(self):
+        return self.peak_rss[self._root.pid]
 
-def measure(command, env=None):
+    def workers(self):
+        """[(peak rss, CPU seconds)] of every process but the root."""
+        return [(self.peak_rss[pid], self.cpu.get(pid, 0.0)) for pid in self.peak_rss if pid != self._root.pid]
+
+
+def measure(command, env=None, stderr=_HELD):
     """Runs ``command`` (a list) in a process of its own, as a user would; returns its stdout and
     measurements: seconds (process start to exit), cpu_seconds (the whole tree), peak_tree and peak_root
-    (bytes). ``env``: variables added to this environment. Its stderr is shown only if it fails."""
+    (bytes), root_cpu (CPU seconds of the process itself) and workers (``TreeSampler.workers``). ``env``:
+    variables added to this environment. Its stderr is shown only if it fails (``stderr``: where it goes
+    instead, say None for the terminal)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    with tempfile.TemporaryFile('w+') as stderr:
+    with tempfile.TemporaryFile('w+') as held:
         start = time.perf_counter()
-        process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=stderr, text=True,
-                                   env=dict(os.environ, **(env or {})))
+        process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, text=True,
+                                   stderr=held if stderr is _HELD else stderr, env=dict(os.environ, **(env or {})))
         sampler = TreeSampler(process.pid)
         sampler.start()
         stdout, _ = process.communicate()
         seconds = time.perf_counter() - start
         sampler.stop()
         if process.returncode:
-            stderr.seek(0)
-            sys.stderr.write(stderr.read()[-4000:])
-            raise SystemExit(f'{os.path.basename(command[1])} failed with status {process.returncode}')
+            held.seek(0)
+            sys.stderr.write(held.read()[-4000:])
+            raise SystemExit(f'{" ".join(map(os.path.basename, command[:4]))} failed with status {process.returncode}')
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return stdout, dict(seconds=seconds, cpu_seconds=cpu, peak_tree=sampler.peak_tree, peak_root=sampler.peak_root)
+    return stdout, dict(seconds=seconds, cpu_seconds=cpu, peak_tree=sampler.peak_tree, peak_root=sampler.peak_root,
+                        root_cpu=sampler.cpu.get(process.pid, 0.0), workers=sampler.workers())
 
 
 def job(args, env=None):

@@ -102,7 +102,7 @@ def main(argv=None):
     results = collections.defaultdict(list)
     with storage_runs.Service() as service:
         source = service.create_bucket('remote-in')
-        service.upload(files, f'{source}/images')
+        service.upload_files(files, f'{source}/images')
         for round_ in range(args.rounds):
             for delay_ms in (0.0, args.delay_ms):
                 service.proxy.configure(delay_s=delay_ms / 1000)

@@ -13,20 +13,11 @@ proxy, a corpus uploaded to it, and builds from gs:// to gs:// run as a user run
   job's counters; the launcher's own are printed by the job process itself.
 """
 import collections
-import concurrent.futures
-import contextlib
 import json
 import os
-import resource
-import socket
-import subprocess
 import sys
-import threading
-import time
-import urllib.request
 
 import apache_beam as beam
-import psutil
 from apache_beam.metrics import Metrics
 from apache_beam.pipeline import PipelineVisitor
 from apache_beam.typehints import typehints
@@ -34,48 +25,25 @@ from apache_beam.typehints import typehints
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from benchmarks.harness import measure  # noqa: E402
 from contract import counters  # noqa: E402
-
-_START_DEADLINE_S = 30
-
-
-def _free_port():
-    with socket.socket() as probe:
-        probe.bind(('127.0.0.1', 0))
-        return probe.getsockname()[1]
+from tests.gcs_emulator import Emulator, start_server  # noqa: E402
 
 
-class Service:
-    """The emulator, and the fault proxy in front of it (``proxy``): a context manager.
+class Service(Emulator):
+    """The emulator (the tests' ``gcs_emulator.Emulator``), and the fault proxy in front of it (``proxy``):
+    a context manager. Its own client talks to the emulator directly (setting up and checking, not
+    counted by the proxy)."""
 
-    ``client`` talks to the emulator directly (setting up and checking, not counted by the proxy).
-    """
-
-    def __init__(self, delay_s=0.0):
+    def __init__(self, delay_s=0.0):  # pylint: disable=super-init-not-called  # the server starts on __enter__
         self._delay_s = delay_s
-        self._server = self.proxy = self.client = None
-        self.url = None
+        self._server = self.proxy = self.client = self.url = None
 
     def __enter__(self):
-        from google.cloud import storage  # pylint: disable=import-outside-toplevel
         from tests.fault_proxy import FaultProxy  # pylint: disable=import-outside-toplevel
-        port = _free_port()
-        self.url = f'http://127.0.0.1:{port}'
-        self._server = subprocess.Popen(
-            [sys.executable, '-m', 'gcp_storage_emulator', 'start', '--host', '127.0.0.1', '--port', str(port),
-             '--in-memory', '--quiet'], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + _START_DEADLINE_S
-        while True:
-            try:
-                with urllib.request.urlopen(self.url, timeout=1):
-                    break
-            except OSError:
-                if time.monotonic() > deadline or self._server.poll() is not None:
-                    self._server.kill()
-                    raise SystemExit('the GCS emulator did not start') from None
-                time.sleep(0.1)
-        os.environ['STORAGE_EMULATOR_HOST'] = self.url  # the client below: anonymous, to the emulator
-        self.client = storage.Client.create_anonymous_client()
+        url, self._server = start_server()
+        os.environ['STORAGE_EMULATOR_HOST'] = url  # this process's clients: anonymous, to the emulator
+        super().__init__(url)
         self.proxy = FaultProxy(self.url, delay_s=self._delay_s).start()
         return self
 
@@ -83,29 +51,6 @@ class Service:
         self.proxy.stop()
         self._server.terminate()
         self._server.wait()
-
-    def create_bucket(self, name):
-        self.client.create_bucket(name)
-        return f'gs://{name}'
-
-    def _blob(self, url):
-        bucket, _, name = url[len('gs://'):].partition('/')
-        return self.client.bucket(bucket).blob(name)
-
-    def upload(self, files, url):
-        """Uploads {relative name: local path} below ``url``, on a few threads."""
-        def one(item):
-            name, path = item
-            self._blob(f"{url.rstrip('/')}/{name}").upload_from_filename(path)
-
-        with concurrent.futures.ThreadPoolExecutor(8) as pool:
-            list(pool.map(one, sorted(files.items())))
-
-    def write(self, url, data):
-        self._blob(url).upload_from_string(data)
-
-    def read(self, url):
-        return self._blob(url).download_as_bytes()
 
 
 def image_files(root, count):
@@ -131,45 +76,6 @@ def changed_copy(data, i):
     return data + f'changed {i}'.encode()
 
 
-class ProcessSampler(threading.Thread):
-    """Peak memory and CPU of a process and of each of its descendants, sampled every ``interval`` s."""
-
-    def __init__(self, pid, interval=0.2):
-        super().__init__(daemon=True)
-        self._root = psutil.Process(pid)
-        self._interval = interval
-        self._done = threading.Event()
-        self.peak_rss = collections.Counter()  # pid -> bytes
-        self.cpu = {}  # pid -> CPU seconds, as last seen
-        self.peak_tree = 0
-
-    def _sample(self):
-        tree = 0
-        for process in [self._root, *self._root.children(recursive=True)]:
-            try:
-                rss, times = process.memory_info().rss, process.cpu_times()
-            except psutil.Error:
-                continue
-            tree += rss
-            self.peak_rss[process.pid] = max(self.peak_rss[process.pid], rss)
-            self.cpu[process.pid] = times.user + times.system
-        self.peak_tree = max(self.peak_tree, tree)
-
-    def run(self):
-        while not self._done.is_set():
-            with contextlib.suppress(psutil.Error):
-                self._sample()
-            self._done.wait(self._interval)
-
-    def stop(self):
-        self._done.set()
-        self.join()
-
-    def workers(self):
-        """[(peak rss, CPU seconds)] of every process but the root."""
-        return [(self.peak_rss[pid], self.cpu.get(pid, 0.0)) for pid in self.peak_rss if pid != self._root.pid]
-
-
 def run_build(service, args):
     """Runs ``build-dataset ARGS`` (with ``--progress off``) in a process of its own, its storage through
     ``service.proxy``; returns what it measured (a dict):
@@ -179,26 +85,13 @@ def run_build(service, args):
     process's own storage requests, same keys), shuffles ([{'label', 'lifted'}]), timeline (the proxy's
     ``Timed`` requests of this run).
     """
-    environment = dict(os.environ, STORAGE_EMULATOR_HOST=service.proxy.url, NO_GCE_CHECK='true',
+    environment = dict(STORAGE_EMULATOR_HOST=service.proxy.url, NO_GCE_CHECK='true',
                        PYTHONPATH=os.pathsep.join(filter(None, (ROOT, os.environ.get('PYTHONPATH')))))
     first = len(service.proxy.timeline)
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    process = subprocess.Popen([sys.executable, '-m', 'benchmarks.storage_runs', '--_job', *args], cwd=ROOT,
-                               env=environment, stdout=subprocess.PIPE, text=True)
-    sampler = ProcessSampler(process.pid)
-    sampler.start()
-    stdout, _ = process.communicate()
-    seconds = time.perf_counter() - start
-    sampler.stop()
-    if process.returncode:
-        raise SystemExit(f'the build failed with status {process.returncode}: build-dataset {" ".join(args)}')
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    report = json.loads(stdout.strip().splitlines()[-1])
-    return dict(report, seconds=seconds,
-                cpu_seconds=(after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),
-                launcher_peak=sampler.peak_rss[process.pid], launcher_cpu=sampler.cpu.get(process.pid, 0.0),
-                workers=sampler.workers(), peak_tree=sampler.peak_tree,
+    stdout, measured = measure([sys.executable, '-m', 'benchmarks.storage_runs', '--_job', *args], environment)
+    return dict(json.loads(stdout.strip().splitlines()[-1]), seconds=measured['seconds'],
+                cpu_seconds=measured['cpu_seconds'], launcher_peak=measured['peak_root'],
+                launcher_cpu=measured['root_cpu'], workers=measured['workers'], peak_tree=measured['peak_tree'],
                 timeline=service.proxy.timeline[first:])
 
 

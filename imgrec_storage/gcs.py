@@ -153,12 +153,8 @@ def iter_level(storage_client, url, policy=None):
     One page of the listing is in memory at a time, each page retried under ``policy``. Folder
     placeholder objects (names ending in '/') are skipped: they hold no data.
     """
-    bucket, prefix = split_url(as_folder(url))
-    blobs = storage_client.list_blobs(bucket, prefix=prefix, delimiter='/', page_size=PAGE_SIZE,
-                                      retry=retries.api_retry_for(retries.LIST, policy),
-                                      timeout=retries.ATTEMPT_TIMEOUT_S)
-    for page in blobs.pages:
-        request_counts.count(counters.LISTS)
+    bucket, _ = split_url(as_folder(url))
+    for page in _pages(storage_client, url, policy, delimiter='/'):
         for blob in page:
             if not blob.name.endswith('/'):
                 yield OBJECT, f'gs://{bucket}/{blob.name}'
@@ -170,15 +166,22 @@ def iter_objects(storage_client, url, policy=None):
     """Yields (url, size, generation) of every object below ``url``, at any depth, one page in memory at a
     time (``storage_client`` None: this process's client for single-object calls)."""
     storage_client = storage_client or _object_client(os.environ.get(EMULATOR_HOST))
+    bucket, _ = split_url(as_folder(url))
+    for page in _pages(storage_client, url, policy):
+        for blob in page:
+            if not blob.name.endswith('/'):
+                yield f'gs://{bucket}/{blob.name}', blob.size, blob.generation
+
+
+def _pages(storage_client, url, policy, delimiter=None):
+    """The pages of the listing below the folder ``url``, each request retried under ``policy`` and counted."""
     bucket, prefix = split_url(as_folder(url))
-    blobs = storage_client.list_blobs(bucket, prefix=prefix, page_size=PAGE_SIZE,
+    blobs = storage_client.list_blobs(bucket, prefix=prefix, delimiter=delimiter, page_size=PAGE_SIZE,
                                       retry=retries.api_retry_for(retries.LIST, policy),
                                       timeout=retries.ATTEMPT_TIMEOUT_S)
     for page in blobs.pages:
         request_counts.count(counters.LISTS)
-        for blob in page:
-            if not blob.name.endswith('/'):
-                yield f'gs://{bucket}/{blob.name}', blob.size, blob.generation
+        yield page
 
 
 def stat(storage_client, url, policy=None):
@@ -205,7 +208,7 @@ def check_readable(storage_client, url):
 
 def describe_error(url, error):
     """One line naming what went wrong with ``url``, for a GCS API error."""
-    bucket, _ = split_url(url)
+    bucket, _ = split_url(as_folder(url))
     if isinstance(error, exceptions.NotFound):
         return f'bucket gs://{bucket} not found (for {url})'
     if isinstance(error, exceptions.Forbidden):

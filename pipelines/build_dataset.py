@@ -93,9 +93,8 @@ def pipeline_options(beam_args):
     """Beam options from the leftover arguments, defaulting to the DirectRunner in ``LOCAL_RUNNING_MODE``
     with a worker per core; refuses ``REFUSED_MODE`` in one line.
 
-    With DataflowRunner, checks the options Dataflow needs and sets ``--setup_file``. For a local run
-    against a GCS emulator (STORAGE_EMULATOR_HOST), every worker first imports ``internals.WORKER_PLUGIN``,
-    which makes its Beam GCS clients connect anonymously at once.
+    With DataflowRunner, checks the options Dataflow needs and sets ``--setup_file``. (Against a GCS
+    emulator, local worker processes get their plugin from the runner: ``internals.local_run``.)
     """
     options = BeamOptions(beam_args)
     standard = options.view_as(StandardOptions)
@@ -118,9 +117,6 @@ def pipeline_options(beam_args):
         options.view_as(TypeOptions).pipeline_type_check = False
     if standard.runner == DATAFLOW_RUNNER:
         _dataflow_defaults(options)
-    if is_local(options) and os.environ.get(gcs.EMULATOR_HOST):
-        setup = options.view_as(SetupOptions)
-        setup.beam_plugins = sorted(set(setup.beam_plugins or ()) | {internals.WORKER_PLUGIN})
     return options
 
 

@@ -7,7 +7,7 @@ process it starts (the DirectRunner's workers, ``subprocess`` runs of the job) a
 ``STORAGE_EMULATOR_HOST`` with anonymous credentials, yields an ``Emulator`` to create buckets and move
 files, and stops the server at the end. Nothing can reach Google while it runs.
 """
-import os
+import concurrent.futures
 import pathlib
 import socket
 import subprocess
@@ -44,6 +44,24 @@ def _wait_until_serving(url, server):
     raise RuntimeError(f'gcp-storage-emulator did not answer at {url} within {_START_DEADLINE_S} s')
 
 
+def start_server(log_stream=subprocess.DEVNULL):
+    """(url, process) of a ``gcp-storage-emulator`` (in memory) serving on a free loopback port; the
+    caller stops the process."""
+    port = _free_loopback_port()
+    url = f'http://127.0.0.1:{port}'
+    server = subprocess.Popen(
+        [sys.executable, '-m', 'gcp_storage_emulator', 'start', '--host', '127.0.0.1', '--port', str(port),
+         '--in-memory', '--quiet'],
+        stdout=log_stream, stderr=subprocess.STDOUT)
+    try:
+        _wait_until_serving(url, server)
+    except RuntimeError:
+        server.kill()
+        server.wait()
+        raise
+    return url, server
+
+
 class Emulator:
     """Buckets and objects on the running emulator, through an anonymous google-cloud-storage client."""
 
@@ -65,6 +83,15 @@ class Emulator:
 
     def read_bytes(self, url):
         return self._blob(url).download_as_bytes()
+
+    def upload_files(self, files, url):
+        """Uploads {relative name: local path} below ``url``, on a few threads."""
+        def one(item):
+            name, path = item
+            self._blob(f"{url.rstrip('/')}/{name}").upload_from_filename(path)
+
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            list(pool.map(one, sorted(files.items())))
 
     def upload_folder(self, folder, url):
         """Uploads every file below the local ``folder`` to the same relative names under ``url``."""
@@ -97,16 +124,10 @@ def gcs_emulator(tmp_path_factory):
     if _shared:
         yield _shared['emulator']  # started by the first module's copy, which also stops it, last
         return
-    port = _free_loopback_port()
-    url = f'http://127.0.0.1:{port}'
     log = tmp_path_factory.mktemp('gcs-emulator') / 'server.log'
     with open(log, 'wb') as log_stream:
-        server = subprocess.Popen(
-            [sys.executable, '-m', 'gcp_storage_emulator', 'start', '--host', '127.0.0.1', '--port', str(port),
-             '--in-memory', '--quiet'],
-            stdout=log_stream, stderr=subprocess.STDOUT)
+        url, server = start_server(log_stream)
     try:
-        _wait_until_serving(url, server)
         with pytest.MonkeyPatch.context() as environment:
             # Inherited by every process the tests start: Beam's workers and the job run as a subprocess.
             environment.setenv(gcs.EMULATOR_HOST, url)

@@ -5,12 +5,10 @@ import sys
 
 import apache_beam as beam
 import pytest
-from apache_beam.options.pipeline_options import SetupOptions
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from imgrec_storage import gcs
-from pipelines.build_dataset import pipeline_options
 from pipelines.local import internals
 from tests.gcs_emulator import gcs_emulator  # noqa: F401  (the fixture)
 from transforms.listing import ListImages
@@ -54,11 +52,6 @@ def test_iter_level_yields_prefixes_and_objects_of_one_level(listed_bucket):
         (gcs.PREFIX, f'{listed_bucket}/photos/dogs/'),
         (gcs.PREFIX, f'{listed_bucket}/photos/empty/'),
     ]
-
-
-def test_pipeline_options_bootstrap_workers_against_the_emulator(gcs_emulator):
-    options = pipeline_options(['--direct_running_mode', 'multi_processing'])
-    assert internals.WORKER_PLUGIN in options.view_as(SetupOptions).beam_plugins
 
 
 def test_a_process_importing_the_plugin_connects_without_a_credential_search(gcs_emulator):
