@@ -4,7 +4,6 @@ input that disagrees with dataset.json, naming the shard and record and with Ten
 import json
 import os
 import re
-import resource
 import signal
 import subprocess
 import sys
@@ -18,7 +17,7 @@ from apache_beam.runners.portability.fn_api_runner import fn_runner
 from contract import layout
 from imgrec_console.command import Command
 from imgrec_storage.byte_ranges import checked_range
-from tests import training_fixtures as fixtures
+from tests import launcher, training_fixtures as fixtures
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GIVE_UP_S = 600  # a safety net against a hang, not a timing threshold
@@ -66,13 +65,10 @@ run_command(main, sys.argv[1:])
 """
 
 
-def _no_core_file():
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-
-
 def _supervised(tmp_path, how):
-    return subprocess.run([sys.executable, '-c', SIGNALLED, how], cwd=ROOT, capture_output=True, text=True,
-                          env=dict(os.environ, TMPDIR=str(tmp_path)), preexec_fn=_no_core_file, timeout=GIVE_UP_S)
+    return subprocess.run(launcher.command([sys.executable, '-c', SIGNALLED, how], core_bytes=0), cwd=ROOT,
+                          capture_output=True, text=True, env=dict(os.environ, TMPDIR=str(tmp_path)),
+                          timeout=GIVE_UP_S)
 
 
 @pytest.mark.parametrize('how, cause', [('SIGABRT', 'aborted (SIGABRT)'), ('SIGKILL', 'killed (SIGKILL')])
@@ -91,12 +87,14 @@ def test_a_supervised_process_that_exits_leaves_no_file(tmp_path):
     assert os.listdir(tmp_path) == []
 
 
-def _build(images, output, *extra, preexec_fn=None):
-    """The build in a process of its own; its log files go to the folder above ``output``."""
+def _build(images, output, *extra, **limits):
+    """The build in a process of its own, under ``limits`` (see ``launcher.command``); its log files go to the
+    folder above ``output``."""
     return subprocess.Popen(
-        [sys.executable, '-m', 'pipelines.build_dataset', '--input', str(images), '--output', str(output),
-         '--image_size', '32', *extra], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=dict(os.environ, TMPDIR=os.path.dirname(output)), preexec_fn=preexec_fn)
+        launcher.command([sys.executable, '-m', 'pipelines.build_dataset', '--input', str(images), '--output',
+                          str(output), '--image_size', '32', *extra], **limits),
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=dict(os.environ, TMPDIR=os.path.dirname(output)))
 
 
 def _worker(build):
@@ -126,14 +124,10 @@ def test_a_killed_worker_is_one_line_that_says_so(sample_images, tmp_path):
     assert not (tmp_path / 'out' / layout.LATEST).exists()
 
 
-def _memory_limit():
-    resource.setrlimit(resource.RLIMIT_AS, (500_000 * 1024, 500_000 * 1024))  # ulimit -v 500000
-
-
 def test_a_build_under_a_memory_limit_ends_in_one_line(sample_images, tmp_path):
     """Under `ulimit -v 500000` the build process cannot start its threads and aborts in C++ (status 134):
     its parent says so, in one line naming the file that holds what the process printed."""
-    build = _build(sample_images, tmp_path / 'out', preexec_fn=_memory_limit)
+    build = _build(sample_images, tmp_path / 'out', address_space_bytes=500_000 * 1024)  # ulimit -v 500000
     _, stderr = build.communicate(timeout=GIVE_UP_S)
     assert build.returncode != 0
     line = _one_line(stderr)

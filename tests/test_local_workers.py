@@ -10,11 +10,12 @@ from apache_beam.runners.portability import local_job_service
 from apache_beam.runners.worker import sdk_worker_main
 
 from pipelines.local import internals, workers
+from tests import launcher
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _build_with_workers_that_cannot_start(images, tmp_path, preexec_fn=None):
+def _build_with_workers_that_cannot_start(images, tmp_path, **signal_states):
     # Only worker processes run these modules (Beam's harness, or the warm worker that runs it): they exit
     # at start, the job doesn't.
     (tmp_path / 'site').mkdir()
@@ -23,9 +24,10 @@ def _build_with_workers_that_cannot_start(images, tmp_path, preexec_fn=None):
         "    sys.exit(3)\n")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path / 'site'), ROOT]))
     return subprocess.run(
-        [sys.executable, '-m', 'pipelines.build_dataset', '--input', images, '--output', str(tmp_path / 'out'),
-         '--image_size', '32', '--direct_running_mode', 'multi_processing', '--direct_num_workers', '2'],
-        cwd=ROOT, env=env, capture_output=True, text=True, preexec_fn=preexec_fn,
+        launcher.command([sys.executable, '-m', 'pipelines.build_dataset', '--input', images, '--output',
+                          str(tmp_path / 'out'), '--image_size', '32', '--direct_running_mode', 'multi_processing',
+                          '--direct_num_workers', '2'], **signal_states),
+        cwd=ROOT, env=env, capture_output=True, text=True,
         timeout=300)  # a hang fails here; this is not a timing threshold
 
 
@@ -40,14 +42,10 @@ def test_workers_that_cannot_start_are_one_line_not_a_hang(sample_images, tmp_pa
     _assert_one_line_failure(_build_with_workers_that_cannot_start(sample_images, tmp_path), tmp_path / 'out')
 
 
-def _ignore_and_block_signals():
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGUSR1})
-
-
 def test_whatever_signals_the_parent_ignores_or_blocks(sample_images, tmp_path):
     """A parent that ignores SIGINT (nohup, some schedulers) or blocks signals passes that on to the build."""
-    result = _build_with_workers_that_cannot_start(sample_images, tmp_path, _ignore_and_block_signals)
+    result = _build_with_workers_that_cannot_start(sample_images, tmp_path, ignore=[signal.SIGINT],
+                                                  block=[signal.SIGINT, signal.SIGUSR1])
     _assert_one_line_failure(result, tmp_path / 'out')
 
 
