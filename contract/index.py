@@ -45,6 +45,18 @@ COLUMNS = {
 }
 
 
+def row(values):
+    """``values`` ({column: value}, every column) as a row: a tuple in ``COLUMNS`` order."""
+    return tuple(values[name] for name in COLUMNS)
+
+
+def source_of(row_):
+    return row_[_SOURCE_AT]
+
+
+_SOURCE_AT = list(COLUMNS).index(SOURCE)
+
+
 def num_parts(num_records):
     return max(1, -(-num_records // ROWS_PER_PART))
 

@@ -42,13 +42,15 @@ def _payload(record):
 
 
 def index_row(record, shard_file, offset, array_record_position=None):
-    return {I.SOURCE: record.source, I.SHA256: record.sha256, I.SOURCE_SIZE: record.source_size,
-            I.SOURCE_MTIME_NS: record.mtime_ns, I.SOURCE_CTIME_NS: record.ctime_ns, I.SOURCE_INODE: record.inode,
-            I.SOURCE_GENERATION: record.generation, I.SPLIT: record.split,
-            I.LABEL: record.label, I.SHARD: shard_file, I.OFFSET: offset, I.LENGTH: record.payload_length,
-            I.DECISIONS: ','.join(record.decisions), I.PERCEPTUAL_HASH: record.perceptual_hash,
-            I.SOURCE_WIDTH: record.source_width, I.SOURCE_HEIGHT: record.source_height, I.UPSCALED: record.upscaled,
-            I.ARRAY_RECORD_POSITION: array_record_position}
+    """The record's index row: a tuple in ``contract.index.COLUMNS`` order (a dict's keys would cross
+    the shuffle with every row, and the local runner holds each row three times before its part is written)."""
+    return I.row({I.SOURCE: record.source, I.SHA256: record.sha256, I.SOURCE_SIZE: record.source_size,
+                  I.SOURCE_MTIME_NS: record.mtime_ns, I.SOURCE_CTIME_NS: record.ctime_ns,
+                  I.SOURCE_INODE: record.inode, I.SOURCE_GENERATION: record.generation, I.SPLIT: record.split,
+                  I.LABEL: record.label, I.SHARD: shard_file, I.OFFSET: offset, I.LENGTH: record.payload_length,
+                  I.DECISIONS: ','.join(record.decisions), I.PERCEPTUAL_HASH: record.perceptual_hash,
+                  I.SOURCE_WIDTH: record.source_width, I.SOURCE_HEIGHT: record.source_height,
+                  I.UPSCALED: record.upscaled, I.ARRAY_RECORD_POSITION: array_record_position})
 
 
 def _unframed(data, record, array_record):
@@ -156,7 +158,8 @@ class _WriteShardFn(beam.DoFn):
 
 
 class WriteShards(beam.PTransform):
-    """((split, shard), RecordRef) -> {'stats': one dict per shard file, 'index_rows': one dict per record}.
+    """((split, shard), RecordRef) -> {'stats': one dict per shard file, 'index_rows': one row per record
+    (``index_row``)}.
 
     ``shard_counts`` (one-element PCollection {split: count}) also names shards that received no
     record, so they are written too, empty, and every file of ``-of-N`` exists. ``unchanged`` (a

@@ -1,6 +1,6 @@
 """Writes the record index (``contract.index``): the writers' rows, grouped into parts by source hash.
 
-Rows are light through the shuffle (about 150 bytes); a part holds about ``contract.index.ROWS_PER_PART``
+Rows are light through the shuffle (tuples, about 200 bytes); a part holds about ``contract.index.ROWS_PER_PART``
 of them, one Parquet row group, so a part writer's memory is bounded whatever the dataset's size.
 """
 import io
@@ -15,8 +15,11 @@ def index_part_bytes(rows):
     """The Parquet bytes of one part: rows sorted by source, fixed settings, so the bytes are deterministic."""
     import pyarrow  # pylint: disable=import-outside-toplevel
     import pyarrow.parquet as pq  # pylint: disable=import-outside-toplevel
-    rows = sorted(rows, key=lambda row: row[I.SOURCE])
-    table = pyarrow.Table.from_pylist(rows, schema=I.schema())
+    rows = sorted(rows, key=I.source_of)
+    schema = I.schema()
+    columns = list(zip(*rows)) or [()] * len(schema)
+    table = pyarrow.Table.from_arrays([pyarrow.array(values, type=field.type) for values, field in zip(columns, schema)],
+                                      schema=schema)
     out = io.BytesIO()
     pq.write_table(table, out, compression='zstd', write_statistics=True)
     return out.getvalue()
@@ -31,7 +34,7 @@ def _write_part(keyed_rows, version_dir, parts, policy):
 
 
 class WriteIndex(beam.PTransform):
-    """Index rows (dicts) -> one {'file', 'rows'} per index part written (every part, even an empty one)."""
+    """Index rows (``contract.index.row``) -> one {'file', 'rows'} per index part written (every part, even an empty one)."""
 
     def __init__(self, version_dir, retry_policy=None):
         super().__init__()
@@ -46,7 +49,7 @@ class WriteIndex(beam.PTransform):
         slots = (rows.pipeline
                  | 'One' >> beam.Impulse()
                  | 'AllParts' >> beam.FlatMap(lambda _, n: [(part, None) for part in range(n)], parts))
-        keyed = rows | 'KeyByPart' >> beam.Map(lambda row, n: (I.index_part(row[I.SOURCE], n), row), parts)
+        keyed = rows | 'KeyByPart' >> beam.Map(lambda row, n: (I.index_part(I.source_of(row), n), row), parts)
         return ((keyed, slots)
                 | 'WithEmptyParts' >> beam.Flatten()
                 | 'GroupByPart' >> beam.GroupByKey()

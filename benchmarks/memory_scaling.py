@@ -1,0 +1,83 @@
+"""Peak memory against the number of images, where the pixels cost next to nothing: what the graph holds.
+
+A photo build's peak mixes Pillow's buffers with what the runner keeps per image; here every image is a
+48-pixel copy of one of 200 small drawings, made distinct by trailing bytes (distinct sha256s, so none is a
+duplicate), so what grows with N is the graph's own. Each size is built in each mode, as ``build-dataset``
+runs; the table gives the peak of the runner process, of its worker processes and of the whole tree, each
+as a ratio to the smallest size, and what each process adds per image between the two largest sizes.
+
+    python -m benchmarks.memory_scaling --images 2000,20000,80000
+"""
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from benchmarks.harness import CACHE, job, listed  # noqa: E402
+
+BASE_IMAGES = 200
+MODES = {'default': [], 'in_memory': ['--direct_running_mode', 'in_memory']}
+
+
+def small_corpus(count):
+    """``count`` distinct small JPEGs in class folders under the benchmarks' cache, made once."""
+    from samples.generate import write_images  # pylint: disable=import-outside-toplevel  # not in the job's process
+    root = os.path.join(CACHE, f'small-{count}')
+    if os.path.isdir(root):
+        return root
+    base = os.path.join(CACHE, f'small-base-{BASE_IMAGES}')
+    if not os.path.isdir(base):
+        write_images(base + '.partial', BASE_IMAGES // 4, min_side=40, max_side=48, png_every=0)
+        os.rename(base + '.partial', base)
+    files = listed(base)
+    for i in range(count):
+        name = files[i % len(files)]
+        target = os.path.join(root + '.partial', os.path.dirname(name), f'{i:06d}.jpg')
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with open(os.path.join(base, name), 'rb') as source, open(target, 'wb') as out:
+            out.write(source.read() + f'copy {i}'.encode())
+    os.rename(root + '.partial', root)
+    return root
+
+
+def peaks(count, mode, near_duplicates, output):
+    """(runner MB, largest worker MB, tree MB) of one build of ``count`` small images."""
+    run = job(['--input', small_corpus(count), '--output', output, '--image_size', '32', '--version', 'v',
+               '--near_duplicates', near_duplicates, *MODES[mode]])
+    shutil.rmtree(output)
+    worker = max((rss for rss, _ in run['workers']), default=0)
+    return run['peak_root'] / 2**20, worker / 2**20, run['peak_tree'] / 2**20
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('--images', default='2000,20000,80000', help='the sizes, smallest first')
+    parser.add_argument('--modes', default='default,in_memory', help=f'of {", ".join(MODES)}')
+    parser.add_argument('--near_duplicates', default='off', choices=('off', 'group'),
+                        help='off: the graph alone (copies of one drawing would all be near-duplicates)')
+    args = parser.parse_args()
+    sizes = sorted(int(size) for size in args.images.split(','))
+    modes = [mode.strip() for mode in args.modes.split(',')]
+    if len(sizes) < 2 or any(mode not in MODES for mode in modes):
+        parser.error(f'give two sizes or more, and modes of {", ".join(MODES)}')
+    print(f"{'mode':10s} {'images':>7s} {'runner MB':>10s} {'worker MB':>10s} {'tree MB':>8s}   against {sizes[0]}")
+    with tempfile.TemporaryDirectory() as scratch:
+        for mode in modes:
+            measured = {}
+            for count in sizes:
+                measured[count] = peaks(count, mode, args.near_duplicates, os.path.join(scratch, f'{mode}-{count}'))
+                runner, worker, tree = measured[count]
+                first = measured[sizes[0]]
+                print(f'{mode:10s} {count:7d} {runner:10.0f} {worker:10.0f} {tree:8.0f}   '
+                      f'runner {runner / first[0]:.2f}x, tree {tree / first[2]:.2f}x', flush=True)
+            small, large = measured[sizes[-2]], measured[sizes[-1]]
+            per_image = [(b - a) * 2**20 / (sizes[-1] - sizes[-2]) / 1024 for a, b in zip(small, large)]
+            print(f'{mode:10s} per image from {sizes[-2]} to {sizes[-1]}: runner {per_image[0]:.1f} kB, '
+                  f'a worker {per_image[1]:.1f} kB, tree {per_image[2]:.1f} kB')
+
+
+if __name__ == '__main__':
+    main()
