@@ -6,7 +6,7 @@ duplicate), so what grows with N is the graph's own. Each size is built in each 
 runs; the table gives the peak of the runner process, of its worker processes and of the whole tree, each
 as a ratio to the smallest size, and what each process adds per image between the two largest sizes.
 
-    python -m benchmarks.memory_scaling --images 2000,20000,80000
+    .venv/bin/python benchmarks/memory_scaling.py --images 2000,20000,80000
 """
 import argparse
 import os
