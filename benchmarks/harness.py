@@ -24,14 +24,16 @@ CACHE = os.environ.get('IMGREC_BENCH_CACHE') or os.path.join(os.path.dirname(os.
 
 
 def corpus(count):
-    """``count`` distinct photo files: a generated corpus, or copies of 2,000 generated photos with
-    distinct trailing bytes (JPEG decoders stop at the end-of-image marker, so copies decode to the same
-    pixels but are distinct files with distinct sha256s)."""
+    """``count`` distinct photo files: a generated corpus, or ``distinct_copies`` of 2,000 generated photos."""
     from samples.generate import photo_corpus  # pylint: disable=import-outside-toplevel  # not in the job's process
     if count <= MAX_GENERATED:
         return photo_corpus(CACHE, count)
-    base = photo_corpus(CACHE, BASE_CORPUS)
-    root = os.path.join(CACHE, f'copies-{count}')
+    return distinct_copies(photo_corpus(CACHE, BASE_CORPUS), os.path.join(CACHE, f'copies-{count}'), count)
+
+
+def distinct_copies(base, root, count):
+    """``root``, made once: ``count`` copies of the images under ``base``, in turn, each with distinct trailing
+    bytes (JPEG decoders stop at the end-of-image marker: the same pixels, distinct files and sha256s)."""
     if os.path.isdir(root):
         return root
     files = listed(base)

@@ -16,7 +16,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks.harness import CACHE, job, listed  # noqa: E402
+from benchmarks.harness import CACHE, distinct_copies, job  # noqa: E402
 
 BASE_IMAGES = 200
 MODES = {'default': [], 'in_memory': ['--direct_running_mode', 'in_memory']}
@@ -25,22 +25,11 @@ MODES = {'default': [], 'in_memory': ['--direct_running_mode', 'in_memory']}
 def small_corpus(count):
     """``count`` distinct small JPEGs in class folders under the benchmarks' cache, made once."""
     from samples.generate import write_images  # pylint: disable=import-outside-toplevel  # not in the job's process
-    root = os.path.join(CACHE, f'small-{count}')
-    if os.path.isdir(root):
-        return root
     base = os.path.join(CACHE, f'small-base-{BASE_IMAGES}')
     if not os.path.isdir(base):
         write_images(base + '.partial', BASE_IMAGES // 4, min_side=40, max_side=48, png_every=0)
         os.rename(base + '.partial', base)
-    files = listed(base)
-    for i in range(count):
-        name = files[i % len(files)]
-        target = os.path.join(root + '.partial', os.path.dirname(name), f'{i:06d}.jpg')
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        with open(os.path.join(base, name), 'rb') as source, open(target, 'wb') as out:
-            out.write(source.read() + f'copy {i}'.encode())
-    os.rename(root + '.partial', root)
-    return root
+    return distinct_copies(base, os.path.join(CACHE, f'small-{count}'), count)
 
 
 def peaks(count, mode, near_duplicates, output):
