@@ -43,7 +43,7 @@ def _payload(record):
 
 def index_row(record, shard_file, offset, array_record_position=None):
     """The record's index row: a tuple in ``contract.index.COLUMNS`` order (a dict's keys would cross
-    the shuffle with every row, and the local runner holds each row three times before its part is written)."""
+    the shuffle with every row, and the local runner copies each row whole through its grouping)."""
     return I.row({I.SOURCE: record.source, I.SHA256: record.sha256, I.SOURCE_SIZE: record.source_size,
                   I.SOURCE_MTIME_NS: record.mtime_ns, I.SOURCE_CTIME_NS: record.ctime_ns,
                   I.SOURCE_INODE: record.inode, I.SOURCE_GENERATION: record.generation, I.SPLIT: record.split,
