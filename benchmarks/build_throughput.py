@@ -274,13 +274,15 @@ def main():
         marginal_cpu = (median([r['cpu_seconds'] for r in runs[name]]) - start_cpu) / (len(names) - SMALL_RUN)
         print(f"{name}: a {SMALL_RUN}-image build {median(seconds):.2f} s, {start_cpu:.2f} CPU s (median of "
               f"{SMALL_RUNS}: {', '.join(f'{s:.2f}' for s in seconds)} s); beyond it {beyond:.1f} images/s = "
-              f"{beyond / pool_rate:.2f}x the pool script's whole-process rate, {marginal_cpu * 1e3:.2f} ms CPU an image")
+              f"{beyond / pool_rate:.2f}x the pool script's whole-process rate, "
+              f"{marginal_cpu * 1e3:.2f} ms CPU an image")
     print(f"CPU utilisation of the first build:   {run['cpu_seconds'] / (run['seconds'] * cores):.0%} of {cores} "
           f"cores; runner process peak {run['peak_root'] / 2**20:.0f} MB; shards {shard_bytes / 2**20:.0f} MB")
     if reference is not None:
         peak = median([r['peak_tree'] for r in runs[chosen[0]]])
         print(f"peak memory, {chosen[0]}: {peak / 2**20:.0f} MB at {len(names)} photos, "
-              f"{reference['peak_tree'] / 2**20:.0f} MB at {args.memory_reference}: {peak / reference['peak_tree']:.2f}x")
+              f"{reference['peak_tree'] / 2**20:.0f} MB at {args.memory_reference}: "
+              f"{peak / reference['peak_tree']:.2f}x")
     print(f"bytes through shuffles per image:     {ref_bytes * SHUFFLES_PER_RECORD:.0f} "
           f"({ref_bytes:.0f} B a reference x {SHUFFLES_PER_RECORD} shuffles)")
     print("shards: " + ', '.join(f"{name} {split['num_shards']}" for name, split in document['splits'].items()))

@@ -5,7 +5,7 @@
 Needs py-spy (``.venv/bin/pip install py-spy``; a benchmark tool, not a dependency of the project or its
 tests). Each command runs twice: once plain, for its CPU (its whole process tree, ``harness.measure``), and
 once under ``py-spy record --subprocesses --nonblocking --threads -r RATE --format raw``, which samples
-every thread of every process, while this script reads each thread's CPU from ``/proc`` every 20 ms.
+every thread of every process, while this script reads each thread's CPU (psutil) every 20 ms.
 Each sample is filed under the first component of ``RULES`` that knows a frame of its stack (Pillow's
 decode, resize and JPEG encode, sha256, the perceptual hash, the Example and its framing, spill files,
 Beam's runner and coders...); samples of a thread waiting on a lock or a queue are left out. A thread's
@@ -85,10 +85,9 @@ def classify(frames):
 
 
 def read_profile(path):
-    """{(pid, tid): {component: samples}} and {innermost frame: samples} of a py-spy raw profile (with
-    ``--threads``); samples whose innermost frame waits (``WAITING``) are left out."""
-    threads, leaves = collections.defaultdict(collections.Counter), collections.Counter()
-    NAMES.clear()
+    """{(pid, tid): {component: samples}}, {innermost frame: samples} and {(pid, tid): thread name} of a py-spy
+    raw profile (with ``--threads``); samples whose innermost frame waits (``WAITING``) are left out."""
+    threads, leaves, names = collections.defaultdict(collections.Counter), collections.Counter(), {}
     with open(path, encoding='utf-8', errors='replace') as lines:
         for line in lines:
             stack, _, count = line.rstrip('\n').rpartition(' ')
@@ -98,17 +97,13 @@ def read_profile(path):
             heads = [frame for frame in frames if frame.startswith(('process ', 'thread ('))]
             pid = int(re.match(r'process (\d+)', heads[-2]).group(1))  # a child's stack begins with its parent
             tid = int(re.match(r'thread \((\d+)\)', heads[-1]).group(1))
-            NAMES[pid, tid] = heads[-1].partition(': ')[2]
+            names[pid, tid] = heads[-1].partition(': ')[2]
             frames = [frame.replace(f'({ROOT}/', '(') for frame in frames[len(heads):]]  # ours: '(transforms/...'
             if frames and _WAITING.search(frames[-1]):
                 continue
             threads[pid, tid][classify(frames)] += int(count)
             leaves[_short(frames[-1]) if frames else '(no Python frame)'] += int(count)
-    return threads, leaves
-
-
-# (pid, tid) -> the thread's name, as the last profile read names it.
-NAMES = {}
+    return threads, leaves, names
 
 
 def _short(frame):
@@ -142,30 +137,21 @@ def attribute(samples, threads, processes):
     return spent
 
 
-def _thread_cpu(pid):
-    """{(pid, tid): CPU seconds so far} of the threads of process ``pid``, and the process's own total
+def _thread_cpu(process):
+    """{(pid, tid): CPU seconds so far} of the threads of ``process`` (psutil), and the process's own total
     (which keeps the time of threads that have ended)."""
-    found, total = {}, 0.0
     try:
-        with open(f'/proc/{pid}/stat', encoding='ascii') as stat:
-            total = _cpu_of(stat.read())
-        for tid in os.listdir(f'/proc/{pid}/task'):
-            with open(f'/proc/{pid}/task/{tid}/stat', encoding='ascii') as stat:
-                found[pid, int(tid)] = _cpu_of(stat.read())
-    except OSError:  # it ended meanwhile
-        pass
-    return found, total
-
-
-def _cpu_of(stat):
-    fields = stat.rpartition(')')[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')  # utime, stime
+        times, threads = process.cpu_times(), process.threads()
+    except psutil.Error:  # it ended meanwhile
+        return {}, 0.0
+    return ({(process.pid, thread.id): thread.user_time + thread.system_time for thread in threads},
+            times.user + times.system)
 
 
 def profiled(command, output, rate):
     """Runs ``command`` under py-spy (its raw profile to ``output``) and returns the CPU seconds of each
-    of its threads, {(pid, tid): seconds}, and of each of its processes, {pid: seconds}, read from /proc
-    every 20 ms (a thread's time after its last reading is missed; its process's is not, until it ends)."""
+    of its threads, {(pid, tid): seconds}, and of each of its processes, {pid: seconds}, read every 20 ms
+    (a thread's time after its last reading is missed; its process's is not, until it ends)."""
     spy = subprocess.Popen([PY_SPY, 'record', '--nonblocking', '--subprocesses', '--full-filenames', '--threads',
                             '-r', str(rate), '--format', 'raw', '-o', output, '--', *command],
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -173,13 +159,13 @@ def profiled(command, output, rate):
     spied = psutil.Process(spy.pid)
     while spy.poll() is None:
         try:
-            children = [child.pid for child in spied.children(recursive=True)]
+            children = spied.children(recursive=True)
         except psutil.Error:
             children = []
-        for pid in children:
-            found, total = _thread_cpu(pid)
+        for child in children:
+            found, total = _thread_cpu(child)
             threads.update(found)
-            processes[pid] = max(processes.get(pid, 0.0), total)
+            processes[child.pid] = max(processes.get(child.pid, 0.0), total)
         time.sleep(0.02)
     if spy.returncode:
         raise SystemExit(f'py-spy failed with status {spy.returncode}')
@@ -197,7 +183,8 @@ def main():
     parser.add_argument('--only', choices=('build', 'pool script'), help='profile only this one')
     args = parser.parse_args()
     if not os.path.exists(PY_SPY):
-        raise SystemExit(f'profile_build: no py-spy at {PY_SPY}; install it with {sys.executable} -m pip install py-spy')
+        raise SystemExit(f'profile_build: no py-spy at {PY_SPY}; '
+                         f'install it with {sys.executable} -m pip install py-spy')
     images = corpus(args.images)
     work = tempfile.mkdtemp(prefix='profile-build-')
     keep = args.keep or work
@@ -216,7 +203,7 @@ def main():
             _, measured = measure(command + [os.path.join(work, f'{label}-plain')])
             raw = os.path.join(keep, f'{label}.raw')
             threads, processes = profiled(command + [os.path.join(work, f'{label}-profiled')], raw, args.rate)
-            samples, leaves = read_profile(raw)
+            samples, leaves, names = read_profile(raw)
             spent = attribute(samples, threads, processes)
             table[name] = spent
             print(f'\n{name}: {1000 * measured["cpu_seconds"] / args.images:.2f} ms CPU an image '
@@ -227,13 +214,14 @@ def main():
                 for key, seconds in sorted(threads.items(), key=lambda item: -item[1])[:args.per_thread]:
                     counts = samples.get(key, collections.Counter())
                     shares = ', '.join(f'{c} {100 * n / sum(counts.values()):.0f}%' for c, n in counts.most_common(4))
-                    print(f'  {seconds:6.2f} s  {NAMES.get(key, "?")[:30]:30s} {shares}')
+                    print(f'  {seconds:6.2f} s  {names.get(key, "?")[:30]:30s} {shares}')
             total = sum(leaves.values())
             for leaf, count in leaves.most_common(args.leaves):
                 print(f'  {100 * count / total:5.1f}%  {leaf}')
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    names = sorted({c for spent in table.values() for c in spent}, key=lambda c: -max(s.get(c, 0) for s in table.values()))
+    names = sorted({c for spent in table.values() for c in spent},
+                   key=lambda c: -max(s.get(c, 0) for s in table.values()))
     print(f'\n| ms of CPU an image ({args.images} images, under the profiler) | {" | ".join(table)} |')
     print('| --- |' + ' --- |' * len(table))
     for component in names + ['total']:

@@ -12,11 +12,11 @@ import apache_beam as beam
 from contract import counters, layout
 from imgrec_storage.publication import Latest
 from pipelines.refresh import RefreshPlan, label_order
+from transforms.constants import Value
 from transforms.decode import CountDecisions
 from transforms.dedupe import Dedupe
 from transforms.elements import ImageRef
 from transforms.encode import Encode
-from transforms.write_index import WriteIndex
 from transforms.labels import ResolveLabels
 from transforms.listing import ListImages
 from transforms.near_duplicates import OFF, NearDuplicates
@@ -27,6 +27,7 @@ from transforms.quarantine import Quarantine
 from transforms.sharding import AssignBalancedShards
 from transforms.splits import MOVES, AssignSplit
 from transforms.write import INDEX_ROWS, WriteShards
+from transforms.write_index import WriteIndex
 
 
 def _encode(config, facts, labels, staging_dir):
@@ -37,11 +38,6 @@ def _encode(config, facts, labels, staging_dir):
 def _image_ref(record):
     return ImageRef(record.path, record.source, record.label_text, record.split, record.source_size,
                     record.mtime_ns, record.generation, record.ctime_ns, record.inode)
-
-
-def _once(pipeline, label, value):
-    """A one-element PCollection of ``value``: an Impulse and a Map, where a Create costs four steps."""
-    return pipeline | label >> beam.Impulse() | f'{label}Value' >> beam.Map(lambda _: value)
 
 
 def _tally(name):
@@ -68,7 +64,7 @@ def build_pipeline(pipeline, config, facts):
         rejected.append(matched[REJECTED])
     else:
         to_decode, reused = images, []
-        counts = _once(pipeline, 'NothingReused', {'new': None, 'changed': None, 'removed': None, 'reused': 0})
+        counts = pipeline | 'NothingReused' >> Value({'new': None, 'changed': None, 'removed': None, 'reused': 0})
     encoded = to_decode | counters.ENCODE >> _encode(config, facts, labels, staging_dir)
     rejected.append(encoded['rejected'])
     deduped = [encoded['records'], *reused] | 'AllRecords' >> beam.Flatten() | counters.DEDUPE >> Dedupe()

@@ -15,8 +15,9 @@ DoFn's thread, where Beam keeps metrics. A local file only gets a read-ahead hin
 (``fileio.will_read``): a thread would cost more in Python's lock than the read itself. Outputs keep
 their inputs' order, timestamps and windows.
 
-With ``decode_threads`` (a local in_memory run, whose runner runs a stage on one thread), the pixel work of each image (read, decode, resize,
-encode, hashes: Pillow, hashlib and numpy let go of Python's lock for most of it) runs on that many
+With ``decode_threads`` (a local in_memory run, whose runner runs a stage on one thread), the pixel work
+of each image (read, decode, resize, encode, hashes: Pillow, hashlib and numpy let go of Python's lock
+for most of it) runs on that many
 threads of the DoFn's own, while its thread hands finished images on, so one process uses every core.
 At most that many images are decoded at once, as with as many worker processes; ``DECODE_QUEUE`` more a
 thread wait as bytes. A local file is read by the decode thread itself; a read it cannot make is

@@ -27,6 +27,7 @@ from contract import counters, layout
 from contract.reasons import BAD_MANIFEST_LINE
 from imgrec_console.errors import BuildFailed
 from imgrec_storage import gcs, retries
+from transforms.constants import Empty, Value
 from transforms.elements import ImageRef, Rejected
 
 IMAGE_EXTENSIONS = frozenset(('.jpg', '.jpeg', '.png', '.gif', '.bmp', '.webp', '.tif', '.tiff'))
@@ -249,8 +250,7 @@ class ListImages(beam.PTransform):
             return {'images': parsed.images, IGNORED: ignored, REJECTED: parsed[REJECTED]}
         root = self._input_root
         top = (pbegin
-               | 'Root' >> beam.Impulse()
-               | 'RootFolder' >> beam.Map(lambda _: root)
+               | 'Root' >> Value(root)
                | 'ListClassFolders' >> beam.ParDo(_ListTopLevel(root, options, self._retry_policy)).with_outputs(
                    IGNORED, main='folders'))
         listed = (top.folders
@@ -258,5 +258,5 @@ class ListImages(beam.PTransform):
                   | 'ListFolders' >> beam.ParDo(_ListClassFolder(root, options, self._retry_policy)).with_outputs(
                       IGNORED, main='images'))
         ignored = (top[IGNORED], listed[IGNORED]) | 'AllIgnored' >> beam.Flatten()
-        rejected = pbegin | 'NoRejectedLines' >> beam.Impulse() | 'None' >> beam.FlatMap(lambda _: ())
+        rejected = pbegin | 'NoRejectedLines' >> Empty()
         return {'images': listed.images, IGNORED: ignored, REJECTED: rejected}

@@ -34,6 +34,7 @@ from apache_beam.metrics import Metrics
 
 from contract import counters
 from imgrec_imaging import perceptual_hash as ph
+from transforms.constants import Empty, Value
 from transforms.splits import MOVES, StratifySingletons, deal_groups, stratify_key
 
 GROUP, REPORT, OFF = 'group', 'report', 'off'
@@ -397,14 +398,12 @@ class NearDuplicates(beam.PTransform):
                                              | 'KeyByLabel' >> beam.Map(lambda r: (r.label, 1))
                                              | 'CountPerLabel' >> beam.CombinePerKey(sum))
         if self._mode != GROUP and self._stratify:  # groups do not decide splits: every image is dealt alone
-            no_groups = beam.pvalue.AsDict(pipeline | 'NoGroups' >> beam.Impulse()
-                                           | 'NoGroup' >> beam.FlatMap(lambda _: ()))
+            no_groups = beam.pvalue.AsDict(pipeline | 'NoGroups' >> Empty())
             dealt = records | 'Stratify' >> StratifySingletons(weights, class_sizes, no_groups)
             records = dealt['records']
             moves.append(dealt[MOVES])
         if self._mode == OFF or self._threshold is not None:
-            fixed = self._threshold or 0
-            threshold = pipeline | 'FixedThreshold' >> beam.Impulse() | 'Fixed' >> beam.Map(lambda _: fixed)
+            threshold = pipeline | 'FixedThreshold' >> Value(self._threshold or 0)
         else:
             threshold = records | 'ThresholdForCount' >> _Threshold()
         if self._mode == OFF:
@@ -441,7 +440,7 @@ class NearDuplicates(beam.PTransform):
             rows.append(resolved_rows)
             stats.append(resolved_stats)
             moves.append(resolved_moves)
-        nothing = pipeline | 'Nothing' >> beam.Impulse() | 'NoElement' >> beam.FlatMap(lambda _: ())
+        nothing = pipeline | 'Nothing' >> Empty()
         totals = ((stats or [nothing])
                   | 'AllStats' >> beam.Flatten()
                   | 'SumStats' >> beam.CombinePerKey(_StatsFn()))

@@ -1,7 +1,8 @@
 """Writes the record index (``contract.index``): the writers' rows, grouped into parts by source hash.
 
-Rows are light through the shuffle (tuples, about 200 bytes); a part holds about ``contract.index.ROWS_PER_PART``
-of them, one Parquet row group, so a part writer's memory is bounded whatever the dataset's size.
+Rows are light through the shuffle (tuples, about 200 bytes); a part holds about
+``contract.index.ROWS_PER_PART`` of them, one Parquet row group, so a part writer's memory is bounded
+whatever the dataset's size.
 """
 import io
 
@@ -18,8 +19,8 @@ def index_part_bytes(rows):
     rows = sorted(rows, key=I.source_of)
     schema = I.schema()
     columns = list(zip(*rows)) or [()] * len(schema)
-    table = pyarrow.Table.from_arrays([pyarrow.array(values, type=field.type) for values, field in zip(columns, schema)],
-                                      schema=schema)
+    arrays = [pyarrow.array(values, type=field.type) for values, field in zip(columns, schema)]
+    table = pyarrow.Table.from_arrays(arrays, schema=schema)
     out = io.BytesIO()
     pq.write_table(table, out, compression='zstd', write_statistics=True)
     return out.getvalue()
@@ -34,7 +35,8 @@ def _write_part(keyed_rows, version_dir, parts, policy):
 
 
 class WriteIndex(beam.PTransform):
-    """Index rows (``contract.index.row``) -> one {'file', 'rows'} per index part written (every part, even an empty one)."""
+    """Index rows (``contract.index.row``) -> one {'file', 'rows'} per index part written (every part, even
+    an empty one)."""
 
     def __init__(self, version_dir, retry_policy=None):
         super().__init__()
