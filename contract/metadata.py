@@ -43,6 +43,8 @@ def build_metadata(*, name, version, created, options, image_size, labels, split
     """
     height, width = image_size
     with_array_record = any(ARRAY_RECORD_SHARDS in info for info in splits.values())
+    written = {split: sum(shard['records'] for shard in info['shards']) for split, info in splits.items()}
+    shares = split_shares(written, options.get('splits') or {})
     return {
         'format_version': FORMAT_VERSION,
         'name': name,
@@ -56,8 +58,9 @@ def build_metadata(*, name, version, created, options, image_size, labels, split
         'formats': [layout.TFRECORD] + ([layout.ARRAY_RECORD] if with_array_record else []),
         'splits': {
             split: {
-                'num_examples': sum(shard['records'] for shard in info['shards']),
+                'num_examples': written[split],
                 'num_shards': len(info['shards']),
+                **shares[split],
                 'inputs': info['inputs'],
                 'quarantined': info['quarantined'],
                 'duplicates': info['duplicates'],
@@ -77,6 +80,15 @@ def build_metadata(*, name, version, created, options, image_size, labels, split
         'refresh': refresh,
         'near_duplicates': near_duplicates,
     }
+
+
+def split_shares(written, weights):
+    """{split: {'share', 'requested_share'}}: the fraction of the written images each split holds, next
+    to the fraction its weight asked for (both rounded to 4 places; 0 when nothing was written)."""
+    total, whole = sum(written.values()), sum(weights.values())
+    return {split: {'share': round(count / total, 4) if total else 0.0,
+                    'requested_share': round(weights.get(split, 0) / whole, 4) if whole else 0.0}
+            for split, count in written.items()}
 
 
 def dumps(metadata):

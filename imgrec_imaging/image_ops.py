@@ -248,7 +248,8 @@ def decode_resize_encode(data, options, *, with_hash=False):
     (jpeg_bytes, notes) or raises ImageRejected.
 
     ``notes`` also holds the source's upright size (``source_width``, ``source_height``), whether it was
-    ``upscaled``, and, ``with_hash``, the ``perceptual_hash`` (hex) of the decoded image, before resizing:
+    ``upscaled``, and, ``with_hash``, the ``perceptual_hash`` (hex) and colour ``thumbnail`` (bytes) of the
+    decoded image, before resizing:
     the hash of the source as decoding holds it, the same whatever the resize mode.
     """
     image, notes = decode(data, options.image_size, options.resize, max_pixels=options.max_pixels,
@@ -260,5 +261,6 @@ def decode_resize_encode(data, options, *, with_hash=False):
                  upscaled=upscaled(width, height, options.image_size, options.resize))
     if with_hash:
         notes['perceptual_hash'] = perceptual_hash.to_hex(perceptual_hash.perceptual_hash(image))
+        notes['thumbnail'] = perceptual_hash.colour_thumbnail(image)
     return encode_jpeg(resize(image, options.image_size, options.resize), options.jpeg_quality), notes
 

@@ -31,7 +31,7 @@ BITS = 64
 SIZE = 32
 KEPT = 8
 # Recorded in dataset.json; a change here changes the hashes, so a refresh hashes everything again.
-ALGORITHM = 'dct-sign-64/1'
+ALGORITHM = 'dct-sign-64+rgb-8x8/2'
 # The threshold for small collections: measured to keep >= 95% of planted copies and group < 1% of
 # images with a stranger (docs/near-duplicates.md). It falls as the collection grows (``threshold_for``).
 MAX_THRESHOLD = 13
@@ -39,6 +39,9 @@ MAX_THRESHOLD = 13
 # independent coin flips: the measured spread of unrelated photos' distances matches).
 CHANCE_PAIRS_PER_IMAGE = 0.005
 _HEX_DIGITS = BITS // 4
+# The colour thumbnail that confirms a hash candidate (``same_picture``): box averages, RGB, a byte each.
+THUMBNAIL_SIDE = 8
+THUMBNAIL_BYTES = THUMBNAIL_SIDE * THUMBNAIL_SIDE * 3
 # An image is first shrunk by a whole factor (``Image.reduce``: one fast pass of box averages) while
 # its short side stays at least this long; the 32x32 grid averages many pixels either way.
 _REDUCED_SIDE = 4 * SIZE
@@ -70,6 +73,46 @@ def perceptual_hash(image):
     most significant bit, then row by row."""
     coefficients = _LOW @ grey_thumbnail(image) @ _LOW.T
     return int.from_bytes(np.packbits((coefficients > 0).ravel()).tobytes(), 'big')
+
+
+def colour_thumbnail(image):
+    """``image`` (RGB) as THUMBNAIL_SIDE x THUMBNAIL_SIDE box averages: THUMBNAIL_BYTES bytes, row by row,
+    RGB. Kept from decoding so near-duplicate candidates can be checked on what the grey hash cannot
+    see (colour) without reading any image again."""
+    if image.mode != 'RGB':
+        image = image.convert('RGB')
+    factor = min(image.size) // _REDUCED_SIDE
+    if factor > 1:
+        image = image.reduce(factor)
+    return image.resize((THUMBNAIL_SIDE, THUMBNAIL_SIDE), Image.Resampling.BOX).tobytes()
+
+
+def thumbnail_distance(a, b):
+    """How far apart two colour thumbnails are once brightness and contrast are taken out: the mean
+    absolute difference of their values, each thumbnail standardised (mean 0, spread 1) over all its
+    values, so a copy brightened or darkened alike everywhere keeps its distance near 0."""
+    x = _standardised(a)
+    y = _standardised(b)
+    return float(np.mean(np.abs(x - y)))
+
+
+def _standardised(thumbnail):
+    values = np.frombuffer(thumbnail, dtype=np.uint8).astype(np.float64)
+    spread = values.std()
+    return (values - values.mean()) / (spread if spread > 1.0 else 1.0)
+
+
+# Thumbnails of near-duplicates are within this distance (docs/near-duplicates.md: measured on planted
+# copies and on distinct images of one visual style).
+THUMBNAIL_THRESHOLD = 0.35
+
+
+def same_picture(thumbnail_a, thumbnail_b):
+    """The second, independent check of a hash candidate: their colour thumbnails agree. A pair
+    without a thumbnail (a record from before thumbnails were kept) is not confirmed."""
+    if thumbnail_a is None or thumbnail_b is None:
+        return False
+    return thumbnail_distance(thumbnail_a, thumbnail_b) <= THUMBNAIL_THRESHOLD
 
 
 def to_hex(value):

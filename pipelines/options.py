@@ -85,6 +85,8 @@ class BuildConfig:
     near_duplicates: str = 'group'  # group: keep each group of near-duplicates in one split; report; off
     stratify: bool = False  # deal each class's images to the splits by their weights
     formats: tuple = (layout.TFRECORD,)  # shard formats written (layout.FORMATS order); TFRecord always
+    split_tolerance: float = _run_option(1.0)  # percentage points a split's share may miss its weight by
+    resplit: bool = _run_option(False)  # deal every image again, published ones too
     full: bool = _run_option(False)  # decode everything, even what the previous version could give
     force: bool = _run_option(False)  # publish a new version even when nothing changed
     keep_versions: int = _run_option(None)  # after publishing, delete all but this many newest versions
@@ -246,6 +248,12 @@ def _parser():
     parser.add_argument('--stratify', **_FLAG,
                         help="give each split its share of every class, within one image (or one group); "
                              'adding images can then move others to another split')
+    parser.add_argument('--split_tolerance', type=float, default=1.0, metavar='POINTS',
+                        help='fail the build, before publishing, when a split\'s share of the images misses its '
+                             'weight by more than this many percentage points (and more than one image)')
+    parser.add_argument('--resplit', **_FLAG,
+                        help='deal every image to the splits again, as a first build would, instead of '
+                             'keeping each published image in the split it was published in')
     parser.add_argument('--formats', default=layout.TFRECORD,
                         help='shard formats, comma-separated: tfrecord, or tfrecord,array_record to also write '
                              'each shard as ArrayRecord (the same records, for Grain and random access; '
@@ -373,6 +381,7 @@ def parse_args(argv, now=None):
         num_shards=num_shards, labels_file=args.labels_file,
         max_error_rate=args.max_error_rate, allow_unknown_labels=args.allow_unknown_labels,
         near_duplicates=args.near_duplicates, stratify=args.stratify, formats=formats,
+        split_tolerance=args.split_tolerance, resplit=args.resplit,
         name=args.name or os.path.basename(source.rstrip('/')).rsplit('.', 1)[0] or 'dataset',
         full=args.full, force=args.force, keep_versions=args.keep_versions, clean=args.clean,
         verbose=args.verbose, retry_deadline=args.retry_deadline,

@@ -183,7 +183,8 @@ class _DecodeResizeEncodeFn(beam.DoFn):
         return EncodedImage(ref=ref, sha256=sha256, jpeg=jpeg, height=height, width=width,
                             source_bytes=len(data), decisions=image_ops.decisions(notes),
                             perceptual_hash=notes.get('perceptual_hash'), source_width=notes['source_width'],
-                            source_height=notes['source_height'], upscaled=notes['upscaled'])
+                            source_height=notes['source_height'], upscaled=notes['upscaled'],
+                            thumbnail=notes.get('thumbnail'))
 
 
 # A local file that a decode thread reads itself, just before decoding it.

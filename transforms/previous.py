@@ -42,7 +42,7 @@ DECODING_VERDICTS = frozenset((EMPTY, NOT_AN_IMAGE, UNSUPPORTED_FORMAT, TOO_MANY
 
 # RecordRef field <- index column, for what a reused record keeps from the previous version.
 _IMAGE_FACTS = (('perceptual_hash', I.PERCEPTUAL_HASH), ('source_width', I.SOURCE_WIDTH),
-                ('source_height', I.SOURCE_HEIGHT), ('upscaled', I.UPSCALED))
+                ('source_height', I.SOURCE_HEIGHT), ('upscaled', I.UPSCALED), ('thumbnail', I.THUMBNAIL))
 
 
 def _written(row, version_dir, labels):
