@@ -22,6 +22,7 @@ from transforms.listing import ListImages
 from transforms.near_duplicates import OFF, NearDuplicates
 from transforms.previous import (COUNTS, REJECTED, REUSED, TO_DECODE, MatchPrevious, ReadPrevious, ReuseCheck,
                                  nothing_changed)
+from transforms.published import WithPublishedSplits
 from transforms.publish import DECODED, IGNORED, UPSCALED, Publish
 from transforms.quarantine import Quarantine
 from transforms.sharding import AssignBalancedShards
@@ -57,6 +58,7 @@ def build_pipeline(pipeline, config, facts):
     labels = beam.pvalue.AsSingleton(resolved['labels'])
     images = resolved['images'] | 'AssignSplit' >> AssignSplit(config.splits)
     rejected = [listed['rejected'], resolved['rejected']]
+    previous = None
     if refresh.incremental:
         previous = pipeline | 'ReadPrevious' >> ReadPrevious(refresh.reuse_dir, refresh.document)
         matched = images | counters.MATCH_PREVIOUS >> MatchPrevious(previous, labels)
@@ -80,10 +82,15 @@ def build_pipeline(pipeline, config, facts):
                  encoded_promoted['records']) | 'AllKept' >> beam.Flatten())
         decode_inputs.append(promoted)
     decoded = [inputs | f'Decoded{i}' >> _tally(DECODED) for i, inputs in enumerate(decode_inputs)]
-    # Near-duplicates found and kept together (or listed); the split of every record is final after this.
+    if refresh.keeps_published:  # a refresh and a --full build read the published splits alike
+        if previous is None or refresh.published_dir != refresh.reuse_dir:
+            previous = pipeline | 'ReadPublished' >> ReadPrevious(refresh.published_dir, refresh.published_document)
+        kept = kept | 'PublishedSplits' >> WithPublishedSplits(previous)
+    # Near-duplicates found and kept together (or listed), and every image dealt: its split is final after this.
     near = kept | counters.NEAR_DUPLICATES >> NearDuplicates(
-        config.near_duplicates, config.splits, config.stratify,
-        keep_published=refresh.incremental and refresh.same_splits)
+        config.near_duplicates, config.splits, config.stratify, keep_published=refresh.keeps_published,
+        tolerance=config.split_tolerance)
+    rejected.append(near['rejected'])
     sharded = near['records'] | counters.ASSIGN_SHARDS >> AssignBalancedShards(
         [name for name, _ in config.splits], labels, config.shard_config())
     reusable = refresh.incremental and refresh.same_options and not config.force

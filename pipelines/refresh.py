@@ -31,6 +31,12 @@ class RefreshPlan:
     full_reason: str = None       # why nothing is reused, when there was a version to reuse
     same_options: bool = False    # every option as in the previous version
     same_splits: bool = False     # the same --splits: its images' splits can be kept (near-duplicate groups)
+    published_dir: str = None     # that version's folder, when its images keep their splits (no --resplit)
+    published_document: dict = None  # its dataset.json then
+
+    @property
+    def keeps_published(self):
+        return self.published_dir is not None
 
     @property
     def incremental(self):
@@ -79,8 +85,10 @@ def plan(config, latest):
     labels = tuple(document['labels'])
     same_options = (_comparable(document.get('options', {})) == _comparable(config.describe())
                     and document.get('record_options') == config.record_options.recorded())
-    base = RefreshPlan(previous=previous, keep_labels=labels, same_options=same_options,
-                       same_splits=document.get('options', {}).get('splits') == config.describe()['splits'])
+    same_splits = document.get('options', {}).get('splits') == config.describe()['splits']
+    keeps = same_splits and not config.resplit and 'index' in document
+    base = RefreshPlan(previous=previous, keep_labels=labels, same_options=same_options, same_splits=same_splits,
+                       published_dir=previous_dir if keeps else None, published_document=document if keeps else None)
     reason = _why_not_reuse(config, document, labels)
     if reason:
         return dataclasses.replace(base, full_reason=reason)

@@ -57,7 +57,7 @@ class RecordRef(typing.NamedTuple):
     source_width: int = None     # of the source, upright
     source_height: int = None
     upscaled: bool = None        # the source was enlarged to reach the target size
-    published_split: str = None  # on a refresh: the split the previous version wrote it in
+    published_split: str = None  # the split the previous version wrote these bytes in (transforms.published)
     ctime_ns: int = None         # of the source, as listed (local inputs), or None
     inode: int = None
     thumbnail: bytes = None      # colour thumbnail (perceptual_hash.colour_thumbnail); None when not hashed

@@ -147,7 +147,7 @@ class _MatchFn(beam.DoFn):
                 label=self._index_of[ref.label], sha256=facts['sha256'],
                 source_size=facts['size'], mtime_ns=ref.mtime_ns, generation=ref.generation,
                 decisions=facts.get('decisions', ()), payload_file=payload[0], payload_offset=payload[1],
-                payload_length=payload[2], published_split=facts.get('split'), ctime_ns=ref.ctime_ns,
+                payload_length=payload[2], ctime_ns=ref.ctime_ns,
                 inode=ref.inode, **facts.get('image', {})))
             return
         yield beam.pvalue.TaggedOutput(COUNTS, ('changed' if previous else 'new', len(listed)))

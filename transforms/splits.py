@@ -1,17 +1,24 @@
-"""Assigns each image to a split: by a stable hash of its source name, or stratified by class.
+"""Deals the images to the splits so that each split holds the share its weight asks for.
 
-The hash, not the listing order, decides the split, so an image keeps its split when the dataset is
-rebuilt with more or fewer images.
+One rule, whatever the options (docs/near-duplicates.md, "Splits"). A *scope* is the whole dataset, or
+one class with ``--stratify``; each scope's targets are its size apportioned by the weights (largest
+remainders: each within one image), and with ``--stratify`` every split gets at least one image of a
+class that has as many images as there are splits. Then, in order:
+1. a published image (the previous version in the output has the same ``--splits``, and the image the
+   same bytes) stays in the split it was published in, unless ``--resplit``;
+2. a group of near-duplicates with published images goes where most of them are (ties: the first by
+   order key): its new images follow;
+3. every other group, largest first (ties: its name's order key), goes to the split that lacks most;
+4. the images in no group fill what each split still lacks: ranked by the same salted hash of their
+   source that ``split_for`` cuts, and the ranks cut into one run a split, in the order of the weights.
+A refresh and a ``--full`` build into the same output therefore decide the same splits. In a new output
+an image's split is its hash's (``split_for``) unless its hash lies near a cut between two splits:
+adding or removing ``m`` images moves at most about ``2 m`` others across each cut.
 
-``--stratify`` deals each class instead: a class of ``n`` images gives each split its share of ``n``
-(``apportion``: largest remainders), within one image, or within one group of near-duplicates where
-groups are kept together (``transforms.near_duplicates``). Groups are dealt first, one class at a time
-(``deal_groups``); the images in no group then fill what each split still lacks (``singleton_quotas``):
-they are ranked inside their class by a salted hash of their source, and the ranks are cut into one
-run a split. Ranking needs no class gathered on one worker: like the shards (``transforms.sharding``),
-images are bucketed by the top bits of their hash, and a rank is the count of the class's images in
-earlier buckets (a small side input) plus the position inside the bucket. A stratified split depends
-on every image of the class, so adding images can move others: it is off by default.
+Ranking needs no scope gathered on one worker: like the shards (``transforms.sharding``), images are
+bucketed by the top bits of their hash, and a rank is the count of the scope's images in earlier
+buckets (a small side input) plus the position inside the bucket. Groups are few: each scope's groups
+are dealt on one worker.
 """
 import collections
 
@@ -19,16 +26,17 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 
 from contract import counters
-from contract.hashing import stable_hash
+from contract.hashing import order_key, stable_hash
 from transforms.sharding import bucket_of
 
 _SALT = 'split'
-_STRATIFY_SALT = 'stratify'
-MOVES = 'moves'
+MOVES, GROUPS = 'moves', 'groups'
+WHOLE = ''  # the scope of every image without --stratify
 
 
 def split_for(source, weights):
-    """The split of ``source`` for ``weights``: an ordered sequence of (split name, integer weight)."""
+    """The split of ``source`` for ``weights`` (an ordered sequence of (split name, integer weight)) by
+    its hash alone: where a listed image is counted before the splits are dealt."""
     point = stable_hash(_SALT, source) % sum(weight for _, weight in weights)
     for name, weight in weights:
         if point < weight:
@@ -38,7 +46,7 @@ def split_for(source, weights):
 
 
 class AssignSplit(beam.PTransform):
-    """ImageRef -> the same ImageRef with its ``split`` set."""
+    """ImageRef -> the same ImageRef with its hash's ``split`` (``split_for``)."""
 
     def __init__(self, weights):
         super().__init__()
@@ -49,9 +57,9 @@ class AssignSplit(beam.PTransform):
         return refs | 'SetSplit' >> beam.Map(lambda ref: ref._replace(split=split_for(ref.source, weights)))
 
 
-def stratify_key(source):
-    """(salted hash, source): the order in which a class's images are dealt."""
-    return stable_hash(_STRATIFY_SALT, source), source
+def deal_key(source):
+    """(salted hash, source): the order images in no group are dealt in, the hash ``split_for`` cuts."""
+    return stable_hash(_SALT, source), source
 
 
 def apportion(total, weights):
@@ -74,105 +82,228 @@ def apportion(total, weights):
     return counts
 
 
-def deal_groups(groups, class_size, weights):
-    """Deals one class's groups to splits: {group: split}.
+def targets_for(total, weights, at_least_one=False):
+    """A scope's {split: images}: ``apportion``, and ``at_least_one`` (a class, with --stratify) gives
+    each split one image when there are enough, taken from the split most over its share."""
+    counts = apportion(total, weights)
+    if at_least_one and total >= len(counts):
+        whole = sum(weight for _, weight in weights)
+        for name, _ in weights:
+            if not counts[name]:
+                donor = max(counts, key=lambda other: (counts[other] - total * dict(weights)[other] / whole,
+                                                      counts[other]))
+                counts[donor] -= 1
+                counts[name] = 1
+    return counts
 
-    ``groups`` holds (order key, group, images of the class in it); each goes, in order, to the split
-    that lacks most of its share of ``class_size`` (the first named on a tie). A split is only given a
-    group while it lacks at least one image, so it ends over its share by less than one group.
+
+def _most_lacking(targets, given, names):
+    return max(names, key=lambda name: (targets[name] - given[name], -names.index(name)))
+
+
+def deal_groups(groups, targets, placed, weights):
+    """{group: split} for one scope's groups of no published image.
+
+    ``groups``: (images, order key, group); ``placed``: {split: images already there (published ones,
+    and groups that follow them)}. The largest group first (ties: order key) goes to the split that
+    lacks most of its target (ties: the first named), so the splits end within one group of it.
     """
-    targets = apportion(class_size, weights)
-    given = dict.fromkeys(targets, 0)
     names = [name for name, _ in weights]
+    given = collections.Counter(placed)
     decided = {}
-    for _, group, size in sorted(groups):
-        split = max(names, key=lambda name: (targets[name] - given[name], -names.index(name)))
+    for size, _, group in sorted(groups, key=lambda item: (-item[0], item[1])):
+        split = _most_lacking(targets, given, names)
         decided[group] = split
         given[split] += size
     return decided
 
 
-def singleton_quotas(class_size, singletons, grouped, weights):
-    """{split: count} of a class's images in no group that each split gets.
+def published_group_split(members, names):
+    """The split of a group with published images: where most of them are (ties: the first by order
+    key), or None when none is published."""
+    published = sorted((record for record in members if record.published_split in names),
+                       key=lambda record: record.order_key)
+    if not published:
+        return None
+    counts = collections.Counter(record.published_split for record in published)
+    most = max(counts.values())
+    return next(record.published_split for record in published if counts[record.published_split] == most)
 
-    ``grouped`` is {split: images of the class already there in groups}. Each split is filled up to its
-    share of ``class_size``; when groups already hold more than a split's share, the images left over are
-    apportioned by what the others still lack.
+
+def singleton_quotas(targets, placed, singletons, weights):
+    """{split: images in no group it gets} of one scope, summing to ``singletons``.
+
+    ``placed`` is {split: images already there}. Each split is filled up to its target; when the placed
+    ones already hold more than a split's target, what is left over is apportioned by what the others lack.
     """
-    targets = apportion(class_size, weights)
-    lacking = [(name, max(0, targets[name] - grouped.get(name, 0))) for name, _ in weights]
+    lacking = [(name, max(0, targets[name] - placed.get(name, 0))) for name, _ in weights]
     if sum(need for _, need in lacking) == singletons:
         return dict(lacking)
     return apportion(singletons, lacking)
 
 
 def split_of_rank(rank, quotas, weights):
-    """The split of the ``rank``-th (from 0) image of a class: the ranks are cut into one run a split,
-    in the order of ``weights``."""
+    """The split of the ``rank``-th (from 0) image in no group of a scope: the ranks are cut into one run
+    a split, in the order of ``weights``."""
     for name, _ in weights:
         if rank < quotas[name]:
             return name
         rank -= quotas[name]
-    raise AssertionError(f'rank beyond the class: {rank} left')
+    raise AssertionError(f'rank beyond the scope: {rank} left')
+
+
+class _Mover:
+    """Gives a record its final split; counts and reports (MOVES) the change from its hash split."""
+
+    def __init__(self):
+        self.moved = Metrics.counter(*counters.IMAGES_DEALT)
+
+    def place(self, record, split):
+        if split != record.split:
+            self.moved.inc()
+            yield beam.pvalue.TaggedOutput(MOVES, (record.split, -1))
+            yield beam.pvalue.TaggedOutput(MOVES, (split, 1))
+        return record._replace(split=split)
+
+
+class _DealScopeFn(beam.DoFn):
+    """One scope's groups -> their images with their splits; GROUPS: each group with its members placed;
+    'placed': ((scope, split), images) the groups put there."""
+
+    def __init__(self, weights, stratify, keep_published):
+        self._weights = weights
+        self._names = [name for name, _ in weights]
+        self._stratify = stratify
+        self._keep_published = keep_published
+        self._mover = _Mover()
+
+    def process(self, keyed, scope_sizes, published):
+        scope, groups = keyed
+        groups = sorted(groups, key=lambda group: group[0])
+        targets = targets_for(scope_sizes[scope], self._weights, self._stratify)
+        given = collections.Counter({split: n for (of, split), n in published.items() if of == scope})
+        split_of, new = {}, []
+        for group, members in groups:
+            records = [member[0] for member in members]
+            split = published_group_split(records, self._names) if self._keep_published else None
+            if split is None:
+                new.append((len(members), order_key(group), group))
+                continue
+            split_of[group] = split
+            given.update(self._final(record, split) for record in records if not self._fixed(record))
+        split_of.update(deal_groups(new, targets, given, self._weights))
+        for group, members in groups:
+            placed = []
+            for record, *rest in members:
+                final = self._final(record, split_of[group])
+                moved = yield from self._mover.place(record, final)
+                placed.append((moved, *rest))
+                yield beam.pvalue.TaggedOutput('placed', ((scope, final), 1))
+            yield beam.pvalue.TaggedOutput(GROUPS, (group, placed))
+            for record, *_ in placed:
+                yield record
+
+    def _fixed(self, record):
+        return self._keep_published and record.published_split in self._names
+
+    def _final(self, record, group_split):
+        return record.published_split if self._fixed(record) else group_split
 
 
 class _DealBucketFn(beam.DoFn):
-    """Sorts one (label, bucket) of singletons and gives each its split by its rank in its class."""
+    """Sorts one (scope, bucket) of images in no group, and gives each its split by its rank in its scope."""
 
-    def __init__(self, weights):
+    def __init__(self, weights, stratify):
         self._weights = weights
-        self.moved = Metrics.counter(*counters.IMAGES_STRATIFIED)
+        self._stratify = stratify
+        self._mover = _Mover()
         self._sides = self._starts = None
 
     @staticmethod
     def bucket_starts(bucket_counts):
-        """(label, bucket) -> rank of the bucket's first image in its class."""
+        """(scope, bucket) -> rank of the bucket's first image in its scope."""
         starts, running = {}, collections.Counter()
-        for label, bucket in sorted(bucket_counts):
-            starts[(label, bucket)] = running[label]
-            running[label] += bucket_counts[(label, bucket)]
+        for scope, bucket in sorted(bucket_counts):
+            starts[(scope, bucket)] = running[scope]
+            running[scope] += bucket_counts[(scope, bucket)]
         return starts
 
-    def process(self, keyed_bucket, bucket_counts, class_sizes, singleton_counts, grouped):
+    def process(self, keyed_bucket, bucket_counts, scope_sizes, singleton_counts, placed):
         if self._sides is not bucket_counts:  # side inputs are the same objects all bundle long
             self._sides, self._starts = bucket_counts, self.bucket_starts(bucket_counts)
-        (label, bucket), records = keyed_bucket
-        start = self._starts[(label, bucket)]
-        in_groups = {split: n for (group_label, split), n in grouped.items() if group_label == label}
-        quotas = singleton_quotas(class_sizes[label], singleton_counts[label], in_groups, self._weights)
-        for position, record in enumerate(sorted(records, key=lambda r: stratify_key(r.source))):
-            split = split_of_rank(start + position, quotas, self._weights)
-            if split != record.split:
-                self.moved.inc()
-                yield beam.pvalue.TaggedOutput(MOVES, (record.split, -1))
-                yield beam.pvalue.TaggedOutput(MOVES, (split, 1))
-            yield record._replace(split=split)
+        (scope, bucket), records = keyed_bucket
+        start = self._starts[(scope, bucket)]
+        targets = targets_for(scope_sizes[scope], self._weights, self._stratify)
+        there = {split: n for (of, split), n in placed.items() if of == scope}
+        quotas = singleton_quotas(targets, there, singleton_counts[scope], self._weights)
+        for position, record in enumerate(sorted(records, key=lambda r: deal_key(r.source))):
+            yield (yield from self._mover.place(record, split_of_rank(start + position, quotas, self._weights)))
 
 
-class StratifySingletons(beam.PTransform):
-    """RecordRef in no group -> the same with its stratified split; {'records', 'moves'}.
+def _counts(pcoll, label, key):
+    return beam.pvalue.AsDict(pcoll | f'{label}Keys' >> beam.Map(lambda item: (key(item), 1))
+                              | f'Count{label}' >> beam.CombinePerKey(sum))
 
-    ``class_sizes``: AsDict side input {label: images of the class, grouped or not}; ``grouped``: AsDict
-    side input {(label, split): images of the class that groups put in the split}. ``moves`` holds
-    (split, -1) and (split, +1) for every record whose split changed, for the accounting.
+
+class DealSplits(beam.PTransform):
+    """{'singletons': RecordRef in no group, 'groups': (group, [(RecordRef, ...), ...])} -> {'records':
+    every RecordRef with its final split, GROUPS: the groups with their members' final splits, MOVES:
+    (split, -1) and (split, +1) for every record whose split is not its hash's}.
+
+    ``weights``: ((name, weight), ...); ``stratify``: a class is a scope; ``keep_published``: records'
+    ``published_split`` is final (a previous version with the same splits, no --resplit).
     """
 
-    def __init__(self, weights, class_sizes, grouped):
+    def __init__(self, weights, stratify=False, keep_published=False):
         super().__init__()
         self._weights = tuple(weights)
-        self._class_sizes = class_sizes
-        self._grouped = grouped
+        self._stratify = stratify
+        self._keep_published = keep_published
 
-    def expand(self, records):
-        singleton_counts = beam.pvalue.AsDict(
-            records | 'KeyByLabel' >> beam.Map(lambda r: (r.label, 1)) | 'CountPerLabel' >> beam.CombinePerKey(sum))
-        keyed = records | 'KeyByBucket' >> beam.Map(
-            lambda r, counts: ((r.label, bucket_of(stratify_key(r.source)[0], counts[r.label])), r),
-            singleton_counts)
-        bucket_counts = beam.pvalue.AsDict(
-            keyed | 'BucketKeys' >> beam.Map(lambda kv: (kv[0], 1)) | 'CountPerBucket' >> beam.CombinePerKey(sum))
+    def _scope(self):
+        return (lambda record: record.label) if self._stratify else (lambda record: WHOLE)
+
+    def expand(self, inputs):
+        singletons, groups = inputs['singletons'], inputs['groups']
+        scope, names, keep = self._scope(), {name for name, _ in self._weights}, self._keep_published
+        members = groups | 'Members' >> beam.FlatMap(lambda group: [member[0] for member in group[1]])
+        scope_sizes = _counts((singletons, members) | 'Everything' >> beam.Flatten(), 'Scope', scope)
+        fixed = singletons | 'Published' >> beam.Filter(lambda r: keep and r.published_split in names)
+        free = singletons | 'NotPublished' >> beam.Filter(lambda r: not (keep and r.published_split in names))
+        published = _counts(fixed, 'PublishedScopeSplit', lambda record: (scope(record), record.published_split))
+        dealt_groups = (groups
+                        | 'KeyByScope' >> beam.Map(lambda group: (scope(group[1][0][0]), group))
+                        | 'GroupsOfScope' >> beam.GroupByKey()
+                        | 'DealGroups' >> beam.ParDo(_DealScopeFn(self._weights, self._stratify, keep),
+                                                     scope_sizes, published).with_outputs(
+                            GROUPS, MOVES, 'placed', main='records'))
+        placed = beam.pvalue.AsDict(
+            (dealt_groups['placed'], fixed | 'PublishedPlaced' >> beam.Map(
+                lambda record: ((scope(record), record.published_split), 1)))
+            | 'AllPlaced' >> beam.Flatten()
+            | 'CountPlaced' >> beam.CombinePerKey(sum))
+        singleton_counts = _counts(free, 'Singleton', scope)
+        keyed = free | 'KeyByBucket' >> beam.Map(
+            lambda r, counts: ((scope(r), bucket_of(deal_key(r.source)[0], counts[scope(r)])), r), singleton_counts)
+        bucket_counts = _counts(keyed, 'Bucket', lambda kv: kv[0])
         dealt = (keyed
                  | 'GroupBuckets' >> beam.GroupByKey()
-                 | 'Deal' >> beam.ParDo(_DealBucketFn(self._weights), bucket_counts, self._class_sizes,
-                                        singleton_counts, self._grouped).with_outputs(MOVES, main='records'))
-        return {'records': dealt.records, MOVES: dealt[MOVES]}
+                 | 'DealSingletons' >> beam.ParDo(_DealBucketFn(self._weights, self._stratify), bucket_counts,
+                                                  scope_sizes, singleton_counts, placed).with_outputs(
+                     MOVES, main='records'))
+        kept_fixed = fixed | 'KeepPublished' >> beam.ParDo(_KeepFn()).with_outputs(MOVES, main='records')
+        return {
+            'records': ((dealt_groups.records, dealt.records, kept_fixed.records) | 'AllDealt' >> beam.Flatten()),
+            GROUPS: dealt_groups[GROUPS],
+            MOVES: ((dealt_groups[MOVES], dealt[MOVES], kept_fixed[MOVES]) | 'AllMoves' >> beam.Flatten()),
+        }
+
+
+class _KeepFn(beam.DoFn):
+    """A published image in no group: it stays in its split."""
+
+    def __init__(self):
+        self._mover = _Mover()
+
+    def process(self, record):
+        yield (yield from self._mover.place(record, record.published_split))

@@ -1,0 +1,273 @@
+"""Finds groups of near-duplicate images at any scale: tight groups, which cannot chain into one.
+
+Candidates: no pair of images is compared unless their perceptual hashes (``imgrec_imaging.
+perceptual_hash``, in every record) agree exactly on one of threshold + 1 bands: each record is keyed by
+its (band, value) pairs, and only the hashes of one key meet on a worker, where every pair is compared
+at once (vectorised) against the threshold. Every pair within the threshold shares a band
+(pigeonhole), and is kept from the first band it shares only. The threshold follows from the number of
+hashed images (``perceptual_hash.threshold_for``, a side input). Only light (hash, source) pairs cross
+this shuffle.
+
+Confirmation: a candidate is a link only if the two images' colour thumbnails agree too
+(``perceptual_hash.same_picture``), a check on what the grey hash cannot see; each candidate meets its
+two thumbnails in one shuffle keyed by the pair.
+
+Groups: the links are joined into connected components without gathering them (label propagation:
+each image takes the smallest source it hears, ``ROUNDS`` rounds, what is left unsettled joined by a
+union-find on one worker), and each component is then cut into stars on one worker (``star_groups``):
+the image with the most links leads a group of its linked images not yet in one, then the next, and so
+on. Every member of a group is linked to its leader, confirmed by both checks, so a group never grows
+through chains: A near B near C does not put A with C unless C is near the leader too. A group's name
+is its leader's source.
+"""
+import typing
+
+import apache_beam as beam
+from apache_beam.metrics import Metrics
+
+from contract import counters
+from contract.hashing import order_key
+from imgrec_imaging import perceptual_hash as ph
+
+# Label rounds: each is a shuffle of the links and a stage of its own; what they leave unsettled is
+# joined on one worker, so fewer rounds cost a bigger (still small) gather, never a wrong group.
+ROUNDS = 2
+UNSETTLED = 'unsettled'
+
+
+class Node(typing.NamedTuple):
+    """An image with at least one confirmed near-duplicate: its group, and its links."""
+    group: str         # the group's leader
+    nearest: str
+    distance: int
+    neighbours: tuple  # ((source, distance), ...), sorted: every link, to its group or another
+
+
+_MASK = (1 << ph.BITS) - 1
+
+
+def band_keys(record, threshold):
+    """((band, value), (hash, source)) for each band of the record's hash; none without a hash. The hash
+    travels as a signed 64-bit int, as Beam's integer coder wants it."""
+    if record.perceptual_hash is None:
+        return
+    value = ph.from_hex(record.perceptual_hash)
+    signed = value - (1 << ph.BITS) if value >> (ph.BITS - 1) else value
+    for band, band_value in enumerate(ph.band_values(value, ph.band_edges(ph.bands_for(threshold)))):
+        yield (band, band_value), (signed, record.source)
+
+
+def pairs_in_bucket(band, members, threshold):
+    """(source, source, distance) candidates among the (hash, source) ``members`` of one band value:
+    pairs within ``threshold`` whose first shared band is ``band``, the smaller source first."""
+    edges = ph.band_edges(ph.bands_for(threshold))
+    members = sorted(((value & _MASK, source) for value, source in members), key=lambda member: member[1])
+    first_of = {}
+    distinct = []
+    for value, source in members:
+        first = first_of.setdefault(value, source)
+        if first != source:
+            if band == 0:  # identical hashes share every band: a candidate of the first of them, once
+                yield first, source, 0
+        else:
+            distinct.append((value, source))
+    if len(distinct) < 2:
+        return
+    for i, j, distance in ph.pairs_within([value for value, _ in distinct], threshold):
+        (a, source_a), (b, source_b) = distinct[i], distinct[j]
+        if ph.first_shared_band(a, b, edges) == band:
+            yield source_a, source_b, distance
+
+
+def star_groups(links):
+    """{source: leader} of one component: ``links`` is {source: ((neighbour, distance), ...)}.
+
+    In order of most links (ties: order key), an image not yet in a group leads one, and takes each of
+    its linked images not yet in a group. Deterministic: it depends on the links only.
+    """
+    leader_of = {}
+    for source in sorted(links, key=lambda s: (-len(links[s]), order_key(s))):
+        if source in leader_of:
+            continue
+        leader_of[source] = source
+        for other, _ in links[source]:
+            leader_of.setdefault(other, source)
+    return leader_of
+
+
+class _CompareFn(beam.DoFn):
+    """One band bucket -> its candidates; counts the comparisons, the cost that grows with the square."""
+
+    def __init__(self):
+        self.compared = Metrics.counter(*counters.HASHES_COMPARED)
+
+    def process(self, keyed, threshold):
+        (band, _), members = keyed
+        members = list(members)
+        self.compared.inc(len(members) * (len(members) - 1) // 2)
+        yield from pairs_in_bucket(band, members, threshold)
+
+
+def _thumbnails_of_pairs(keyed):
+    """An image's thumbnail sent to each of its candidate pairs."""
+    _, sides = keyed
+    thumbnails = list(sides['thumbnail'])
+    if not thumbnails:
+        return
+    for pair in sides['pair']:
+        yield pair, thumbnails[0]
+
+
+class _ConfirmFn(beam.DoFn):
+    """A candidate and its two thumbnails -> the candidate, when the thumbnails agree."""
+
+    def __init__(self):
+        self.confirmed = Metrics.counter(*counters.PAIRS_CONFIRMED)
+        self.refused = Metrics.counter(*counters.PAIRS_REFUSED)
+
+    def process(self, keyed):
+        pair, thumbnails = keyed
+        thumbnails = list(thumbnails)
+        if len(thumbnails) == 2 and ph.same_picture(*thumbnails):
+            self.confirmed.inc()
+            yield pair
+        else:
+            self.refused.inc()
+
+
+class Confirm(beam.PTransform):
+    """(source, source, distance) candidates -> those whose thumbnails agree; ``records``: RecordRef."""
+
+    def __init__(self, records):
+        super().__init__()
+        self._records = records
+
+    def expand(self, candidates):
+        thumbnails = (self._records
+                      | 'Hashed' >> beam.Filter(lambda record: record.perceptual_hash is not None)
+                      | 'Thumbnails' >> beam.Map(lambda record: (record.source, record.thumbnail)))
+        ends = candidates | 'ToBothEnds' >> beam.FlatMap(lambda pair: [(pair[0], pair), (pair[1], pair)])
+        return ({'thumbnail': thumbnails, 'pair': ends}
+                | 'JoinThumbnails' >> beam.CoGroupByKey()
+                | 'ToPairs' >> beam.FlatMap(_thumbnails_of_pairs)
+                | 'GroupPairs' >> beam.GroupByKey()
+                | 'Check' >> beam.ParDo(_ConfirmFn()))
+
+
+def _adjacent(keyed):
+    """A node's first state: (label = smallest of itself and its neighbours, neighbours)."""
+    node, neighbours = keyed
+    neighbours = tuple(sorted(set(neighbours)))
+    return node, (None, min(node, *(other for other, _ in neighbours)), neighbours)
+
+
+def _send(keyed):
+    node, (_, label, neighbours) = keyed
+    yield node, (True, label, neighbours)
+    for other, _ in neighbours:
+        yield other, (False, label, None)
+
+
+class _PropagateFn(beam.DoFn):
+    """One round: a node takes the smallest label it hears; an edge whose ends disagree is unsettled."""
+
+    def process(self, keyed):
+        node, messages = keyed
+        heard = []
+        label = neighbours = None
+        for own, value, links in messages:
+            if own:
+                label, neighbours = value, links
+            else:
+                heard.append(value)
+        for other in heard:
+            if other != label:
+                yield beam.pvalue.TaggedOutput(UNSETTLED, (min(label, other), max(label, other)))
+        yield node, (label, min([label, *heard]), neighbours)
+
+
+def join_labels(pairs):
+    """Union-find over label pairs: {label: the smallest label joined to it}, for labels that change."""
+    parent = {}
+
+    def find(label):
+        root = label
+        while parent.get(root, root) != root:
+            root = parent[root]
+        while label != root:
+            parent[label], label = root, parent.get(label, label)
+        return root
+
+    for a, b in pairs:
+        root_a, root_b = find(a), find(b)
+        if root_a != root_b:
+            parent[max(root_a, root_b)] = min(root_a, root_b)
+    return {label: find(label) for label in parent if find(label) != label}
+
+
+def _component(keyed, relabel):
+    node, (label, _, neighbours) = keyed
+    return relabel.get(label, label), (node, neighbours)
+
+
+def _stars(keyed):
+    """One component -> (source, Node) for each of its images."""
+    _, nodes = keyed
+    links = dict(nodes)
+    leader_of = star_groups(links)
+    for source, neighbours in sorted(links.items()):
+        nearest, distance = min(neighbours, key=lambda link: (link[1], link[0]))
+        yield source, Node(leader_of[source], nearest, distance, neighbours)
+
+
+class Threshold(beam.PTransform):
+    """RecordRef -> one element: the threshold for as many images as hold a hash."""
+
+    def expand(self, records):
+        hashed = (records
+                  | 'Hashed' >> beam.FlatMap(lambda record: [(None, 1)] if record.perceptual_hash is not None else [])
+                  | 'CountHashed' >> beam.CombinePerKey(sum))
+        # The count read as a side input by one element: Count.Globally costs five steps more than this.
+        return (records.pipeline
+                | 'Once' >> beam.Impulse()
+                | 'ForCount' >> beam.Map(lambda _, count: ph.threshold_for(count.get(None, 0)),
+                                         beam.pvalue.AsDict(hashed)))
+
+
+class FindGroups(beam.PTransform):
+    """RecordRef -> (source, Node) for every image with a confirmed near-duplicate within ``threshold``:
+    a number, or a one-element PCollection of it (``Threshold``)."""
+
+    def __init__(self, threshold, rounds=ROUNDS):
+        super().__init__()
+        self._threshold = threshold
+        self._rounds = rounds
+
+    def expand(self, records):
+        threshold = self._threshold
+        if isinstance(threshold, beam.PCollection):
+            threshold = beam.pvalue.AsSingleton(threshold)
+        links = (records
+                 | 'BandKeys' >> beam.FlatMap(band_keys, threshold)
+                 | 'GroupBands' >> beam.GroupByKey()
+                 | 'CompareInBand' >> beam.ParDo(_CompareFn(), threshold)
+                 | 'Confirm' >> Confirm(records))
+        state = (links
+                 | 'BothEnds' >> beam.FlatMap(lambda e: [(e[0], (e[1], e[2])), (e[1], (e[0], e[2]))])
+                 | 'Neighbours' >> beam.GroupByKey()
+                 | 'FirstLabels' >> beam.Map(_adjacent))
+        unsettled = None
+        for round_ in range(1, self._rounds + 1):
+            step = (state
+                    | f'Send{round_}' >> beam.FlatMap(_send)
+                    | f'Hear{round_}' >> beam.GroupByKey()
+                    | f'Propagate{round_}' >> beam.ParDo(_PropagateFn()).with_outputs(UNSETTLED, main='nodes'))
+            state, unsettled = step.nodes, step[UNSETTLED]
+        # The unsettled edges read whole as a side input of one element, joined once.
+        relabel = (records.pipeline
+                   | 'Once' >> beam.Impulse()
+                   | 'JoinLabels' >> beam.Map(lambda _, pairs: join_labels(pairs), beam.pvalue.AsList(unsettled)))
+        return (state
+                | 'KeyByComponent' >> beam.Map(_component, beam.pvalue.AsSingleton(relabel))
+                | 'Components' >> beam.GroupByKey()
+                | 'Stars' >> beam.FlatMap(_stars))
