@@ -1,25 +1,39 @@
-"""The grouping transforms on hand-made records: Beam's TestPipeline (DirectRunner) and assert_that."""
+"""The grouping and dealing transforms on hand-made records: Beam's TestPipeline (DirectRunner) and
+assert_that."""
 import collections
+import os
+import pickle
 import random
+import tempfile
 
 import apache_beam as beam
+import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
+from contract.reasons import NEAR_DUPLICATE_CONFLICT
+from imgrec_console.errors import build_failure_message
 from imgrec_imaging import perceptual_hash as ph
 from transforms.elements import RecordRef
-from transforms.near_duplicates import GROUP, OFF, REPORT, FindGroups, NearDuplicates
-from transforms.splits import split_for
+from transforms.near_duplicate_groups import FindGroups
+from transforms.near_duplicates import GROUP, OFF, REPORT, NearDuplicates
+from transforms.splits import apportion, split_for
 
 WEIGHTS = (('train', 50), ('validation', 50))
-THRESHOLD = ph.threshold_for(45)  # the records of _corpus
+THRESHOLD = ph.threshold_for(46)  # the records of _corpus
 LINK = THRESHOLD // 2 + 1
+_IN_MEMORY = ['--direct_running_mode=in_memory']
 
 
-def _record(source, value, label=0, published=None):
+def _thumbnail(seed):
+    return random.Random(seed).randbytes(ph.THUMBNAIL_BYTES)
+
+
+def _record(source, value, label=0, published=None, look=None):
+    """A record whose thumbnail is ``look``'s (its own source's when None): equal looks confirm a candidate."""
     return RecordRef(source, source, f'class{label}', split_for(source, WEIGHTS), label, 'sha-' + source, 1, None,
                      None, (), 'spill', 0, 1, perceptual_hash=None if value is None else ph.to_hex(value),
-                     published_split=published)
+                     published_split=published, thumbnail=None if value is None else _thumbnail(look or source))
 
 
 def _flip(value, *bits):
@@ -30,129 +44,182 @@ def _flip(value, *bits):
 
 def _corpus():
     """Far-apart hashes, one pair, one chain of five (each link just over half the threshold, so only
-    neighbours are within it), one pair of identical hashes, one image just over the threshold from
-    another (a bit in every band), and one with no hash."""
+    neighbours are within it), one pair of identical hashes, one pair within the threshold whose
+    thumbnails differ, one image just over the threshold from another (a bit in every band), and one
+    with no hash."""
     rng = random.Random(3)
     bases = [rng.getrandbits(64) for _ in range(40)]
     records = [_record(f'solo/{i:02d}.jpg', value) for i, value in enumerate(bases[:30])]
-    records.append(_record('pair/a.jpg', bases[30]))
-    records.append(_record('pair/b.jpg', _flip(bases[30], 0, 9, 18)))
+    records.append(_record('pair/a.jpg', bases[30], look='pair'))
+    records.append(_record('pair/b.jpg', _flip(bases[30], 0, 9, 18), look='pair'))
     chain = bases[31]
     for i in range(5):
-        records.append(_record(f'chain/{i}.jpg', chain))
+        records.append(_record(f'chain/{i}.jpg', chain, look='chain'))
         chain = _flip(chain, *range(i * LINK, (i + 1) * LINK))
-    records.append(_record('same/x.jpg', bases[32]))
-    records.append(_record('same/y.jpg', bases[32]))
-    records.append(_record('far/a.jpg', bases[33]))
-    records.append(_record('far/b.jpg', _flip(bases[33], *(ph.BITS - 1 - start for start, _ in ph.band_edges(ph.bands_for(THRESHOLD))))))
+    records.append(_record('same/x.jpg', bases[32], look='same'))
+    records.append(_record('same/y.jpg', bases[32], look='same'))
+    records.append(_record('look/a.jpg', bases[34]))
+    records.append(_record('look/b.jpg', _flip(bases[34], 1, 2)))
+    records.append(_record('far/a.jpg', bases[33], look='far'))
+    records.append(_record('far/b.jpg', _flip(bases[33], *(ph.BITS - 1 - start for start, _ in
+                                                         ph.band_edges(ph.bands_for(THRESHOLD)))), look='far'))
     records.append(_record('nohash.jpg', None))
     return records
 
 
-GROUPS = {'pair/a.jpg': 'pair/a.jpg', 'pair/b.jpg': 'pair/a.jpg',
-          **{f'chain/{i}.jpg': 'chain/0.jpg' for i in range(5)},
-          'same/x.jpg': 'same/x.jpg', 'same/y.jpg': 'same/x.jpg'}
+LINKED = ({'pair/a.jpg', 'pair/b.jpg'}, {'same/x.jpg', 'same/y.jpg'},
+          *({f'chain/{i}.jpg', f'chain/{i + 1}.jpg'} for i in range(4)))
+GROUPED = set().union(*LINKED)
 
 
-def test_groups_are_the_connected_components_of_pairs_within_the_threshold():
-    records = _corpus()
-    with TestPipeline() as p:
-        nodes = p | beam.Create(records) | FindGroups(THRESHOLD)
-        assert_that(nodes | beam.Map(lambda kv: (kv[0], kv[1].group)), equal_to(sorted(GROUPS.items())))
-        assert_that(nodes | 'Nearest' >> beam.Map(lambda kv: (kv[0], kv[1].nearest, kv[1].distance))
-                    | beam.Filter(lambda row: not row[0].startswith('chain/')),
-                    equal_to([('pair/a.jpg', 'pair/b.jpg', 3), ('pair/b.jpg', 'pair/a.jpg', 3),
-                              ('same/x.jpg', 'same/y.jpg', 0), ('same/y.jpg', 'same/x.jpg', 0)]),
-                    label='nearest')
+def _dump(items, path):
+    with open(path, 'wb') as out:
+        pickle.dump(items, out)
 
 
-def test_a_chain_longer_than_the_rounds_is_still_one_group():
+def _collect(pcolls):
+    """{name: list of elements} of each PCollection once the pipeline has run (``run``)."""
+    folder = tempfile.mkdtemp()
+    paths = {name: os.path.join(folder, name) for name in pcolls}
+    for name, pcoll in pcolls.items():
+        pcoll | f'List{name}' >> beam.combiners.ToList() | f'Dump{name}' >> beam.Map(_dump, paths[name])
+
+    def run(pipeline):
+        pipeline.run().wait_until_finish()
+        loaded = {}
+        for name, path in paths.items():
+            with open(path, 'rb') as stream:
+                loaded[name] = pickle.load(stream)
+        return loaded
+    return run
+
+
+def _found(records, **options):
+    """{source: Node} FindGroups gives ``records``."""
+    p = TestPipeline(argv=_IN_MEMORY)
+    run = _collect({'nodes': p | beam.Create(records) | FindGroups(THRESHOLD, **options)})
+    return dict(run(p)['nodes'])
+
+
+def test_groups_are_stars_of_confirmed_candidates_never_chains():
+    nodes = _found(_corpus())
+    assert set(nodes) == GROUPED  # not the pair the thumbnails refuse, nor the pair over the threshold
+    links = {frozenset((source, other)) for source, node in nodes.items() for other, _ in node.neighbours}
+    assert links == {frozenset(pair) for pair in LINKED}
+    for source, node in nodes.items():  # every member is linked to its group's leader
+        assert node.group == source or frozenset((source, node.group)) in links
+    assert nodes['chain/0.jpg'].group != nodes['chain/4.jpg'].group
+    assert nodes['pair/a.jpg'].group == nodes['pair/b.jpg'].group and nodes['same/x.jpg'].group == nodes['same/y.jpg'].group
+    assert (nodes['pair/a.jpg'].nearest, nodes['pair/a.jpg'].distance) == ('pair/b.jpg', 3)
+    assert (nodes['same/y.jpg'].nearest, nodes['same/y.jpg'].distance) == ('same/x.jpg', 0)
+
+
+def test_a_chain_longer_than_the_rounds_gives_the_same_groups():
     """One round of label passing cannot reach the chain's end: the union-find of unsettled labels does."""
+    assert _found(_corpus(), rounds=1) == _found(_corpus(), rounds=3)
+
+
+def _run(records, *args, **kwargs):
+    """{'records': [...], 'near_duplicates': [...], 'summary': dict, 'moves': Counter, 'rejected': [...]}."""
+    p = TestPipeline(argv=_IN_MEMORY)
+    result = p | beam.Create(records) | NearDuplicates(*args, **kwargs)
+    out = _collect({name: result[name] for name in ('records', 'near_duplicates', 'summary', 'moves', 'rejected')})(p)
+    moves = collections.Counter()
+    for split, change in out['moves']:
+        moves[split] += change
+    return dict(out, summary=out['summary'][0], moves=moves)
+
+
+def _counts(records):
+    return collections.Counter(record.split for record in records)
+
+
+def _accounted(records, out):
+    """The moves turn the hash splits of the records into their final splits."""
+    before = collections.Counter(record.split for record in records)
+    assert {split: before[split] + out['moves'][split] for split in before} == dict(_counts(out['records']))
+
+
+def test_group_mode_keeps_each_group_in_one_split_and_holds_the_shares():
     records = _corpus()
-    with TestPipeline() as p:
-        nodes = p | beam.Create(records) | FindGroups(THRESHOLD, rounds=1)
-        assert_that(nodes | beam.Map(lambda kv: (kv[0], kv[1].group)), equal_to(sorted(GROUPS.items())))
+    out = _run(records, GROUP, WEIGHTS)
+    final = {record.source: record.split for record in out['records']}
+    assert set(final) == {record.source for record in records}
+    assert _counts(out['records']) == apportion(len(records), WEIGHTS)
+    rows = {row.source: row for row in out['near_duplicates']}
+    assert set(rows) == GROUPED
+    by_group = collections.defaultdict(set)
+    for row in rows.values():
+        by_group[row.group].add(final[row.source])
+        assert row.split == final[row.source]
+        assert row.moved_from == (split_for(row.source, WEIGHTS) if final[row.source] != split_for(
+            row.source, WEIGHTS) else None)
+    assert all(len(splits) == 1 for splits in by_group.values())
+    _accounted(records, out)
+    summary = out['summary']
+    assert (summary['mode'], summary['hash'], summary['threshold'], summary['bands']) == (
+        'group', ph.ALGORITHM, THRESHOLD, THRESHOLD + 1)
+    assert summary['groups'] == len(by_group) and summary['images'] == len(GROUPED)
+    assert summary['pairs'] == len(LINKED) and summary['label_conflicts'] == 0
+    assert summary['largest_group'] == max(collections.Counter(row.group for row in rows.values()).values())
+    assert summary['pairs_across_splits'] == sum(len({final[s] for s in pair}) > 1 for pair in LINKED)
 
 
-def _splits_of(result):
-    return result['records'] | 'SplitOf' >> beam.Map(lambda r: (r.source, r.split))
-
-
-def test_group_mode_puts_each_group_in_one_split_and_leaves_the_others():
+def test_report_mode_lists_groups_and_deals_every_image_as_off_does():
     records = _corpus()
-    by_source = {r.source: r for r in records}
-    expected = {}
-    for source, record in by_source.items():
-        group = GROUPS.get(source)
-        if group is None:
-            expected[source] = record.split
-        else:
-            members = [by_source[s] for s, g in GROUPS.items() if g == group]
-            expected[source] = min(members, key=lambda r: r.order_key).split
-    assert len({split_for(s, WEIGHTS) for s in GROUPS if GROUPS[s] == 'chain/0.jpg'}) == 2  # the chain needs it
-    with TestPipeline() as p:
-        result = p | beam.Create(records) | NearDuplicates(GROUP, WEIGHTS)
-        assert_that(_splits_of(result), equal_to(sorted(expected.items())))
-        moved = {s for s in expected if expected[s] != by_source[s].split}
-        assert_that(result['near_duplicates'] | beam.Map(lambda row: (row.source, row.group, row.moved_from)),
-                    equal_to([(s, GROUPS[s], by_source[s].split if s in moved else None) for s in GROUPS]),
-                    label='rows')
-        assert_that(result['moves'] | beam.CombinePerKey(sum),
-                    equal_to(sorted(_net_moves(by_source, expected).items())), label='moves')
-        assert_that(result['summary'], equal_to([{
-            'mode': 'group', 'hash': ph.ALGORITHM, 'threshold': THRESHOLD, 'bands': THRESHOLD + 1, 'groups': 3,
-            'images': 9, 'pairs': 1 + 4 + 1, 'pairs_across_splits': 0, 'pairs_across_labels': 0,
-            'images_moved': len(moved), 'largest_group': 5}]), label='summary')
+    report, off = _run(records, REPORT, WEIGHTS), _run(records, OFF, WEIGHTS)
+    final = {record.source: record.split for record in report['records']}
+    assert final == {record.source: record.split for record in off['records']}
+    assert {row.source for row in report['near_duplicates']} == GROUPED
+    assert all(row.split == final[row.source] for row in report['near_duplicates'])
+    assert report['summary']['pairs_across_splits'] == sum(len({final[s] for s in pair}) > 1 for pair in LINKED)
+    assert off['near_duplicates'] == [] and (off['summary']['mode'], off['summary']['hash']) == ('off', None)
+    assert _counts(off['records']) == apportion(len(records), WEIGHTS)
+    _accounted(records, off)
 
 
-def _net_moves(by_source, expected):
-    net = collections.Counter()
-    for source, split in expected.items():
-        if split != by_source[source].split:
-            net[by_source[source].split] -= 1
-            net[split] += 1
-    return net
-
-
-def test_report_mode_lists_groups_and_moves_nothing():
-    records = _corpus()
-    crossing = sum(1 for a, b in [('pair/a.jpg', 'pair/b.jpg'), ('same/x.jpg', 'same/y.jpg')]
-                   + [(f'chain/{i}.jpg', f'chain/{i + 1}.jpg') for i in range(4)]
-                   if split_for(a, WEIGHTS) != split_for(b, WEIGHTS))
-    assert crossing
-    with TestPipeline() as p:
-        result = p | beam.Create(records) | NearDuplicates(REPORT, WEIGHTS)
-        assert_that(_splits_of(result), equal_to([(r.source, r.split) for r in records]))
-        assert_that(result['near_duplicates'] | beam.Map(lambda row: (row.source, row.split, row.moved_from)),
-                    equal_to([(s, split_for(s, WEIGHTS), None) for s in GROUPS]), label='rows')
-        assert_that(result['summary'] | beam.Map(lambda s: (s['groups'], s['pairs_across_splits'], s['images_moved'])),
-                    equal_to([(3, crossing, 0)]), label='summary')
-        assert_that(result['moves'], equal_to([]), label='moves')
-
-
-def test_off_mode_passes_records_through():
-    records = _corpus()
-    with TestPipeline() as p:
-        result = p | beam.Create(records) | NearDuplicates(OFF, WEIGHTS)
-        assert_that(result['records'], equal_to(records))
-        assert_that(result['near_duplicates'], equal_to([]), label='rows')
-        assert_that(result['summary'] | beam.Map(lambda s: (s['mode'], s['hash'], s['groups'])),
-                    equal_to([('off', None, 0)]), label='summary')
-
-
-def test_on_a_refresh_published_images_keep_their_split_where_groups_allow():
-    """The pair was published in validation (against its hash); an image alone keeps its published split;
-    a new image joining the pair follows it; and without the same splits, published splits are ignored."""
+def test_published_images_keep_their_split_and_new_ones_fill_what_is_lacking():
+    """The pair was published in validation (against its hash); a new image joining it follows it; an
+    image alone keeps its published split; new images alone fill what the splits lack."""
     rng = random.Random(11)
-    value, lone = rng.getrandbits(64), rng.getrandbits(64)
-    records = [_record('p/a.jpg', value, published='validation'), _record('p/b.jpg', _flip(value, 3),
-                                                                         published='validation'),
-               _record('p/new.jpg', _flip(value, 5)), _record('lone.jpg', lone, published='validation')]
-    with TestPipeline() as p:
-        result = p | beam.Create(records) | NearDuplicates(GROUP, WEIGHTS, keep_published=True)
-        assert_that(_splits_of(result), equal_to([(r.source, 'validation') for r in records]))
-    with TestPipeline() as p:
-        result = p | beam.Create(records) | NearDuplicates(GROUP, WEIGHTS, keep_published=False)
-        first = min(records[:3], key=lambda r: r.order_key).split
-        assert_that(_splits_of(result), equal_to([('p/a.jpg', first), ('p/b.jpg', first), ('p/new.jpg', first),
-                                                  ('lone.jpg', records[3].split)]))
+    value = rng.getrandbits(64)
+    published = [_record('p/a.jpg', value, published='validation', look='p'),
+                 _record('p/b.jpg', _flip(value, 3), published='validation', look='p'),
+                 _record('lone.jpg', rng.getrandbits(64), published='validation')]
+    new = [_record('p/new.jpg', _flip(value, 5), look='p')] + [
+        _record(f'new/{i}.jpg', rng.getrandbits(64)) for i in range(5)]
+    out = _run(published + new, GROUP, WEIGHTS, keep_published=True)
+    final = {record.source: record.split for record in out['records']}
+    assert all(final[record.source] == 'validation' for record in published)
+    assert final['p/new.jpg'] == 'validation'
+    assert _counts(out['records']) == {'train': 5, 'validation': 4}
+    # Without the same splits (or with --resplit) nothing is kept: the shares alone decide.
+    again = _run(published + new, GROUP, WEIGHTS, keep_published=False)
+    assert _counts(again['records']) == apportion(9, WEIGHTS)
+
+
+def test_a_near_duplicate_pair_across_classes_is_a_label_conflict():
+    rng = random.Random(5)
+    value = rng.getrandbits(64)
+    records = [_record('cat/a.jpg', value, label=0, look='x'), _record('dog/a.jpg', _flip(value, 2), label=1, look='x'),
+               *(_record(f'cat/{i}.jpg', rng.getrandbits(64)) for i in range(4))]
+    out = _run(records, GROUP, WEIGHTS)
+    assert sorted((r.source, r.reason) for r in out['rejected']) == [
+        ('cat/a.jpg', NEAR_DUPLICATE_CONFLICT), ('dog/a.jpg', NEAR_DUPLICATE_CONFLICT)]
+    assert 'dog/a.jpg' in next(r.message for r in out['rejected'] if r.source == 'cat/a.jpg')
+    assert len(out['records']) == 4 and out['summary']['label_conflicts'] == 2
+    listed = _run(records, REPORT, WEIGHTS)  # only listed: nothing quarantined, the pair counted
+    assert listed['rejected'] == [] and listed['summary']['pairs_across_labels'] == 1
+
+
+def test_shares_that_cannot_be_held_fail_the_build_in_one_line():
+    rng = random.Random(8)
+    records = [_record(f'old/{i}.jpg', rng.getrandbits(64), published='train') for i in range(8)]
+    records += [_record(f'new/{i}.jpg', rng.getrandbits(64)) for i in range(2)]
+    with pytest.raises(Exception) as raised:
+        _run(records, GROUP, WEIGHTS, keep_published=True)
+    message = build_failure_message(raised.value)
+    assert message and message.startswith('split train would hold 8 of 10 images (80.0%), asked 50.0%')
+    assert '--split_tolerance 30.1 accepts it' in message and '--resplit' in message
+    accepted = _run(records, GROUP, WEIGHTS, keep_published=True, tolerance=31)
+    assert _counts(accepted['records']) == {'train': 8, 'validation': 2}

@@ -1,5 +1,5 @@
 """Scheduled refresh: a build into an output with a published version decodes only what changed, keeps
-label numbers, and publishes exactly what a full build of the same input would."""
+label numbers, and publishes exactly what a ``--full`` build into the same output would."""
 import json
 import os
 import shutil
@@ -75,6 +75,7 @@ def test_a_refresh_publishes_what_a_full_build_would_reading_only_what_changed(t
     output = tmp_path / 'out'
     _refresh(images, output, '--version', 'v1')
     before, first = load_version(str(output))
+    shutil.copytree(output, tmp_path / 'full')  # the same output, for a --full build beside the refresh
     new, changed, removed = _edit_input(images)
     listed = sum(1 for path in images.rglob('*') if path.is_file())
     config, result = _refresh(images, output, '--version', 'v2')
@@ -89,12 +90,10 @@ def test_a_refresh_publishes_what_a_full_build_would_reading_only_what_changed(t
     assert document['labels'] == first['labels'] + ['aardvark']
     assert open(os.path.join(version_dir, layout.LABELS_TXT)).read().splitlines() == document['labels']
     check_version(str(output), input_root=str(images))
-    # The same bytes as a full build of the same input with the refreshed label order.
-    labels = tmp_path / 'labels.txt'
-    labels.write_text(''.join(f'{label}\n' for label in document['labels']))
-    _refresh(images, tmp_path / 'full', '--version', 'v2', '--labels', str(labels))
+    # The same bytes as a --full build into the same output: the same splits, the same label order.
+    _refresh(images, tmp_path / 'full', '--version', 'v2', '--full')
     full_dir, full = load_version(str(tmp_path / 'full'))
-    assert full['refresh']['mode'] == 'full' and full['refresh']['previous'] is None
+    assert full['refresh']['mode'] == 'full' and full['refresh']['previous'] == 'v1'
     assert _files(version_dir) == _files(full_dir)
     for key in ('splits', 'counts', 'quarantine', 'duplicates', 'decoding', 'index', 'labels'):
         assert document[key] == full[key], key
@@ -291,15 +290,14 @@ def test_a_duplicate_whose_twin_is_gone_is_written(tmp_path):
     _refresh(images, output, '--version', 'v1')
     _, first = load_version(str(output))
     assert first['counts']['duplicates'] == 1
+    shutil.copytree(output, tmp_path / 'full')
     (images / 'square' / 'square_00000.jpg').unlink()
     _refresh(images, output, '--version', 'v2')
     version_dir, document = load_version(str(output))
     assert document['counts']['duplicates'] == 0 and document['refresh']['decoded'] == 1
     _, by_split = check_version(str(output), input_root=str(images))
     assert 'square/zz_copy.jpg' in {r['image/source'].decode() for records in by_split.values() for r in records}
-    labels = tmp_path / 'labels.txt'
-    labels.write_text(''.join(f'{label}\n' for label in document['labels']))
-    _refresh(images, tmp_path / 'full', '--version', 'v2', '--labels', str(labels))
+    _refresh(images, tmp_path / 'full', '--version', 'v2', '--full')
     assert _files(version_dir) == _files(load_version(str(tmp_path / 'full'))[0])
 
 

@@ -1,4 +1,4 @@
-"""Splits follow a stable hash of the source name."""
+"""Splits follow a stable hash of the source name, and published images keep theirs."""
 import collections
 
 from contract import features as F
@@ -25,14 +25,21 @@ def _splits_by_source(output):
     return {r[F.SOURCE].decode(): split for split, records in by_split.items() for r in records}
 
 
-def test_images_keep_their_split_when_the_dataset_grows(sample_images, tmp_path):
-    """Rebuilding with a class removed leaves every other image in the split it had."""
+def test_images_keep_their_split_when_the_dataset_shrinks(sample_images, tmp_path):
+    """Rebuilding into the same output with a class removed leaves every other image in the split it had;
+    into a new output, only images near a cut between splits move: at most two per image removed."""
     labels = tmp_path / 'labels.txt'
     labels.write_text('circle\nsquare\n')
     options = ('--splits', 'train=60,validation=40', '--num_shards', 'train=2,validation=2')
-    full = _splits_by_source(build(sample_images, tmp_path / 'full', *options))
-    subset = _splits_by_source(build(sample_images, tmp_path / 'subset', *options, '--labels', str(labels),
-                                     '--allow_unknown_labels'))
-    assert subset and set(subset) < set(full)
-    assert all(full[source] == split for source, split in subset.items())
+    subset_options = ('--labels', str(labels), '--allow_unknown_labels')
+    full = _splits_by_source(build(sample_images, tmp_path / 'out', *options, '--version', 'v1'))
     assert set(full.values()) == {'train', 'validation'}
+    # Kept where they were, the images left may miss the shares by more than a point: a choice, accepted.
+    rebuilt = _splits_by_source(build(sample_images, tmp_path / 'out', *options, *subset_options, '--version', 'v2',
+                                      '--full', '--split_tolerance', '20'))
+    assert rebuilt and set(rebuilt) < set(full)
+    assert all(full[source] == split for source, split in rebuilt.items())
+    elsewhere = _splits_by_source(build(sample_images, tmp_path / 'new', *options, *subset_options))
+    assert set(elsewhere) == set(rebuilt)
+    moved = sum(full[source] != split for source, split in elsewhere.items())
+    assert moved <= 2 * (len(full) - len(elsewhere))

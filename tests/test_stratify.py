@@ -13,7 +13,7 @@ from tests.test_near_duplicates_build import (  # noqa: F401  (fixtures)
     planted,
     rows_of,
 )
-from transforms.splits import apportion, deal_groups, singleton_quotas, split_of_rank
+from transforms.splits import apportion, deal_groups, singleton_quotas, split_of_rank, targets_for
 
 WEIGHTS = (('train', 80), ('validation', 20))
 
@@ -43,21 +43,47 @@ def test_groups_then_singletons_give_each_split_its_share_within_one_group():
     rng = random.Random(7)
     for _ in range(3000):
         weights = tuple((f's{i}', rng.randint(1, 10)) for i in range(rng.randint(2, 4)))
-        groups = [((rng.random(), f'g{i}'), f'g{i}', rng.randint(2, 6)) for i in range(rng.randint(0, 8))]
+        groups = [(rng.randint(2, 6), (rng.random(), f'g{i}'), f'g{i}') for i in range(rng.randint(0, 8))]
         alone = rng.randint(0, 80)
-        size = alone + sum(n for _, _, n in groups)
+        size = alone + sum(n for n, _, _ in groups)
         if not size:
             continue
-        decided = deal_groups(groups, size, weights)
+        targets = targets_for(size, weights)
+        decided = deal_groups(groups, targets, {}, weights)
         in_groups = collections.Counter()
-        for _, group, n in groups:
+        for n, _, group in groups:
             in_groups[decided[group]] += n
-        quotas = singleton_quotas(size, alone, in_groups, weights)
+        quotas = singleton_quotas(targets, in_groups, alone, weights)
         assert sum(quotas.values()) == alone and min(quotas.values()) >= 0
-        largest = max((n for _, _, n in groups), default=1)
+        largest = max((n for n, _, _ in groups), default=1)
         whole = sum(weight for _, weight in weights)
         for name, weight in weights:
             assert abs(in_groups[name] + quotas[name] - size * weight / whole) < largest
+
+
+def test_groups_are_dealt_largest_first_against_what_each_split_lacks():
+    """Each group, largest first, goes to the split that lacks most; what is already placed counts."""
+    weights = (('train', 50), ('validation', 50))
+    groups = [(20, (0, 'c'), 'c'), (50, (2, 'big'), 'big'), (30, (1, 'b'), 'b')]
+    assert deal_groups(groups, targets_for(100, weights), {}, weights) == {
+        'big': 'train', 'b': 'validation', 'c': 'validation'}
+    assert deal_groups(groups, targets_for(100, weights), {'validation': 40}, weights) == {
+        'big': 'train', 'b': 'validation', 'c': 'train'}
+
+
+def test_with_stratify_every_split_gets_one_image_of_a_class_that_has_enough():
+    weights = (('train', 90), ('validation', 5), ('test', 5))
+    assert apportion(3, weights) == {'train': 3, 'validation': 0, 'test': 0}
+    assert targets_for(3, weights, at_least_one=True) == {'train': 1, 'validation': 1, 'test': 1}
+    assert targets_for(2, weights, at_least_one=True) == apportion(2, weights)  # too few: named in the summary
+    rng = random.Random(3)
+    for _ in range(300):
+        weights = tuple((f's{i}', rng.randint(1, 9)) for i in range(rng.randint(1, 4)))
+        total = rng.randint(0, 40)
+        counts = targets_for(total, weights, at_least_one=True)
+        assert sum(counts.values()) == total
+        if total >= len(weights):
+            assert min(counts.values()) >= 1
 
 
 def _class_counts(version_dir):

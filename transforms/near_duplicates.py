@@ -153,21 +153,23 @@ class _StatsFn(beam.CombineFn):
         return totals
 
 
-def check_shares(counts, weights, tolerance, largest):
+def check_shares(counts, weights, tolerance, largest, published=False):
     """The one-line reason a build with ``counts`` ({split: images}) misses ``weights`` by more than
     ``tolerance`` percentage points and more than one image, or None. ``largest``: (images, group) of
-    the largest near-duplicate group, or None."""
+    the largest near-duplicate group, or None; ``published``: published images kept their splits."""
     total = sum(counts.values())
     whole = sum(weight for _, weight in weights)
     for name, weight in weights:
         wanted = total * weight / whole
         if abs(counts.get(name, 0) - wanted) > max(1.0, total * tolerance / 100):
-            group = (f'the largest near-duplicate group holds {largest[0]} images ({largest[1]})' if largest
-                     else 'no near-duplicate group')
+            why = [f'the largest near-duplicate group holds {largest[0]} images ({largest[1]})' if largest
+                   else 'no near-duplicate group']
+            if published:
+                why.append('published images keep their splits')
             return (f'split {name} would hold {counts.get(name, 0)} of {total} images '
-                    f'({100 * counts.get(name, 0) / total:.1f}%), asked {100 * weight / whole:.1f}%: {group}; '
-                    f'--split_tolerance {max(tolerance, _needed(counts, weights)):.1f} accepts it, and --resplit '
-                    f'deals published images again')
+                    f'({100 * counts.get(name, 0) / total:.1f}%), asked {100 * weight / whole:.1f}% '
+                    f'({"; ".join(why)}): --split_tolerance {_needed(counts, weights):.1f} accepts it'
+                    + (', --resplit deals every image again' if published else ''))
     return None
 
 
@@ -204,7 +206,7 @@ class NearDuplicates(beam.PTransform):
                     threshold=threshold if hashed else None, bands=ph.bands_for(threshold) if hashed else None)
 
     def _checked(self, _, counts, totals, largest, threshold):
-        reason = check_shares(counts, self._weights, self._tolerance, max(largest, default=None))
+        reason = check_shares(counts, self._weights, self._tolerance, max(largest, default=None), self._keep_published)
         if reason:
             raise BuildFailed(reason)
         return self._describe(totals.get(None) or _StatsFn().create_accumulator(), threshold)

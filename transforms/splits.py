@@ -90,7 +90,8 @@ def targets_for(total, weights, at_least_one=False):
         whole = sum(weight for _, weight in weights)
         for name, _ in weights:
             if not counts[name]:
-                donor = max(counts, key=lambda other: (counts[other] - total * dict(weights)[other] / whole,
+                donors = [other for other in counts if counts[other] > 1]
+                donor = max(donors, key=lambda other: (counts[other] - total * dict(weights)[other] / whole,
                                                       counts[other]))
                 counts[donor] -= 1
                 counts[name] = 1
