@@ -114,8 +114,9 @@ def _pair_stats(keyed):
 class _DescribeGroupFn(beam.DoFn):
     """A group with its final splits -> its near_duplicates.jsonl rows and its counts."""
 
-    def __init__(self, weights):
+    def __init__(self, weights, together):
         self._weights = weights
+        self._together = together
         self.moved = Metrics.counter(*counters.IMAGES_MOVED)
 
     def process(self, group):
@@ -123,7 +124,7 @@ class _DescribeGroupFn(beam.DoFn):
         moved = 0
         for record, node in sorted(members, key=lambda member: member[0].source):
             alone = split_for(record.source, self._weights)
-            moved_from = alone if alone != record.split else None
+            moved_from = alone if self._together and alone != record.split else None
             moved += moved_from is not None
             yield NearDuplicate(record.source, name, node.distance, node.nearest, record.label_text, record.split,
                                 moved_from, record.perceptual_hash)
@@ -251,7 +252,7 @@ class NearDuplicates(beam.PTransform):
             dealt = {'singletons': singletons, 'groups': groups} | 'DealSplits' >> DealSplits(
                 weights, self._stratify, self._keep_published)
             listed = dealt[GROUPS]
-        described = listed | 'Describe' >> beam.ParDo(_DescribeGroupFn(weights)).with_outputs('stats', main='rows')
+        described = listed | 'Describe' >> beam.ParDo(_DescribeGroupFn(weights, self._mode == GROUP)).with_outputs('stats', main='rows')
         pair_stats = (listed
                       | 'TellSplits' >> beam.FlatMap(_pair_messages)
                       | 'HearSplits' >> beam.GroupByKey()
