@@ -110,7 +110,8 @@ def synthetic(count, seed, planted_share=PLANTED_SHARE):
         stop = min(count, start + 50_000)
         grids[start:stop] = rng.uniform(0, 255, size=(stop - start, _GRID, _GRID, 3))
         noise = rng.normal(0, _TEXTURE, size=(stop - start, ph.THUMBNAIL_SIDE, ph.THUMBNAIL_SIDE, 3))
-        thumbnails[start:stop] = _as_bytes(_field(grids[start:stop].astype(np.float64)) + noise).reshape(stop - start, -1)
+        smooth = _field(grids[start:stop].astype(np.float64))
+        thumbnails[start:stop] = _as_bytes(smooth + noise).reshape(stop - start, -1)
     sources = [f'img/{i:07d}.jpg' for i in range(count)]
     copies = int(count * planted_share)
     chosen = rng.permutation(count)[:2 * copies]
@@ -217,8 +218,9 @@ def group_in_memory(sources, hashes, thumbnails, threshold, timings=None):
         compared += len(members) * (len(members) - 1) // 2
         candidates.extend(pairs_in_bucket(band, members, threshold))
     total = time.process_time() - clock
-    timings['band buckets (sort, members)'] = timings.get('band buckets (sort, members)', 0.0) + banding
-    timings['compare in buckets (pairs_in_bucket)'] = timings.get('compare in buckets (pairs_in_bucket)', 0.0) + total - banding
+    for phase, seconds in (('band buckets (sort, members)', banding),
+                           ('compare in buckets (pairs_in_bucket)', total - banding)):
+        timings[phase] = timings.get(phase, 0.0) + seconds
 
     clock = time.process_time()
     links = [pair for pair in candidates
@@ -333,8 +335,8 @@ def report(runs):
     print()
     for run in runs:
         d = run['distances']
-        print(f"{run['kind']} {run['hashes']:,}: {run['compared']:,} comparisons ({run['compared'] / run['hashes']:.0f} "
-              f"an image), grouping {run['cpu_seconds']:.1f} s CPU / {run['wall_seconds']:.1f} s wall "
+        print(f"{run['kind']} {run['hashes']:,}: {run['compared']:,} comparisons "
+              f"({run['compared'] / run['hashes']:.0f} an image), grouping {run['cpu_seconds']:.1f} s CPU / {run['wall_seconds']:.1f} s wall "
               f"(inputs {run['inputs_cpu_seconds']:.1f} s CPU): "
               + ', '.join(f'{name} {seconds:.1f}' for name, seconds in run['timings'].items()))
         print(f"    planted pairs within the threshold {run['planted_candidates']}/{run['planted']}, "
@@ -351,7 +353,8 @@ def report(runs):
         if len(sized) > 1:
             small, large = min(sized, key=lambda r: r['hashes']), max(sized, key=lambda r: r['hashes'])
             print(f"\nlargest group, {kind}: {small['largest_group']} at {small['hashes']:,} against "
-                  f"{large['largest_group']} at {large['hashes']:,} ({large['hashes'] / small['hashes']:.0f}x the count); "
+                  f"{large['largest_group']} at {large['hashes']:,} "
+                  f"({large['hashes'] / small['hashes']:.0f}x the count); "
                   f"largest component {small['largest_component']} against {large['largest_component']}")
 
 
