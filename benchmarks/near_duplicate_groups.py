@@ -1,0 +1,393 @@
+"""Near-duplicate grouping measured alone, in memory, at scale: does the largest group stay bounded as the
+number of images grows?
+
+    python -m benchmarks.near_duplicate_groups [--hashes 100000,1000000] [--one_style 2000,20000] [--seed 0]
+
+The grouping is ``transforms.near_duplicate_groups``'s rule, run here with the module's own pure
+functions and no Beam: every hash is cut into ``threshold + 1`` bands (``perceptual_hash.band_edges``);
+for each band the hashes are bucketed by band value (a numpy sort); each bucket of two or more goes to
+``pairs_in_bucket`` (its all-pairs compare is ``perceptual_hash.pairs_within``); each candidate is a
+link only if ``perceptual_hash.same_picture`` agrees on the two colour thumbnails; links are joined into
+connected components (``join_labels``, the module's union-find) and each component is cut into stars
+(``star_groups``). ``group_in_memory`` is that, and gives the same groups as ``FindGroups`` on Beam
+(``tests/test_near_duplicate_groups.py``).
+
+Inputs, each size in a process of its own (``harness.measure``: the peak memory of its process tree):
+- ``hashes`` N: N 64-bit hashes of independent fair bits (unrelated photos' distances match coin flips,
+  docs/near-duplicates.md: mean 32, sd 4.1 against 4.0), each with a colour thumbnail drawn as a smooth
+  random 8x8 RGB field (a random 3x3 grid of colours, bilinear, plus pixel noise). 1% of the N are planted
+  copies of another hash: bits flipped as many as the planted copies of docs/near-duplicates.md's table
+  show (``PLANTED_DISTANCES``: each transform in turn, its distance drawn through the table's median, 95th
+  percentile and maximum), and a thumbnail perturbed as that transform would (re-compression noise; ±8-12%
+  brightness; a 2-5% border crop; a dark caption bar over the bottom row).
+- ``one_style`` N: N small images drawn in memory by ``samples.generate.draw_image`` (one shape on a
+  noisy gradient, random colours, sizes and positions: the style in which issue 24 saw one group take
+  1,765 of 2,000 images), saved as JPEG and decoded as a build decodes them; 1% of them planted copies
+  made by ``samples.near_duplicates.make_twin`` (each transform in turn) and saved as it says. Hashed and
+  thumbnailed by ``imgrec_imaging.perceptual_hash``.
+
+Printed: a table (hashes, threshold, comparisons, candidates, links, false pairs per image, recall, the
+largest group and component, groups, images grouped that are not planted, CPU seconds per 1,000 images,
+peak memory), where the grouping's time goes, and how unrelated images' distances compare with coin flips.
+"""
+import argparse
+import collections
+import io
+import json
+import math
+import os
+import random
+import sys
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from imgrec_imaging import perceptual_hash as ph  # noqa: E402
+from transforms.near_duplicate_groups import join_labels, pairs_in_bucket, star_groups  # noqa: E402
+
+PLANTED_SHARE = 0.01
+# Hamming distances from planted copies to their originals, docs/near-duplicates.md ("Measured on planted
+# copies"): (median, 95th percentile, maximum), the upper end of each range the table gives (the farther
+# copies). A copy's distance is drawn through these by its quantile: 0 at the 0th, linear between.
+PLANTED_DISTANCES = {
+    'jpeg': (0, 2, 4),
+    'scale': (3, 7, 9),
+    'brightness': (0, 3, 5),
+    'png': (3, 6, 12),
+    'crop': (8, 15, 16),
+    'caption': (8, 16, 18),
+}
+TRANSFORMS = tuple(PLANTED_DISTANCES)
+_GRID = 3           # control points a side of a synthetic thumbnail's smooth colour field
+_TEXTURE = 6.0      # sd of a synthetic thumbnail's pixel noise (levels of 255)
+_RECOMPRESSED = 3.0  # sd of the noise a re-compressed copy adds to its thumbnail
+
+
+# -- inputs ----------------------------------------------------------------------------------------------
+
+def planted_distance(kind, u):
+    """The distance of a copy made by ``kind`` at quantile ``u`` in [0, 1) of PLANTED_DISTANCES."""
+    median, p95, top = PLANTED_DISTANCES[kind]
+    value = np.interp(u, (0.0, 0.5, 0.95, 1.0), (0.0, median, p95, top))
+    return int(round(float(value)))
+
+
+def _weights(coordinates, points=_GRID):
+    """(len(coordinates), points) bilinear weights of a field with ``points`` control points on [0, 1]."""
+    position = np.clip(np.asarray(coordinates, dtype=np.float64), 0.0, 1.0) * (points - 1)
+    low = np.minimum(np.floor(position).astype(int), points - 2)
+    frac = position - low
+    weights = np.zeros((len(position), points))
+    weights[np.arange(len(position)), low] = 1 - frac
+    weights[np.arange(len(position)), low + 1] = frac
+    return weights
+
+
+_CENTRES = (np.arange(ph.THUMBNAIL_SIDE) + 0.5) / ph.THUMBNAIL_SIDE
+
+
+def _field(grid, ys=_CENTRES, xs=_CENTRES):
+    """(..., side, side, 3) values of smooth fields with control ``grid`` (..., points, points, 3)."""
+    return np.einsum('yi,...ijc,xj->...yxc', _weights(ys), grid, _weights(xs))
+
+
+def _as_bytes(values):
+    return np.clip(np.rint(values), 0, 255).astype(np.uint8)
+
+
+def synthetic(count, seed, planted_share=PLANTED_SHARE):
+    """(sources, hashes uint64 array, thumbnails (count, THUMBNAIL_BYTES) uint8, planted {(a, b): kind}).
+
+    Planted copies are ``planted_share`` of ``count``, each of a distinct original, at random positions."""
+    rng = np.random.default_rng(seed)
+    hashes = rng.integers(0, np.iinfo(np.uint64).max, size=count, dtype=np.uint64, endpoint=True)
+    grids = np.empty((count, _GRID, _GRID, 3), dtype=np.float32)
+    thumbnails = np.empty((count, ph.THUMBNAIL_BYTES), dtype=np.uint8)
+    for start in range(0, count, 50_000):  # bounded temporaries
+        stop = min(count, start + 50_000)
+        grids[start:stop] = rng.uniform(0, 255, size=(stop - start, _GRID, _GRID, 3))
+        noise = rng.normal(0, _TEXTURE, size=(stop - start, ph.THUMBNAIL_SIDE, ph.THUMBNAIL_SIDE, 3))
+        smooth = _field(grids[start:stop].astype(np.float64))
+        thumbnails[start:stop] = _as_bytes(smooth + noise).reshape(stop - start, -1)
+    sources = [f'img/{i:07d}.jpg' for i in range(count)]
+    copies = int(count * planted_share)
+    chosen = rng.permutation(count)[:2 * copies]
+    planted = {}
+    for n, (original, copy) in enumerate(zip(chosen[:copies].tolist(), chosen[copies:].tolist())):
+        kind = TRANSFORMS[n % len(TRANSFORMS)]
+        flips = rng.choice(ph.BITS, size=planted_distance(kind, rng.uniform()), replace=False)
+        hashes[copy] = hashes[original] ^ np.uint64(sum(1 << int(bit) for bit in flips))
+        thumbnails[copy] = _copied_thumbnail(thumbnails[original], grids[original], kind, rng)
+        planted[tuple(sorted((sources[original], sources[copy])))] = kind
+    return sources, hashes, thumbnails, planted
+
+
+def _copied_thumbnail(thumbnail, grid, kind, rng):
+    """The thumbnail of a copy made by ``kind`` of the image whose field is ``grid``."""
+    values = thumbnail.reshape(ph.THUMBNAIL_SIDE, ph.THUMBNAIL_SIDE, 3).astype(np.float64)
+    if kind == 'crop':  # the same field seen 2-5% further in from every border, its texture kept
+        cut = rng.uniform(0.02, 0.05)
+        inner = cut + (1 - 2 * cut) * _CENTRES
+        values = values + _field(grid.astype(np.float64), inner, inner) - _field(grid.astype(np.float64))
+    elif kind == 'brightness':
+        values = values * (1 + rng.choice((-1, 1)) * rng.uniform(0.08, 0.12))
+    elif kind == 'caption':  # a dark bar over 8-12% of the height: most of the bottom row
+        share = rng.uniform(0.08, 0.12) * ph.THUMBNAIL_SIDE
+        values[-1] = values[-1] * (1 - share) + rng.uniform(0, 60, size=3) * share
+    return _as_bytes(values + rng.normal(0, _RECOMPRESSED, size=values.shape)).ravel()
+
+
+def one_style(count, seed, planted_share=PLANTED_SHARE, min_side=96, max_side=320, aspect=(0.6, 1.7)):
+    """As ``synthetic``, from ``count`` images drawn in one style (``samples.generate.draw_image``,
+    sizes as its ``write_images`` draws them), saved and decoded; thumbnails as bytes rows."""
+    from samples.generate import CLASSES, draw_image  # pylint: disable=import-outside-toplevel
+    from samples.near_duplicates import make_twin  # pylint: disable=import-outside-toplevel
+    from imgrec_imaging import image_ops  # pylint: disable=import-outside-toplevel
+    target = image_ops.parse_image_size('224')
+    rng = random.Random(seed)
+    copies = int(count * planted_share)
+    originals = count - copies
+    twin_of = dict(zip(rng.sample(range(originals), copies), range(copies)))
+    sources, hashes, thumbnails, planted = [], [], [], {}
+
+    def add(source, data):
+        image = image_ops.decode(data, target)[0]
+        sources.append(source)
+        hashes.append(ph.perceptual_hash(image))
+        thumbnails.append(np.frombuffer(ph.colour_thumbnail(image), dtype=np.uint8))
+
+    for i in range(originals):
+        kind = CLASSES[i % len(CLASSES)]
+        long_side = rng.randint(min_side, max_side)
+        ratio = rng.uniform(*aspect)
+        width, height = (long_side, round(long_side / ratio)) if ratio >= 1 else (round(long_side * ratio), long_side)
+        image = draw_image(kind, max(width, 8), max(height, 8), rng)
+        add(f'{kind}/{i:06d}.jpg', _saved(image, 92))
+        if i in twin_of:
+            n = twin_of[i]
+            transform = TRANSFORMS[n % len(TRANSFORMS)]
+            twin, _, quality = make_twin(image, transform, random.Random(rng.getrandbits(64)))
+            add(f'{kind}/twin_{n:06d}.jpg', _saved(twin, quality))
+            planted[tuple(sorted((sources[-2], sources[-1])))] = transform
+    return sources, np.array(hashes, dtype=np.uint64), np.array(thumbnails), planted
+
+
+def _saved(image, quality):
+    """The bytes of ``image`` saved as JPEG at ``quality``, or as PNG for None."""
+    out = io.BytesIO()
+    image.save(out, format='JPEG', quality=quality) if quality else image.save(out, format='PNG')
+    return out.getvalue()
+
+
+# -- the grouping, in memory -----------------------------------------------------------------------------
+
+def band_buckets(hashes, threshold):
+    """(band, indices) of every band bucket of two or more hashes: the band's values sorted (numpy)."""
+    hashes = np.asarray(hashes, dtype=np.uint64)
+    for band, (start, stop) in enumerate(ph.band_edges(ph.bands_for(threshold))):
+        values = (hashes >> np.uint64(ph.BITS - stop)) & np.uint64((1 << (stop - start)) - 1)
+        order = np.argsort(values, kind='stable')
+        cuts = np.flatnonzero(np.diff(values[order])) + 1
+        for first, last in zip(np.concatenate(([0], cuts)).tolist(), np.concatenate((cuts, [len(order)])).tolist()):
+            if last - first > 1:
+                yield band, order[first:last]
+
+
+def group_in_memory(sources, hashes, thumbnails, threshold, timings=None):
+    """The grouping of ``transforms.near_duplicate_groups`` without Beam. ``sources``: names; ``hashes``:
+    ints (or a uint64 array); ``thumbnails``: THUMBNAIL_BYTES bytes (or uint8 rows) each, in the same order.
+
+    Returns a dict: ``leader_of`` {source: leader} of every linked image (what ``FindGroups`` yields as
+    Node.group), ``candidates`` [(a, b, distance)], ``links`` (the confirmed ones), ``components``
+    [[source, ...]] and ``compared`` (pairs compared in band buckets). ``timings``: a dict to which CPU
+    seconds of each phase are added."""
+    timings = {} if timings is None else timings
+    hashes = np.asarray(hashes, dtype=np.uint64)
+    index_of = {source: i for i, source in enumerate(sources)}
+
+    clock = time.process_time()
+    candidates, compared = [], 0
+    banding = 0.0
+    for band, indices in band_buckets(hashes, threshold):
+        tick = time.process_time()
+        members = list(zip(hashes[indices].tolist(), [sources[i] for i in indices.tolist()]))
+        banding += time.process_time() - tick
+        compared += len(members) * (len(members) - 1) // 2
+        candidates.extend(pairs_in_bucket(band, members, threshold))
+    total = time.process_time() - clock
+    for phase, seconds in (('band buckets (sort, members)', banding),
+                           ('compare in buckets (pairs_in_bucket)', total - banding)):
+        timings[phase] = timings.get(phase, 0.0) + seconds
+
+    clock = time.process_time()
+    links = [pair for pair in candidates
+             if ph.same_picture(_thumbnail(thumbnails, index_of[pair[0]]), _thumbnail(thumbnails, index_of[pair[1]]))]
+    timings['confirm (same_picture)'] = timings.get('confirm (same_picture)', 0.0) + time.process_time() - clock
+
+    clock = time.process_time()
+    neighbours = collections.defaultdict(set)
+    for a, b, distance in links:
+        neighbours[a].add((b, distance))
+        neighbours[b].add((a, distance))
+    relabel = join_labels((a, b) for a, b, _ in links)
+    components = collections.defaultdict(dict)
+    for source in sorted(neighbours):
+        components[relabel.get(source, source)][source] = tuple(sorted(neighbours[source]))
+    leader_of = {}
+    for component in components.values():
+        leader_of.update(star_groups(component))
+    timings['components and stars'] = timings.get('components and stars', 0.0) + time.process_time() - clock
+    return dict(leader_of=leader_of, candidates=candidates, links=links,
+                components=[sorted(component) for component in components.values()], compared=compared)
+
+
+def _thumbnail(thumbnails, index):
+    thumbnail = thumbnails[index]
+    return thumbnail.tobytes() if isinstance(thumbnail, np.ndarray) else thumbnail
+
+
+# -- what is measured ------------------------------------------------------------------------------------
+
+def measure_grouping(kind, count, seed):
+    """One size: inputs made, grouped, and every figure of the table (a dict)."""
+    clock, wall = time.process_time(), time.perf_counter()
+    sources, hashes, thumbnails, planted = (synthetic if kind == 'hashes' else one_style)(count, seed)
+    made = time.process_time() - clock
+    print(f'  {kind} {count}: inputs made in {made:.1f} s CPU ({time.perf_counter() - wall:.1f} s wall)',
+          file=sys.stderr, flush=True)
+    threshold = ph.threshold_for(len(sources))
+    timings = {}
+    clock, wall = time.process_time(), time.perf_counter()
+    result = group_in_memory(sources, hashes, thumbnails, threshold, timings)
+    cpu, wall = time.process_time() - clock, time.perf_counter() - wall
+    leader_of = result['leader_of']
+    members = collections.Counter(leader_of.values())
+    grouped = {source for source, leader in leader_of.items() if members[leader] > 1}
+    in_planted = {source for pair in planted for source in pair}
+    false_candidates = sum(1 for a, b, _ in result['candidates'] if (a, b) not in planted)
+    false_links = sum(1 for a, b, _ in result['links'] if (a, b) not in planted)
+    found = [pair for pair in planted if pair[0] in leader_of and leader_of[pair[0]] == leader_of.get(pair[1])]
+    candidate_pairs = {(a, b) for a, b, _ in result['candidates']}
+    missed = collections.Counter(planted[pair] for pair in planted if pair not in set(found))
+    n = len(sources)
+    return dict(
+        kind=kind, hashes=n, threshold=threshold, bands=ph.bands_for(threshold),
+        compared=result['compared'], candidates=len(result['candidates']), links=len(result['links']),
+        false_candidates=false_candidates, false_links=false_links,
+        false_candidates_per_image=2 * false_candidates / n, false_links_per_image=2 * false_links / n,
+        chance_per_image=(n - 1) * ph.chance(threshold),
+        planted=len(planted), planted_candidates=sum(1 for pair in planted if pair in candidate_pairs),
+        planted_found=len(found), missed=dict(missed),
+        largest_group=max(members.values(), default=0),
+        largest_component=max((len(c) for c in result['components']), default=0),
+        groups=sum(1 for size in members.values() if size > 1),
+        alone_leaders=sum(1 for size in members.values() if size == 1),
+        grouped=len(grouped), grouped_not_planted=len(grouped - in_planted), distinct=n - len(in_planted),
+        cpu_seconds=cpu, wall_seconds=wall, inputs_cpu_seconds=made, timings=timings,
+        distances=unrelated_distances(hashes, sources, planted, threshold))
+
+
+def unrelated_distances(hashes, sources, planted, threshold, limit=20_000):
+    """Distances of every pair of the first ``limit`` hashes but planted ones: mean, sd, pairs within the
+    threshold, and what independent fair bits give (mean 32, sd 4, ``chance``)."""
+    values = np.asarray(hashes[:limit], dtype=np.uint64)
+    histogram = np.zeros(ph.BITS + 1, dtype=np.int64)
+    for start in range(len(values) - 1):
+        histogram += np.bincount(np.bitwise_count(values[start + 1:] ^ values[start]), minlength=ph.BITS + 1)
+    index_of = {source: i for i, source in enumerate(sources[:limit])}
+    for a, b in planted:
+        if a in index_of and b in index_of:
+            histogram[ph.distance(int(values[index_of[a]]), int(values[index_of[b]]))] -= 1
+    pairs = int(histogram.sum())
+    k = np.arange(ph.BITS + 1)
+    mean = float((histogram * k).sum() / pairs)
+    sd = math.sqrt(float((histogram * (k - mean) ** 2).sum() / pairs))
+    return dict(images=len(values), pairs=pairs, mean=mean, sd=sd, within=int(histogram[:threshold + 1].sum()),
+                within_chance=pairs * ph.chance(threshold))
+
+
+# -- the report ------------------------------------------------------------------------------------------
+
+COLUMNS = ('corpus', 'hashes', 'threshold', 'candidates', 'links', 'false candidates / image',
+           'false links / image', 'recall (planted in one group)', 'largest group', 'largest component',
+           'groups', 'grouped, not planted', 'CPU s / 1,000 images', 'peak MB (tree)')
+
+
+def row(run):
+    corpus = 'coin-flip hashes' if run['kind'] == 'hashes' else 'one-style renders'
+    return (corpus, f"{run['hashes']:,}", str(run['threshold']), f"{run['candidates']:,}", f"{run['links']:,}",
+            f"{run['false_candidates_per_image']:.4f}", f"{run['false_links_per_image']:.5f}",
+            f"{run['planted_found'] / max(run['planted'], 1):.1%} ({run['planted_found']}/{run['planted']})",
+            str(run['largest_group']), str(run['largest_component']), f"{run['groups']:,}",
+            f"{run['grouped_not_planted']} ({run['grouped_not_planted'] / run['distinct']:.2%})",
+            f"{run['cpu_seconds'] / run['hashes'] * 1000:.3f}", f"{run['peak_tree'] / 2**20:.0f}")
+
+
+def report(runs):
+    print()
+    print('| ' + ' | '.join(COLUMNS) + ' |')
+    print('|' + ' --- |' * len(COLUMNS))
+    for run in runs:
+        print('| ' + ' | '.join(row(run)) + ' |')
+    print()
+    for run in runs:
+        d = run['distances']
+        print(f"{run['kind']} {run['hashes']:,}: {run['compared']:,} comparisons "
+              f"({run['compared'] / run['hashes']:.0f} an image), grouping {run['cpu_seconds']:.1f} s CPU / {run['wall_seconds']:.1f} s wall "
+              f"(inputs {run['inputs_cpu_seconds']:.1f} s CPU): "
+              + ', '.join(f'{name} {seconds:.1f}' for name, seconds in run['timings'].items()))
+        print(f"    planted pairs within the threshold {run['planted_candidates']}/{run['planted']}, "
+              f"missed by transform {run['missed'] or 'none'}; false candidates {run['false_candidates']:,} "
+              f"(coin flips: {run['chance_per_image'] * run['hashes'] / 2:,.0f}), false links {run['false_links']:,}; "
+              f"leaders left alone {run['alone_leaders']}")
+        print(f"    unrelated distances over {d['images']:,} images ({d['pairs']:,} pairs): mean {d['mean']:.2f}, "
+              f"sd {d['sd']:.2f} (coin flips: 32, 4.00); within {run['threshold']}: {d['within']:,} "
+              f"(coin flips: {d['within_chance']:,.1f})")
+    by_kind = collections.defaultdict(list)
+    for run in runs:
+        by_kind[run['kind']].append(run)
+    for kind, sized in by_kind.items():
+        if len(sized) > 1:
+            small, large = min(sized, key=lambda r: r['hashes']), max(sized, key=lambda r: r['hashes'])
+            print(f"\nlargest group, {kind}: {small['largest_group']} at {small['hashes']:,} against "
+                  f"{large['largest_group']} at {large['hashes']:,} "
+                  f"({large['hashes'] / small['hashes']:.0f}x the count); "
+                  f"largest component {small['largest_component']} against {large['largest_component']}")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('--hashes', default='100000,1000000', help='sizes of coin-flip hash sets, comma-separated')
+    parser.add_argument('--one_style', default='2000,20000', help='sizes of one-style rendered corpora')
+    parser.add_argument('--seed', type=int, default=0)
+    parser.add_argument('--json', help='also write every figure to this file')
+    parser.add_argument('--_one', nargs=2, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args._one:  # inside the process of one size
+        kind, count = args._one
+        print(json.dumps(measure_grouping(kind, int(count), args.seed)), flush=True)
+        return
+    from benchmarks.harness import measure  # pylint: disable=import-outside-toplevel
+    sizes = [('hashes', int(n)) for n in args.hashes.split(',') if n] + \
+            [('one_style', int(n)) for n in args.one_style.split(',') if n]
+    print(f'{os.cpu_count()} core(s); seed {args.seed}; one process a size, grouping on one core', flush=True)
+    runs = []
+    for kind, count in sizes:
+        stdout, measured = measure([sys.executable, '-m', 'benchmarks.near_duplicate_groups', '--_one', kind,
+                                    str(count), '--seed', str(args.seed)], stderr=None)
+        run = dict(json.loads(stdout.strip().splitlines()[-1]), peak_tree=measured['peak_tree'],
+                   process_seconds=measured['seconds'])
+        runs.append(run)
+        print(f"  {kind} {count}: done, {measured['seconds']:.0f} s, peak {measured['peak_tree'] / 2**20:.0f} MB",
+              flush=True)
+        if args.json:
+            with open(args.json, 'w', encoding='utf-8') as out:
+                json.dump(runs, out, indent=1)
+    report(runs)
+
+
+if __name__ == '__main__':
+    main()
