@@ -107,8 +107,9 @@ def test_pigeonhole_every_pair_within_the_threshold_shares_a_band():
 
 
 def test_the_threshold_falls_as_chance_pairs_grow_with_the_collection():
-    assert ph.threshold_for(2) == ph.threshold_for(5000) == ph.MAX_THRESHOLD == 13
-    assert (ph.threshold_for(10_000), ph.threshold_for(100_000), ph.threshold_for(1_281_167)) == (12, 10, 9)
+    assert ph.threshold_for(2) == ph.threshold_for(1200) == ph.MAX_THRESHOLD == 16
+    assert (ph.threshold_for(2_000), ph.threshold_for(10_000), ph.threshold_for(100_000),
+            ph.threshold_for(1_281_167)) == (15, 14, 12, 10)
     for images in (2, 700, 10_000, 100_000, 1_281_167, 10 ** 8):
         threshold = ph.threshold_for(images)
         assert (images - 1) * ph.chance(threshold) <= ph.CHANCE_PAIRS_PER_IMAGE
