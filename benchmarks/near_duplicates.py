@@ -159,20 +159,26 @@ def check_quality(label, names, hashes, thumbnails, pairs, seconds):
     seconds['check'] += time.perf_counter() - start
     seconds['checks'] += len(candidates)
     strangers = {image for i, j, _ in candidates if frozenset((i, j)) not in twins for image in (i, j)}
+    nearest = min((ph.thumbnail_distance(thumbnails[i], thumbnails[j]) for i, j, _ in candidates
+                   if frozenset((i, j)) not in twins), default=float('inf'))
     false = {image for i, j in confirmed if frozenset((i, j)) not in twins for image in (i, j)}
     most = max(collections.Counter(image for pair in confirmed for image in pair).values(), default=0)
     print(f'{label}: {len(names)} images, threshold {threshold}; with a stranger among their hash candidates: '
           f'{len(strangers)} ({len(strangers) / len(names):.1%}); confirmed by same_picture: {len(false)} '
-          f'({len(false) / len(names):.2%}); most confirmed candidates of an image: {most}')
+          f'({len(false) / len(names):.2%}); most confirmed candidates of an image: {most}; nearest stranger '
+          f'candidate {nearest:.1f} levels')
     if pairs:
-        found, total = collections.Counter(), collections.Counter()
+        found, total, farthest = collections.Counter(), collections.Counter(), collections.Counter()
         for p in pairs:
             a, b = index[p['original']], index[p['twin']]
             total[p['transform']] += 1
+            farthest[p['transform']] = max(farthest[p['transform']], ph.thumbnail_distance(thumbnails[a], thumbnails[b]))
             found[p['transform']] += (ph.distance(hashes[a], hashes[b]) <= threshold
                                       and ph.same_picture(thumbnails[a], thumbnails[b]))
         print(f'  recall {sum(found.values()) / len(pairs):.1%} of {len(pairs)} planted pairs: '
               + ', '.join(f'{kind} {found[kind]}/{total[kind]}' for kind in TRANSFORMS))
+        print('  farthest copy from its original, levels: '
+              + ', '.join(f'{kind} {farthest[kind]:.1f}' for kind in TRANSFORMS))
 
 
 def check(args):
