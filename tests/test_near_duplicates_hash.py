@@ -265,3 +265,14 @@ def test_the_thumbnail_distance_is_symmetric_and_zero_on_itself():
     assert ph.thumbnail_distance(a, b) == pytest.approx(ph.thumbnail_distance(b, a))
     assert ph.thumbnail_distance(a, b) > ph.THUMBNAIL_THRESHOLD
     assert not ph.same_picture(a, None) and not ph.same_picture(None, a)
+
+
+def test_the_distinct_corpora_are_the_same_however_many_processes_draw_them(tmp_path):
+    written = []
+    for processes in (1, 2):
+        root = tmp_path / str(processes)
+        names = one_style.write_corpus(str(root), 6, seed=5, mixed=True, min_side=64, max_side=96,
+                                       processes=processes)
+        written.append([(name, (root / name).read_bytes()) for name in names])
+    assert written[0] == written[1]
+    assert len({data for _, data in written[0]}) == 6
