@@ -1,7 +1,17 @@
 """Near-duplicates measured: recall and false groups on a generated photo corpus with planted twins, and
-the build's throughput with --near_duplicates group against off, in the same run.
+the build's throughput with --near_duplicates group against off, in the same run; or, with --check,
+the two checks alone (hash and thumbnail, as plain functions, no build) on three corpora.
 
     python benchmarks/near_duplicates.py [--per_class 400] [--twins 200] [--image_size 224] [--runs 2]
+    python benchmarks/near_duplicates.py --check [--per_class 120] [--twins 120] [--distinct 2000]
+
+With --check, each image is decoded as the build decodes it (``--image_size``, 192 by default) and
+hashed and thumbnailed, then for a planted corpus (as below, 320 to 800 pixels), ``--distinct``
+one-style renders and as many mixed images (``samples.one_style``, photo-sized), at the threshold
+``threshold_for`` gives each corpus, it prints: recall by transform (a pair is found when its hashes
+are within the threshold and ``same_picture`` confirms it), the images with a stranger among their
+hash candidates and among their confirmed ones, the most confirmed candidates any image has, and the
+cost per image of the thumbnail against the hash's, timed on the same decoded images.
 
 The corpus (``samples.near_duplicates``: 5 classes of ``per_class`` photos, 320 to 800 pixels on the long
 side, plus ``twins`` planted near-duplicates) is generated once and reused while ``benchmarks/out``
@@ -31,7 +41,8 @@ from harness import CACHE, counter, job
 
 from contract import counters, layout
 from imgrec_imaging import image_ops, perceptual_hash as ph
-from samples.near_duplicates import CLASSES, write_corpus
+from samples import one_style
+from samples.near_duplicates import CLASSES, TRANSFORMS, write_corpus
 from transforms.splits import split_for
 
 IMAGENET = 1_281_167
@@ -109,14 +120,104 @@ def uniform_comparisons(images, threshold):
     return sum(pairs / 2 ** (stop - start) for start, stop in ph.band_edges(ph.bands_for(threshold)))
 
 
+def distinct_corpus(count, mixed):
+    """(folder, names) of ``count`` cached distinct images (``samples.one_style``, seed 0), generated on
+    every core the first time."""
+    root = os.path.join(CACHE, f"{'mixed' if mixed else 'one-style'}-{count}-0")
+    if not os.path.isdir(root):
+        one_style.write_corpus(root + '.partial', count, mixed=mixed, processes=os.cpu_count() or 1)
+        os.rename(root + '.partial', root)
+    return root, sorted(os.path.join(label, name) for label in os.listdir(root)
+                        for name in os.listdir(os.path.join(root, label)))
+
+
+def hashed(root, names, size, seconds):
+    """(hashes, thumbnails) of ``names``, decoded as the build decodes them; adds the seconds spent
+    hashing and thumbnailing to ``seconds['hash']`` and ``seconds['thumbnail']``."""
+    hashes, thumbnails = [], []
+    for name in names:
+        with open(os.path.join(root, name), 'rb') as stream:
+            image = image_ops.decode(stream.read(), size)[0]
+        start = time.perf_counter()
+        hashes.append(ph.perceptual_hash(image))
+        middle = time.perf_counter()
+        thumbnails.append(ph.colour_thumbnail(image))
+        seconds['hash'] += middle - start
+        seconds['thumbnail'] += time.perf_counter() - middle
+    return hashes, thumbnails
+
+
+def check_quality(label, names, hashes, thumbnails, pairs, seconds):
+    """Prints recall by transform and the false candidates of one corpus; adds the seconds of the
+    thumbnail checks to ``seconds['check']`` and their count to ``seconds['checks']``."""
+    index = {name: i for i, name in enumerate(names)}
+    twins = {frozenset((index[p['original']], index[p['twin']])) for p in pairs}
+    threshold = ph.threshold_for(len(names))
+    candidates = list(ph.pairs_within(hashes, threshold))
+    start = time.perf_counter()
+    confirmed = [(i, j) for i, j, _ in candidates if ph.same_picture(thumbnails[i], thumbnails[j])]
+    seconds['check'] += time.perf_counter() - start
+    seconds['checks'] += len(candidates)
+    strangers = {image for i, j, _ in candidates if frozenset((i, j)) not in twins for image in (i, j)}
+    nearest = min((ph.thumbnail_distance(thumbnails[i], thumbnails[j]) for i, j, _ in candidates
+                   if frozenset((i, j)) not in twins), default=float('inf'))
+    false = {image for i, j in confirmed if frozenset((i, j)) not in twins for image in (i, j)}
+    most = max(collections.Counter(image for pair in confirmed for image in pair).values(), default=0)
+    print(f'{label}: {len(names)} images, threshold {threshold}; with a stranger among their hash candidates: '
+          f'{len(strangers)} ({len(strangers) / len(names):.1%}); confirmed by same_picture: {len(false)} '
+          f'({len(false) / len(names):.2%}); most confirmed candidates of an image: {most}; nearest stranger '
+          f'candidate {nearest:.1f} levels')
+    if pairs:
+        found, total, farthest = collections.Counter(), collections.Counter(), collections.Counter()
+        for p in pairs:
+            a, b = index[p['original']], index[p['twin']]
+            total[p['transform']] += 1
+            farthest[p['transform']] = max(farthest[p['transform']], ph.thumbnail_distance(thumbnails[a], thumbnails[b]))
+            found[p['transform']] += (ph.distance(hashes[a], hashes[b]) <= threshold
+                                      and ph.same_picture(thumbnails[a], thumbnails[b]))
+        print(f'  recall {sum(found.values()) / len(pairs):.1%} of {len(pairs)} planted pairs: '
+              + ', '.join(f'{kind} {found[kind]}/{total[kind]}' for kind in TRANSFORMS))
+        print('  farthest copy from its original, levels: '
+              + ', '.join(f'{kind} {farthest[kind]:.1f}' for kind in TRANSFORMS))
+
+
+def check(args):
+    """The --check measurement (module docstring)."""
+    size = image_ops.parse_image_size(args.image_size)
+    seconds = collections.Counter()
+    root, pairs = planted_corpus(args.per_class, args.twins)
+    names = sorted(os.path.join(label, name) for label in CLASSES for name in os.listdir(os.path.join(root, label)))
+    corpora = [('planted photos', root, names, pairs)]
+    corpora += [(f'{label} (distinct)', *distinct_corpus(args.distinct, mixed), [])
+                for label, mixed in (('one style', False), ('mixed', True))]
+    print(f'decoded for --image_size {args.image_size}; thumbnail check: {ph.THUMBNAIL_BYTES} bytes, '
+          f'threshold {ph.THUMBNAIL_THRESHOLD} levels')
+    images = 0
+    for label, root, names, pairs in corpora:
+        check_quality(label, names, *hashed(root, names, size, seconds), pairs, seconds)
+        images += len(names)
+    print(f"cost an image: hash {seconds['hash'] / images * 1e6:.0f} us, thumbnail "
+          f"{seconds['thumbnail'] / images * 1e6:.0f} us ({seconds['thumbnail'] / seconds['hash']:.2f}x the hash); "
+          f"a thumbnail check {seconds['check'] / max(seconds['checks'], 1) * 1e6:.0f} us a hash candidate "
+          f"({seconds['checks']} candidates)")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('--per_class', type=int, default=400)
-    parser.add_argument('--twins', type=int, default=200)
-    parser.add_argument('--image_size', default='224')
+    parser.add_argument('--check', action='store_true', help='the two checks alone on three corpora, no build')
+    parser.add_argument('--per_class', type=int, default=None, help='default 400, 120 with --check')
+    parser.add_argument('--twins', type=int, default=None, help='default 200, 120 with --check')
+    parser.add_argument('--distinct', type=int, default=2000, help='images of each distinct corpus (--check)')
+    parser.add_argument('--image_size', default=None, help='default 224, 192 (the build\'s default) with --check')
     parser.add_argument('--runs', type=int, default=2, help='builds of each mode, alternated')
     parser.add_argument('--workers', type=int, default=os.cpu_count())
     args = parser.parse_args()
+    args.per_class = args.per_class or (120 if args.check else 400)
+    args.twins = args.twins or (120 if args.check else 200)
+    args.image_size = args.image_size or ('192' if args.check else '224')
+    if args.check:
+        check(args)
+        return
     root, pairs = planted_corpus(args.per_class, args.twins)
     names = sorted(os.path.join(label, name) for label in CLASSES for name in os.listdir(os.path.join(root, label)))
     images = len(names)

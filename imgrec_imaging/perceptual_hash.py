@@ -19,6 +19,17 @@ chance under ``CHANCE_PAIRS_PER_IMAGE``. Candidate pairs are found by banding: t
 threshold + 1 bands, and two hashes that differ in at most the threshold agree exactly on at least
 one band (pigeonhole), so comparing only the hashes that share a band's value finds every pair within
 the threshold.
+
+A candidate is only a near-duplicate if a second, independent check agrees (``same_picture``). The
+hash keeps the signs of the grey layout's waves and nothing else: not colour, not how bright or how
+contrasted anything is, not where exactly an edge lies. Pictures of one style (a blob on a gradient)
+share those signs whatever their colours, so in one style most images have a hash candidate (1,839 of
+2,000 renders at threshold 15). The check compares an 8x8 colour thumbnail (``colour_thumbnail``, 192
+bytes) in levels: colour and the absolute light of each cell must agree, once it has taken out what a
+near-duplicate may change (a brightness gain, a 2-5% border crop by zooming, a caption strip by
+leaving out the cells that differ most). Copies stay within 8 levels (crops, the worst, up to 7.6);
+strangers the hash confuses are farther, because nothing ties their colours together: the nearest of
+2,000 one-style renders at 8.1, photos' at 34 and more (docs/near-duplicates.md).
 """
 import functools
 import math
@@ -32,12 +43,15 @@ SIZE = 32
 KEPT = 8
 # Recorded in dataset.json; a change here changes the hashes, so a refresh hashes everything again.
 ALGORITHM = 'dct-sign-64+rgb-8x8/2'
-# The threshold for small collections: measured to keep >= 95% of planted copies and group < 1% of
-# images with a stranger (docs/near-duplicates.md). It falls as the collection grows (``threshold_for``).
-MAX_THRESHOLD = 13
+# The threshold for small collections: it finds 98-100% of planted crops and captions, whose hashes move
+# most (docs/near-duplicates.md); the strangers it lets in are for ``same_picture`` to refuse. It falls
+# as the collection grows (``threshold_for``).
+MAX_THRESHOLD = 16
 # Pairs of unrelated images expected within the threshold, per image, by chance alone (hash bits as
-# independent coin flips: the measured spread of unrelated photos' distances matches).
-CHANCE_PAIRS_PER_IMAGE = 0.005
+# independent coin flips: the measured spread of unrelated photos' distances matches). Ten times what
+# the hash alone could afford (0.005): these are only candidates, and the thumbnail check refused every
+# stranger measured; what bounds it is the cost of the band buckets, which a looser threshold fills.
+CHANCE_PAIRS_PER_IMAGE = 0.05
 _HEX_DIGITS = BITS // 4
 # The colour thumbnail that confirms a hash candidate (``same_picture``): box averages, RGB, a byte each.
 THUMBNAIL_SIDE = 8
@@ -78,7 +92,8 @@ def perceptual_hash(image):
 def colour_thumbnail(image):
     """``image`` (RGB) as THUMBNAIL_SIDE x THUMBNAIL_SIDE box averages: THUMBNAIL_BYTES bytes, row by row,
     RGB. Kept from decoding so near-duplicate candidates can be checked on what the grey hash cannot
-    see (colour) without reading any image again."""
+    see (colour, levels) without reading any image again. Box averages, so a copy scaled or
+    re-compressed gives the same cells to a level or two."""
     if image.mode != 'RGB':
         image = image.convert('RGB')
     factor = min(image.size) // _REDUCED_SIDE
@@ -87,24 +102,61 @@ def colour_thumbnail(image):
     return image.resize((THUMBNAIL_SIDE, THUMBNAIL_SIDE), Image.Resampling.BOX).tobytes()
 
 
+def _zoom_matrix(side, zoom):
+    """The side x side linear interpolation that samples the central 1/zoom of a row of cells at
+    ``side`` points (edges held): a crop of every border by (1 - 1/zoom) / 2, undone on a thumbnail."""
+    inner = side / zoom
+    centres = (side - inner) / 2 + (np.arange(side) + 0.5) * inner / side - 0.5
+    centres = np.clip(centres, 0, side - 1)
+    low = np.minimum(np.floor(centres).astype(int), side - 2)
+    weight = centres - low
+    matrix = np.zeros((side, side))
+    matrix[np.arange(side), low] = 1 - weight
+    matrix[np.arange(side), low + 1] = weight
+    return matrix
+
+
+# Border crops the check undoes: a crop of c from every border enlarges the rest by 1 / (1 - 2c), so
+# 2-5% crops are 1.04-1.11; each image of the pair is zoomed by each of these in turn, the nearest kept.
+ZOOMS = (1.03, 1.06, 1.09, 1.12)
+_ZOOMED = np.array([_zoom_matrix(THUMBNAIL_SIDE, zoom) for zoom in ZOOMS])[:, None]  # zoom x 1 x side x side
+_ZOOMED_T = _ZOOMED.transpose(0, 1, 3, 2)
+# Brightening or darkening by up to this factor is taken out (a caption bar cannot bias the median).
+MAX_GAIN = 1.25
+# The cells that differ most are left out of the mean: a caption bar or an overlay covers about a row.
+DROPPED_CELLS = THUMBNAIL_SIDE
+
+
+def _cells(thumbnail):
+    """A thumbnail as channel x row x column levels."""
+    cells = np.frombuffer(thumbnail, dtype=np.uint8).reshape(THUMBNAIL_SIDE, THUMBNAIL_SIDE, 3)
+    return cells.transpose(2, 0, 1).astype(np.float64)
+
+
+def _aligned_distances(x, y):
+    """For each alignment (first axis) of x and y (alignment x channel x row x column levels): the
+    mean absolute difference in levels of their closest cells, after a common gain."""
+    ratio = np.median((y.sum(axis=1) + 1) / (x.sum(axis=1) + 1), axis=(1, 2))
+    root = np.sqrt(np.clip(ratio, 1 / MAX_GAIN, MAX_GAIN))[:, None, None, None]  # half on each side: symmetric
+    cells = np.abs(x * root - y / root).sum(axis=1).reshape(len(x), -1) / 3
+    return np.partition(cells, -DROPPED_CELLS, axis=1)[:, :-DROPPED_CELLS].mean(axis=1)
+
+
 def thumbnail_distance(a, b):
-    """How far apart two colour thumbnails are once brightness and contrast are taken out: the mean
-    absolute difference of their values, each thumbnail standardised (mean 0, spread 1) over all its
-    values, so a copy brightened or darkened alike everywhere keeps its distance near 0."""
-    x = _standardised(a)
-    y = _standardised(b)
-    return float(np.mean(np.abs(x - y)))
-
-
-def _standardised(thumbnail):
-    values = np.frombuffer(thumbnail, dtype=np.uint8).astype(np.float64)
-    spread = values.std()
-    return (values - values.mean()) / (spread if spread > 1.0 else 1.0)
+    """How far apart two colour thumbnails are, in levels (0-255) a channel, once what a near-duplicate
+    may change is taken out: a brightness gain (up to MAX_GAIN), a border crop (each image zoomed by
+    ZOOMS in turn, the nearest alignment kept) and a strip of cells such as a caption bar (the
+    DROPPED_CELLS that differ most). Everything else, colour and the layout at 8x8, must agree."""
+    x, y = _cells(a), _cells(b)
+    zoomed_x, zoomed_y = _ZOOMED @ x[None] @ _ZOOMED_T, _ZOOMED @ y[None] @ _ZOOMED_T
+    xs = np.concatenate((x[None], zoomed_x, np.broadcast_to(x, zoomed_y.shape)))
+    ys = np.concatenate((y[None], np.broadcast_to(y, zoomed_x.shape), zoomed_y))
+    return float(_aligned_distances(xs, ys).min())
 
 
 # Thumbnails of near-duplicates are within this distance (docs/near-duplicates.md: measured on planted
 # copies and on distinct images of one visual style).
-THUMBNAIL_THRESHOLD = 0.35
+THUMBNAIL_THRESHOLD = 8.0
 
 
 def same_picture(thumbnail_a, thumbnail_b):
@@ -136,8 +188,8 @@ def chance(threshold):
 
 def threshold_for(images):
     """The threshold for ``images`` hashes: the largest up to MAX_THRESHOLD whose chance pairs per image,
-    (images - 1) x chance, stay within CHANCE_PAIRS_PER_IMAGE. 13 up to about 5,000 images, 12 to
-    21,000, 10 at 100,000, 9 at 1.28 M."""
+    (images - 1) x chance, stay within CHANCE_PAIRS_PER_IMAGE. 16 up to about 1,300 images, 15 to
+    4,100, 14 to 14,000, 12 at 100,000, 10 at 1.28 M."""
     found = 0
     for threshold in range(MAX_THRESHOLD + 1):
         if (images - 1) * chance(threshold) <= CHANCE_PAIRS_PER_IMAGE:
@@ -187,3 +239,11 @@ def pairs_within(hashes, threshold, block_cells=1 << 18):
         for i, j in zip(*np.nonzero(block <= threshold)):
             if j > i:  # columns start at ``start``: j > i is the upper triangle
                 yield start + int(i), start + int(j), int(block[i, j])
+
+
+def confirmed_pairs(hashes, thumbnails, threshold):
+    """(i, j, distance) of every pair within ``threshold`` whose thumbnails are ``same_picture`` too:
+    the near-duplicates both checks agree on, by brute force (``pairs_within``), for measuring."""
+    for i, j, found in pairs_within(hashes, threshold):
+        if same_picture(thumbnails[i], thumbnails[j]):
+            yield i, j, found

@@ -14,15 +14,18 @@ from PIL import Image, ImageDraw, ImageFilter
 CLASSES = ('circle', 'square', 'triangle', 'cross')
 
 
-def draw_image(kind, width, height, rng):
-    """Returns an RGB image of one ``kind`` of shape on a noisy gradient background."""
+def draw_image(kind, width, height, rng, noise=None):
+    """Returns an RGB image of one ``kind`` of shape on a noisy gradient background. ``noise``: a grey
+    image of the same size to blend in; by default Pillow's ``effect_noise``, whose C generator no seed
+    reaches (``samples.one_style`` passes seeded noise instead)."""
     top = tuple(rng.randrange(256) for _ in range(3))
     bottom = tuple(rng.randrange(256) for _ in range(3))
     background = Image.linear_gradient('L').resize((width, height))
     image = Image.composite(Image.new('RGB', (width, height), bottom),
                             Image.new('RGB', (width, height), top), background)
-    noise = Image.effect_noise((width, height), 40).convert('RGB')
-    image = Image.blend(image, noise, 0.25)
+    if noise is None:
+        noise = Image.effect_noise((width, height), 40)
+    image = Image.blend(image, noise.convert('RGB'), 0.25)
     draw = ImageDraw.Draw(image)
     side = min(width, height)
     radius = rng.uniform(0.22, 0.38) * side
