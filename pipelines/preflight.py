@@ -162,7 +162,7 @@ def check_temp_locations(options, policy=None):
             _probe_gcs(location, policy)
 
 
-def _inside(folder, root):
+def is_inside(folder, root):
     """Whether ``folder`` is ``root`` or below it, on a folder boundary: local paths compared with symlinks
     and relative parts resolved, gs:// URLs by prefix; paths of two kinds never are."""
     if gcs.is_gcs(folder) and gcs.is_gcs(root):
@@ -176,8 +176,8 @@ def _inside(folder, root):
 def check_output_outside_input(config):
     """Refuses an --output inside --input (or equal to it): a build would list the version folders as
     classes and their files as ignored input."""
-    if config.input and _inside(config.output, config.input):
-        where = ('is the --input folder' if _inside(config.input, config.output)
+    if config.input and is_inside(config.output, config.input):
+        where = ('is the --input folder' if is_inside(config.input, config.output)
                  else f'is inside --input {config.input}')
         raise UserError(f'--output {config.output} {where}: builds would list their own output as input; '
                         'give an --output outside the input folder')
