@@ -28,6 +28,7 @@ from tests.gcs_emulator import gcs_emulator  # noqa: F401  (the fixture)
 from transforms.elements import ClassFolder, ImageRef
 from transforms.labels import ResolveLabels, unmatched_labels_message
 
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LABELS = ['beach', 'empty', 'forest', 'lonely', 'notes']  # sorted: the empty classes in their place
 OPTIONS = ('--image_size', '32', '--splits', 'train=50,validation=50', '--max_error_rate', '1',
            '--min_size', '12', '--progress', 'off', '--direct_running_mode', 'in_memory')
@@ -139,6 +140,14 @@ def test_the_summary_names_empty_classes_and_classes_with_fewer_images_than_spli
     assert "  classes with fewer images than the 2 splits: 'lonely' (1)" in lines
 
 
+def test_the_summary_in_the_docs_is_this_builds(builds):
+    """docs/build.md shows the summary of the group build, its folder written OUT/v1."""
+    version_dir, _, lines = builds['group']
+    page = open(os.path.join(REPO, 'docs', 'build.md'), encoding='utf-8').read()
+    shown = page.split('## The summary', 1)[1].split('```\n', 2)[1]
+    assert shown.splitlines() == [line.replace(version_dir, 'OUT/v1') for line in lines]
+
+
 def test_the_report_shows_the_shares_the_groups_and_the_class_problems(builds):
     version_dir, document, _ = builds['group']
     page = _text(open(os.path.join(version_dir, layout.REPORT_HTML), encoding='utf-8').read())
@@ -216,7 +225,10 @@ def test_empty_gcs_class_folders_are_classes(gcs_emulator, gcs_input, tmp_path):
         document = metadata.loads(stream.read())
     assert document['labels'] == ['circle', 'empty', 'notes', 'square']
     assert document['classes']['empty'] == ['empty', 'notes']
-    assert "  empty classes (no image written): 'empty', 'notes'" in out.splitlines()
+    lines = out.splitlines()
+    assert "  empty classes (no image written): 'empty', 'notes'" in lines
+    # Nothing quarantined, no class with fewer images than splits: no line about them.
+    assert not [line for line in lines if line.startswith(('  quarantined', '  classes with fewer'))]
 
 
 def _refused(capsys, *argv):
