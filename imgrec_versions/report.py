@@ -612,8 +612,8 @@ def render(version, build_seconds=None, pruning=None):
     parts.append('<h2 id="splits">Splits</h2>')
     for name, info in document['splits'].items():
         classes, sizes = split_charts(name, info, labels)
-        parts.append(f'<h3>{_e(name)}: {info["num_examples"]} records{_share(info)} in {info["num_shards"]} shards '
-                     f'({info["inputs"]} inputs, {info["quarantined"]} quarantined, {info["duplicates"]} duplicates)</h3>'
+        parts.append(f'<h3>{_e(name)}: {info["num_examples"]} records{_share(info)} in {info["num_shards"]} '
+                     f'shards ({info["inputs"]} inputs, {info["quarantined"]} quarantined, {info["duplicates"]} duplicates)</h3>'
                      f'<figure>{_img(classes, f"{name} records per class", "chart")}</figure>'
                      f'<figure>{_img(sizes, f"{name} shard sizes", "chart")}</figure>')
         shards = _extremes(info['shards'], key=lambda s: (s['bytes'], s['file']))

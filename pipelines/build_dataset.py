@@ -272,7 +272,7 @@ def _near_duplicates_line(near):
     found = f"{head}: {_count(groups, 'group')} (largest {_count(near.get('largest_group') or 0, 'image')})"
     across = f"{_count(near.get('pairs_across_labels') or 0, 'pair')} across classes"
     if near['mode'] == 'group':
-        return f"{found}, {_count(near.get('images_moved') or 0, 'image')} moved to its group's split, {across}"
+        return f"{found}, {_count(near.get('images_moved') or 0, 'image')} moved to keep groups together, {across}"
     return f"{found}, {_count(near.get('pairs_across_splits') or 0, 'pair')} in two splits, {across}"
 
 
