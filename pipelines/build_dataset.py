@@ -284,7 +284,8 @@ def _class_lines(document):
     if classes.get('fewer_than_splits'):
         written = {label: sum(split['class_counts'].get(label, 0) for split in document['splits'].values())
                    for label in classes['fewer_than_splits']}
-        lines.append(f"  classes with fewer images than the {len(document['options']['splits'])} splits: "
+        splits = len((document.get('options') or {}).get('splits') or document['splits'])
+        lines.append(f'  classes with fewer images than the {splits} splits: '
                      + listed_names(classes['fewer_than_splits'], lambda label: f'{label!r} ({written[label]})'))
     return lines
 

@@ -182,6 +182,24 @@ def test_the_report_opened_in_chromium_shows_the_shares_and_the_class_problems(b
     assert shown['problems'].startswith('Empty classes (no image written): empty, notes.')
 
 
+def test_an_empty_folder_takes_a_class_by_the_rule_of_any_new_class(tmp_path):
+    """Sorted in with the others in a first build; appended by a refresh, which renumbers no class."""
+    images = tmp_path / 'images'
+    write_images(str(images), 2, classes=('circle', 'square'), **SMALL)
+    output = tmp_path / 'out'
+    assert _main('--input', images, '--output', output, '--version', 'v1', *OPTIONS)[0] == 0
+    os.makedirs(images / 'box')
+    status, out = _main('--input', images, '--output', output, '--version', 'v2', *OPTIONS)
+    assert status == 0, out
+    with open(output / 'v2' / layout.DATASET_JSON, encoding='utf-8') as stream:
+        document = metadata.loads(stream.read())
+    assert document['labels'] == ['circle', 'square', 'box'] and document['classes']['empty'] == ['box']
+    assert document['refresh']['reused'] == 4  # the other classes kept their numbers: every record reused
+    status, _ = _main('--input', images, '--output', tmp_path / 'fresh', '--version', 'v1', *OPTIONS)
+    with open(tmp_path / 'fresh' / 'v1' / layout.DATASET_JSON, encoding='utf-8') as stream:
+        assert metadata.loads(stream.read())['labels'] == ['box', 'circle', 'square']
+
+
 def test_empty_folders_satisfy_a_pinned_class_and_are_no_unknown_one():
     refs = [ImageRef('p1', 'cat/1.jpg', 'cat'), ClassFolder('dog', '/in/dog'), ClassFolder('eel', '/in/eel')]
     with TestPipeline() as p:
