@@ -36,7 +36,8 @@ def build_metadata(*, name, version, created, options, image_size, labels, split
     'upscaled': written images enlarged to reach the target}; ``near_duplicates`` = {'mode', 'file', 'hash',
     'threshold', 'bands', 'groups', 'images', 'pairs', 'pairs_across_splits', 'pairs_across_labels',
     'images_moved', 'largest_group'} (docs/near-duplicates.md);
-    ``index`` = ``contract.index.describe(...)``; ``record_options`` the options that shape a record's
+    ``index`` = ``contract.index.describe(...)``; ``classes`` is derived from the labels and class counts
+    (``class_facts``); ``record_options`` the options that shape a record's
     bytes (a refresh reuses records only if they are unchanged); ``label_order`` how the label order was decided; ``refresh`` = {'previous', 'mode',
     'full_reason', 'reused', 'decoded', 'new', 'changed', 'removed', 'reuse_damaged'} (records of the previous
     version found damaged as they were copied, and decoded again: counted in 'decoded', not 'reused').
@@ -55,6 +56,8 @@ def build_metadata(*, name, version, created, options, image_size, labels, split
                   'format': F.IMAGE_FORMAT_JPEG.decode()},
         'features': dict(F.FEATURES),
         'labels': list(labels),
+        'classes': class_facts(labels, {split: info['class_counts'] for split, info in splits.items()},
+                               len(options.get('splits') or splits)),
         'formats': [layout.TFRECORD] + ([layout.ARRAY_RECORD] if with_array_record else []),
         'splits': {
             split: {
@@ -89,6 +92,15 @@ def split_shares(written, weights):
     return {split: {'share': round(count / total, 4) if total else 0.0,
                     'requested_share': round(weights.get(split, 0) / whole, 4) if whole else 0.0}
             for split, count in written.items()}
+
+
+def class_facts(labels, class_counts, num_splits):
+    """{'empty': [class], 'fewer_than_splits': [class]}, in label order: the classes with no image written,
+    and those with some but fewer than ``num_splits``, which cannot be in every split. ``class_counts``
+    maps split -> {class: images written}. Recorded so that a reader sees them without adding up counts."""
+    totals = {label: sum(counts.get(label, 0) for counts in class_counts.values()) for label in labels}
+    return {'empty': [label for label in labels if not totals[label]],
+            'fewer_than_splits': [label for label in labels if 0 < totals[label] < num_splits]}
 
 
 def dumps(metadata):

@@ -437,6 +437,29 @@ def _extremes(items, key):
     return ranked[:EXTREMES] + [None] + ranked[-EXTREMES:]
 
 
+def _share(info):
+    """' (89.9%, asked 90.0%)': a split's share of the records next to the share its weight asked for."""
+    if info.get('share') is None or info.get('requested_share') is None:
+        return ''  # a version written before shares were recorded
+    return f' ({info["share"]:.1%}, asked {info["requested_share"]:.1%})'
+
+
+def _class_problems(document):
+    """The empty classes and those with fewer images than splits (dataset.json's ``classes``), as a paragraph."""
+    classes, said = document.get('classes') or {}, []
+    if classes.get('empty'):
+        said.append(f'Empty classes (no image written): {_names(classes["empty"])}.')
+    if classes.get('fewer_than_splits'):
+        splits = len((document.get('options') or {}).get('splits') or document['splits'])
+        said.append(f'Classes with fewer images than the {splits} splits: {_names(classes["fewer_than_splits"])}.')
+    return [f'<p id="class-problems">{" ".join(said)}</p>'] if said else []
+
+
+def _names(labels):
+    shown = ', '.join(f'<code>{_e(label)}</code>' for label in labels[:EXTREMES])
+    return shown + (f' and {len(labels) - EXTREMES} more' if len(labels) > EXTREMES else '')
+
+
 def _class_table_section(document, labels):
     """Records per split and class, with totals: every class up to MAX_BARS, else the extremes."""
     splits = list(document['splits'])
@@ -455,7 +478,8 @@ def _class_table_section(document, labels):
             if len(labels) > MAX_BARS else '')
     return ['<h2 id="split-class">Records per split and class</h2>' + note,
             '<div id="split-class-table">' + _table(['class', *splits, 'total'], rows,
-                                                   numeric=range(1, len(splits) + 2)) + '</div>']
+                                                   numeric=range(1, len(splits) + 2)) + '</div>',
+            *_class_problems(document)]
 
 
 def class_changes(version_dir, document, previous_dir, previous_document):
@@ -585,11 +609,11 @@ def render(version, build_seconds=None, pruning=None):
     near = near_duplicate_pairs(version.path)
     facts = image_facts(version.path, document, {row['source'] for pair in near[1] for row in pair[3:]})
     parts += _class_table_section(document, labels)
-    parts.append('<h2>Splits</h2>')
+    parts.append('<h2 id="splits">Splits</h2>')
     for name, info in document['splits'].items():
         classes, sizes = split_charts(name, info, labels)
-        parts.append(f'<h3>{_e(name)}: {info["num_examples"]} records in {info["num_shards"]} shards '
-                     f'({info["inputs"]} inputs, {info["quarantined"]} quarantined, {info["duplicates"]} duplicates)</h3>'
+        parts.append(f'<h3>{_e(name)}: {info["num_examples"]} records{_share(info)} in {info["num_shards"]} '
+                     f'shards ({info["inputs"]} inputs, {info["quarantined"]} quarantined, {info["duplicates"]} duplicates)</h3>'
                      f'<figure>{_img(classes, f"{name} records per class", "chart")}</figure>'
                      f'<figure>{_img(sizes, f"{name} shard sizes", "chart")}</figure>')
         shards = _extremes(info['shards'], key=lambda s: (s['bytes'], s['file']))

@@ -43,9 +43,11 @@ from pipelines.options import (
     runner_name,
     utc_now,
 )
-from transforms.publish import pruning
+from transforms.labels import listed_names
+from transforms.publish import pruning, ranked_reasons
 
 # Dataflow workers install the project from this file (with requirements/worker.txt only: no TensorFlow).
+TOP_REASONS = 3  # quarantine reasons the summary names
 SETUP_FILE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'setup.py')
 
 
@@ -249,8 +251,49 @@ def counter(result, name):
     return values[name] if isinstance(name, counters.Counter) else counters.by_name(values, name)
 
 
+def _count(n, noun):
+    return f'{n} {noun}' if n == 1 else f'{n} {noun}s'
+
+
+def _split_line(name, split):
+    """'train: 1986 examples (89.9%, asked 90.0%) in 16 shard(s)': the share got next to the share asked."""
+    shares = (f" ({split['share']:.1%}, asked {split['requested_share']:.1%})"
+              if split.get('share') is not None and split.get('requested_share') is not None else '')
+    return f"  {name}: {split['num_examples']} examples{shares} in {split['num_shards']} shard(s)"
+
+
+def _near_duplicates_line(near):
+    """What the near-duplicate step found and did, from dataset.json's ``near_duplicates``."""
+    if not near or near.get('mode') in (None, 'off'):
+        return '  near-duplicates: not looked for (--near_duplicates off)'
+    head, groups = f"  near-duplicates ({near['mode']})", near.get('groups') or 0
+    if not groups:
+        return f'{head}: none found'
+    found = f"{head}: {_count(groups, 'group')} (largest {_count(near.get('largest_group') or 0, 'image')})"
+    across = f"{_count(near.get('pairs_across_labels') or 0, 'pair')} across classes"
+    if near['mode'] == 'group':
+        return f"{found}, {_count(near.get('images_moved') or 0, 'image')} moved to keep groups together, {across}"
+    return f"{found}, {_count(near.get('pairs_across_splits') or 0, 'pair')} in two splits, {across}"
+
+
+def _class_lines(document):
+    """The empty classes and those with fewer images than splits (dataset.json's ``classes``), if any."""
+    classes, lines = document.get('classes') or {}, []
+    if classes.get('empty'):
+        lines.append(f"  empty classes (no image written): {listed_names(classes['empty'])}")
+    if classes.get('fewer_than_splits'):
+        written = {label: sum(split['class_counts'].get(label, 0) for split in document['splits'].values())
+                   for label in classes['fewer_than_splits']}
+        splits = len((document.get('options') or {}).get('splits') or document['splits'])
+        lines.append(f'  classes with fewer images than the {splits} splits: '
+                     + listed_names(classes['fewer_than_splits'], lambda label: f'{label!r} ({written[label]})'))
+    return lines
+
+
 def summary(config):
-    """One line a split, read back from the published dataset.json."""
+    """The build's outcome, read back from the published dataset.json: the counts, each split's share next
+    to the share asked, the near-duplicates, the top quarantine reasons, the class problems, and where
+    the quarantine list and the report are."""
     path = layout.join(config.version_dir, layout.DATASET_JSON)
     document = version_ref.parse_document(fileio.read_bytes(path), path)
     counts, refreshed = document['counts'], document['refresh']
@@ -263,8 +306,16 @@ def summary(config):
                      f"decoded ({refreshed['new']} new, {refreshed['changed']} changed"
                      + (f", {damaged} damaged in {refreshed['previous']}" if damaged else '') +
                      f"), {refreshed['removed']} removed")
-    for name, split in document['splits'].items():
-        lines.append(f"  {name}: {split['num_examples']} examples in {split['num_shards']} shard(s)")
+    lines += [_split_line(name, split) for name, split in document['splits'].items()]
+    lines.append(_near_duplicates_line(document.get('near_duplicates')))
+    quarantine = document.get('quarantine') or {}
+    if quarantine.get('by_reason'):
+        more = len(quarantine['by_reason']) - TOP_REASONS
+        lines.append(f"  quarantined: {ranked_reasons(quarantine['by_reason'], TOP_REASONS)}"
+                     + (f" and {_count(more, 'more reason')}" if more > 0 else '')
+                     + f"; every input and why: {layout.join(config.version_dir, quarantine['file'])}")
+    lines += _class_lines(document)
+    lines.append(f'  report: {layout.join(config.version_dir, layout.REPORT_HTML)}')
     return '\n'.join(lines)
 
 

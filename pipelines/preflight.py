@@ -32,6 +32,7 @@ def check(config, options):
     """
     policy = config.retry_policy()
     check_input(config, options)
+    check_output_outside_input(config)
     check_output(config, options)
     check_temp_locations(options, policy)
     labels = read_labels(config.labels_file) if config.labels_file else None
@@ -159,6 +160,27 @@ def check_temp_locations(options, policy=None):
         if location and gcs.is_gcs(location):
             _check_gcs(location, options)
             _probe_gcs(location, policy)
+
+
+def is_inside(folder, root):
+    """Whether ``folder`` is ``root`` or below it, on a folder boundary: local paths compared with symlinks
+    and relative parts resolved, gs:// URLs by prefix; paths of two kinds never are."""
+    if gcs.is_gcs(folder) and gcs.is_gcs(root):
+        return gcs.as_folder(folder).startswith(gcs.as_folder(root))
+    if FileSystems.get_scheme(folder) is None and FileSystems.get_scheme(root) is None:
+        folder, root = os.path.realpath(folder), os.path.realpath(root)
+        return os.path.commonpath([folder, root]) == root
+    return False
+
+
+def check_output_outside_input(config):
+    """Refuses an --output inside --input (or equal to it): a build would list the version folders as
+    classes and their files as ignored input."""
+    if config.input and is_inside(config.output, config.input):
+        where = ('is the --input folder' if is_inside(config.input, config.output)
+                 else f'is inside --input {config.input}')
+        raise UserError(f'--output {config.output} {where}: builds would list their own output as input; '
+                        'give an --output outside the input folder')
 
 
 def check_output(config, options=None):

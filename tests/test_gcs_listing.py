@@ -11,6 +11,7 @@ from apache_beam.testing.util import assert_that, equal_to
 from imgrec_storage import gcs
 from pipelines.local import internals
 from tests.gcs_emulator import gcs_emulator  # noqa: F401  (the fixture)
+from transforms.elements import ImageRef
 from transforms.listing import ListImages
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -34,12 +35,13 @@ def test_list_images_fans_out_by_class_prefix(listed_bucket, suffix):
     with TestPipeline() as pipeline:
         listed = pipeline | ListImages(input_root=root)
         refs = listed['images'] | 'AsTuples' >> beam.Map(
-            lambda ref: (ref.path, ref.source, ref.label))
+            lambda ref: (ref.path, ref.source, ref.label) if isinstance(ref, ImageRef) else (ref.path, ref.label))
         assert_that(refs, equal_to([
             (f'{listed_bucket}/photos/cats/a.jpg', 'cats/a.jpg', 'cats'),
             (f'{listed_bucket}/photos/cats/b.PNG', 'cats/b.PNG', 'cats'),
             (f'{listed_bucket}/photos/cats/deep/er/c.jpeg', 'cats/deep/er/c.jpeg', 'cats'),
             (f'{listed_bucket}/photos/dogs/d.webp', 'dogs/d.webp', 'dogs'),
+            (f'{listed_bucket}/photos/empty/', 'empty'),  # the placeholder: an empty class folder
         ]), label='Images')
         assert_that(listed['ignored'], equal_to(['cats/notes.txt', 'stray.jpg']), label='Ignored')
 

@@ -111,6 +111,7 @@ def test_sizes_upscaled_and_the_split_class_table_have_the_builds_numbers(refres
         assert f'{label} {" ".join(map(str, counts))} {sum(counts)}' in table
     assert f'all classes {" ".join(str(document["splits"][s]["num_examples"]) for s in splits)} ' \
            f'{document["counts"]["written"]}' in table
+    assert document['classes'] == {'empty': [], 'fewer_than_splits': []} and 'id="class-problems"' not in page
     for split in splits:  # each class's count on its bar, in class order
         chart = next(svg for svg in _svgs(page) if f'{split}: records per class' in svg)
         texts = re.findall(r'<text[^>]*>([^<]*)</text>', chart)

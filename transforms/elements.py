@@ -17,6 +17,13 @@ class ImageRef(typing.NamedTuple):
     inode: int = None        # and mtime, the stamp a refresh compares (docs/reuse.md)
 
 
+class ClassFolder(typing.NamedTuple):
+    """A class folder that holds no image, listed beside the images: so its class is kept, as an empty
+    class, instead of vanishing from the labels (``transforms.labels.ResolveLabels`` takes it out)."""
+    label: str
+    path: str
+
+
 class EncodedImage(typing.NamedTuple):
     """An image decoded, resized and re-encoded as JPEG."""
     ref: ImageRef

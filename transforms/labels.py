@@ -5,9 +5,14 @@ holds a line break (LF, CR, or any other character ``str.splitlines`` breaks at)
 round-trip through it, so the images of such a class are quarantined as ``bad_label`` (counted as
 errors), and the rest of the build goes on.
 
-A pinned list must match the classes found: a class with no images, or images of a class not in
-the list (e.g. ``Circle`` pinned, folder ``circle``), fail the build in one line naming them, unless
-unknown labels are allowed; then images of unlisted classes are quarantined as ``unknown_label``.
+A class folder with no image (a ``ClassFolder`` from the listing) is a class all the same, as Keras's
+``image_dataset_from_directory`` keeps it: an empty class, named in dataset.json (``classes.empty``)
+and in the summary.
+
+A pinned list must match the classes found: a pinned class with neither images nor a folder, or images
+of a class not in the list (e.g. ``Circle`` pinned, folder ``circle``), fail the build in one line
+naming them, unless unknown labels are allowed; then images of unlisted classes are quarantined as
+``unknown_label``. An empty folder the list does not name is no class: it has no image to lose.
 """
 import codecs
 import functools
@@ -16,9 +21,10 @@ import apache_beam as beam
 
 from contract.reasons import BAD_LABEL, UNKNOWN_LABEL
 from imgrec_console.errors import BuildFailed
-from transforms.elements import Rejected
+from transforms.elements import ClassFolder, Rejected
 
 REJECTED = 'rejected'
+EMPTY_FOLDERS = 'empty_folders'
 _BYTE_ORDER_MARKS = ((codecs.BOM_UTF8, 'utf-8-sig'), (codecs.BOM_UTF16_LE, 'utf-16'),
                      (codecs.BOM_UTF16_BE, 'utf-16'))
 _LISTED = 10  # class names a message lists before '... and N more'
@@ -54,21 +60,24 @@ def is_plain_label(label):
     return label.splitlines() == [label] and '\0' not in label
 
 
-def _names(labels):
-    shown = ', '.join(repr(label) for label in labels[:_LISTED])
+def listed_names(labels, describe=repr):
+    """The first class names of a message ("'a', 'b' and 3 more"), each as ``describe`` shows it."""
+    shown = ', '.join(describe(label) for label in labels[:_LISTED])
     return shown + (f' and {len(labels) - _LISTED} more' if len(labels) > _LISTED else '')
 
 
-def unmatched_labels_message(pinned, found):
+def unmatched_labels_message(pinned, found, empty=()):
     """One line naming the pinned classes with no images and the classes found but not pinned; None if they match.
 
-    A name that differs only in case from one on the other side says so.
+    ``found``: the classes of the images; ``empty``: the class folders with no image, which satisfy a
+    pinned class and are no unknown class. A name that differs only in case from one on the other side
+    says so.
     """
     found = sorted(set(found))
     folded = {}
     for label in found:
         folded.setdefault(label.casefold(), label)
-    missing = [label for label in pinned if label not in set(found)]
+    missing = [label for label in pinned if label not in set(found) | set(empty)]
     unknown = [label for label in found if label not in set(pinned)]
     if not missing and not unknown:
         return None
@@ -79,16 +88,16 @@ def unmatched_labels_message(pinned, found):
         shown = ', '.join(hints[:_LISTED]) + (f' and {len(hints) - _LISTED} more' if len(hints) > _LISTED else '')
         parts.append(f'no images of {shown}')
     if unknown:
-        parts.append(f'images of classes not in --labels: {_names(unknown)}')
+        parts.append(f'images of classes not in --labels: {listed_names(unknown)}')
     return (f"--labels does not match the images: {'; '.join(parts)}; "
             f'give --allow_unknown_labels to drop the classes not listed')
 
 
-def _nothing(_):
-    return None
-
-
 def _checked_names(ref):
+    if isinstance(ref, ClassFolder):  # no image to quarantine: a name labels.txt cannot hold is no class
+        if is_plain_label(ref.label):
+            yield beam.pvalue.TaggedOutput(EMPTY_FOLDERS, ref.label)
+        return
     if is_plain_label(ref.label):
         yield ref
     else:
@@ -97,7 +106,9 @@ def _checked_names(ref):
 
 
 def _pinned_if_matching(found, pinned, allow_unknown_labels):
-    message = unmatched_labels_message(pinned, found)
+    """``pinned``, if ``found`` ({class: whether it has images}) matches it; else fails the build."""
+    message = unmatched_labels_message(pinned, [label for label, has_images in found.items() if has_images],
+                                       [label for label, has_images in found.items() if not has_images])
     if message and not allow_unknown_labels:
         raise BuildFailed(message)
     return list(pinned)
@@ -112,11 +123,12 @@ def _known_or_rejected(ref, known):
 
 
 class ResolveLabels(beam.PTransform):
-    """ImageRef -> {'images', 'labels', 'rejected'}.
+    """ImageRef (and ClassFolder) -> {'images', 'labels', 'rejected'}.
 
     ``labels`` is a one-element PCollection holding the ordered class list: ``pinned`` when given
     (a --labels file), else ``keep`` (the previous version's classes, so no label is renumbered)
-    followed by the other class names found, sorted. Images of a class whose name is not plain text are
+    followed by the other class names found, sorted, those of empty class folders (ClassFolder) among
+    them; ``images`` holds no ClassFolder. Images of a class whose name is not plain text are
     rejected as ``bad_label``. A pinned list that does not match the classes found fails the build
     (BuildFailed, before anything is published) unless ``allow_unknown_labels``; then images of other
     classes are rejected as ``unknown_label``.
@@ -129,12 +141,15 @@ class ResolveLabels(beam.PTransform):
         self._keep = list(keep or ())
 
     def expand(self, refs):
-        named = refs | 'CheckNames' >> beam.FlatMap(_checked_names).with_outputs(REJECTED, main='images')
+        named = refs | 'CheckNames' >> beam.FlatMap(_checked_names).with_outputs(
+            REJECTED, EMPTY_FOLDERS, main='images')
         # The distinct names, the keys of a side input read by one element (a ToList would cost nine steps;
-        # beam.Distinct two more than this combine).
-        found = beam.pvalue.AsDict(named.images
-                                   | 'ClassNames' >> beam.Map(lambda ref: (ref.label, None))
-                                   | 'Distinct' >> beam.CombinePerKey(_nothing))
+        # beam.Distinct two more than this combine), each with whether it has images.
+        found = beam.pvalue.AsDict(
+            (named.images | 'ClassNames' >> beam.Map(lambda ref: (ref.label, True)),
+             named[EMPTY_FOLDERS] | 'EmptyClassNames' >> beam.Map(lambda label: (label, False)))
+            | 'AllClassNames' >> beam.Flatten()
+            | 'Distinct' >> beam.CombinePerKey(any))
         once = refs.pipeline | 'Once' >> beam.Impulse()
         if self._pinned is None:
             keep = self._keep

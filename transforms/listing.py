@@ -6,6 +6,10 @@ at a time (``imgrec_storage.gcs``), so no worker holds the whole listing, even o
 Each page is retried on transient errors (``imgrec_storage.retries``); a listing that still fails, fails
 the build in one line, since images it did not list would be silently missing.
 
+A class folder with no image in it (locally, a folder without image files; on gs://, where folders are
+only names, the placeholder object ``<class>/`` that the Cloud console makes) is listed as a ClassFolder,
+so its class is kept, with no image, and named, instead of vanishing from the labels.
+
 A local file's size and stamp (modification time, inode change time, inode number: what a refresh
 compares, docs/reuse.md) come from one ``os.stat``, symlinks followed. An entry that is no regular file
 (a FIFO, a link to a device) or cannot be stat'ed (a symlink loop) is listed all the same: its read
@@ -28,7 +32,7 @@ from contract.reasons import BAD_MANIFEST_LINE
 from imgrec_console.errors import BuildFailed
 from imgrec_storage import gcs, retries
 from transforms.constants import Empty, Value
-from transforms.elements import ImageRef, Rejected
+from transforms.elements import ClassFolder, ImageRef, Rejected
 
 IMAGE_EXTENSIONS = frozenset(('.jpg', '.jpeg', '.png', '.gif', '.bmp', '.webp', '.tif', '.tiff'))
 IGNORED = 'ignored'
@@ -136,16 +140,20 @@ class _ListTopLevel(_ListingFn):
 class _ListClassFolder(_ListingFn):
     def process(self, folder):
         label = relative_source(self._root, folder)
+        images = 0
         for listed in self.listing(folder, iter_files(folder, self._client, self._retry_policy)):
             source = relative_source(self._root, listed.path)
             if is_image_name(listed.path):
                 self.listed.inc()
+                images += 1
                 yield ImageRef(path=listed.path, source=source, label=label, size=listed.size,
                                mtime_ns=listed.mtime_ns, generation=listed.generation, ctime_ns=listed.ctime_ns,
                                inode=listed.inode)
             else:
                 self.ignored.inc()
                 yield beam.pvalue.TaggedOutput(IGNORED, source)
+        if not images:  # an empty class is still a class (as Keras keeps it): ResolveLabels names it
+            yield ClassFolder(label=label, path=folder)
 
 
 BYTE_ORDER_MARK = '\ufeff'
@@ -225,8 +233,9 @@ class _ParseManifestLine(beam.DoFn):
 class ListImages(beam.PTransform):
     """PBegin -> {'images': ImageRef, 'ignored': source names, 'rejected': Rejected}.
 
-    ``images`` carry no split yet. ``ignored`` are non-image files under ``--input``; ``rejected``
-    are manifest lines that name no image.
+    ``images`` carry no split yet; beside them, a ClassFolder for each class folder that holds no image
+    (none from a manifest), which ``ResolveLabels`` keeps as a class and drops. ``ignored`` are non-image
+    files under ``--input``; ``rejected`` are manifest lines that name no image.
     """
 
     def __init__(self, input_root=None, manifest=None, retry_policy=None):

@@ -53,8 +53,12 @@ def account(shard_stats, listed_per_split, rejected, duplicates):
 
 def top_reasons(rejected, limit=3):
     """'truncated (4), corrupt (2), empty (1)': the commonest reasons, ties by name."""
-    counts = collections.Counter(item.reason for item in rejected)
-    ranked = sorted(counts.items(), key=lambda pair: (-pair[1], pair[0]))
+    return ranked_reasons(collections.Counter(item.reason for item in rejected), limit)
+
+
+def ranked_reasons(by_reason, limit=3):
+    """``top_reasons`` of the counts {reason: inputs} (dataset.json's ``quarantine.by_reason``)."""
+    ranked = sorted(by_reason.items(), key=lambda pair: (-pair[1], pair[0]))
     return ', '.join(f'{reason} ({n})' for reason, n in ranked[:limit])
 
 
