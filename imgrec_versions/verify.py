@@ -347,7 +347,7 @@ def _parser():
     parser = command_line.parser('verify-dataset', 'Re-read and check every shard of a version.')
     parser.add_argument('--sample', type=int, metavar='N', help='check only the first N records of each shard')
     parser.add_argument('--workers', type=int, default=DEFAULT_WORKERS, help='shards read at once')
-    parser.add_argument('--verbose', action='store_true', help="show TensorFlow's own log lines")
+    parser.add_switch('--verbose', help="show TensorFlow's own log lines")
     return parser
 
 

@@ -68,7 +68,7 @@ def test_a_mistake_before_the_body_begins_is_one_line(capsys):
     with Command('tool') as command:
         Parser(prog='tool').parse_args(['--bogus'])
     assert command.status == 2
-    assert capsys.readouterr().err == 'tool: error: unrecognized arguments: --bogus\n'
+    assert capsys.readouterr().err == 'tool: error: unknown option --bogus\n'
 
 
 def test_the_help_shows_every_default_that_its_text_does_not_already_say():

@@ -20,7 +20,8 @@ BAD_ARGUMENTS = [
     (['--steps_per_execution', 'x'], "argument --steps_per_execution: must be a whole number, got 'x'"),
     (['--profile_steps', '0'], 'argument --profile_steps: must be at least 1, got 0'),
     (['--progress_seconds', '-1'], 'argument --progress_seconds: must be a positive finite number, got -1'),
-    (['--no_such_option'], 'unrecognized arguments: --no_such_option'),
+    (['--no_such_option'], 'unknown option --no_such_option'),
+    (['--epoch', '1'], 'unknown option --epoch (did you mean --epochs?)'),
 ]
 
 
@@ -61,7 +62,7 @@ def _help_entries(text):
     """{option: its help text} from --help output: an entry starts with '  -', continuation lines are deeper."""
     entries, current = {}, None
     for line in text.splitlines():
-        if line.startswith('  -'):
+        if line.startswith(('  -', '  DATASET')):
             current = line.split()[0].rstrip(',')
             entries[current] = line
         elif current and line.startswith('    '):
@@ -75,8 +76,8 @@ def test_every_option_in_the_help_shows_its_default(capsys):
     with pytest.raises(SystemExit):
         train.main(['--help'])
     entries = _help_entries(capsys.readouterr().out)
-    assert {'--data', '--learning_rate', '--epochs', '--shuffle_buffer', '--train_split', '--quiet'} <= set(entries)
-    no_default = {'-h', '--data'}  # help itself, and the one required option
+    assert {'DATASET', '--learning_rate', '--epochs', '--shuffle_buffer', '--train_split', '--quiet'} <= set(entries)
+    no_default = {'-h', 'DATASET'}  # help itself, and the one required argument
     missing = [option for option, text in entries.items() if option not in no_default and 'default' not in text]
     assert missing == []
     assert '(default: 0.003)' in entries['--learning_rate'] and '(default: 10)' in entries['--epochs']
