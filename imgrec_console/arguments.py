@@ -2,8 +2,8 @@
 
 - No abbreviations: ``--epoch`` is not taken as ``--epochs``.
 - An unknown or misspelt option is one line naming the closest option there is (exit status 2).
-- A boolean option is a switch, ``--NAME`` or ``--no_NAME``; the older spellings ``--NAME true|false``,
-  ``--NAME=true|false`` (what a Flex Template passes) and ``--no-NAME`` still work.
+- A boolean option is a switch, ``--NAME`` or ``--no_NAME``; the older spellings ``--NAME true|false``
+  (or ``on|off``), ``--NAME=true|false`` (what a Flex Template passes) and ``--no-NAME`` still work.
 - A dataset is the positional ``DATASET``; the older ``--data DATASET`` still works.
 """
 import argparse
@@ -12,7 +12,7 @@ import sys
 
 from imgrec_console.errors import UserError
 
-_VALUES = {'true': True, 'false': False}
+_VALUES = {'true': True, 'false': False, 'on': True, 'off': False}
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
@@ -127,8 +127,9 @@ class Parser(argparse.ArgumentParser):
             if name not in switches:
                 result.append(arg)
                 continue
-            if not equals and index < len(args) and args[index].lower() in _VALUES:  # --full true
-                value, index = args[index], index + 1
+            if not equals and index < len(args) and (args[index].lower() in _VALUES or self._takes_no_positional()
+                                                     and args[index][:1] not in self.prefix_chars):
+                value, index = args[index], index + 1  # --full true; without positionals, --full maybe too
             elif not equals:
                 result.append(switches[name][0])
                 continue
@@ -136,6 +137,9 @@ class Parser(argparse.ArgumentParser):
                 raise UserError(f'argument {switches[name][0]}: expected true or false, got {value!r}')
             result.append(switches[name][0] if _VALUES[value.lower()] else switches[name][1])
         return result
+
+    def _takes_no_positional(self):
+        return all(action.option_strings for action in self.actions)
 
     def _foreign(self, args):
         """The option names in ``args`` this parser does not know."""

@@ -296,11 +296,9 @@ def main(argv=None):
     return command.status
 
 
-def _argument(name, value, action):
+def _argument(name, value):
     """The command-line text of one keyword argument of ``build``."""
     if isinstance(value, bool):
-        if tuple(action.choices or ()) == ('on', 'off'):
-            return 'on' if value else 'off'
         return str(value).lower()
     if isinstance(value, dict):  # splits={'train': 80, 'validation': 20}
         return ','.join(f'{key}={count}' for key, count in value.items())
@@ -320,7 +318,7 @@ def build_argv(options):
             raise UserError(f'build() got an unknown option {name!r}{hint}; Beam\'s own options go in '
                             f"beam_options=['--name=value', ...]")
         if value is not None:
-            argv.append(f'--{name}={_argument(name, value, known[name])}')
+            argv.append(f'--{name}={_argument(name, value)}')
     return argv
 
 

@@ -292,8 +292,8 @@ def _parser():
     parser.add_argument('--retry_deadline', type=float, default=retries.DEFAULT_DEADLINE_S,
                         help='seconds a failing read, write or listing is retried for (timeouts, 5xx, 429, '
                              'resets) before the build fails')
-    parser.add_argument('--progress', choices=('on', 'off'), default='on',
-                        help='off: no progress lines (stage, counts, rate, ETA) on stderr')
+    parser.add_switch('--progress', default=True,
+                      help='progress lines (stage, counts, rate, ETA) on stderr; --no_progress: none')
     parser.add_argument('--progress_interval', type=float, default=10.0,
                         help='seconds between progress lines')
     parser.add_switch('--verbose',
@@ -414,5 +414,5 @@ def parse_args(argv, now=None):
         name=args.name or os.path.basename(source.rstrip('/')).rsplit('.', 1)[0] or 'dataset',
         full=args.full, force=args.force, keep_versions=args.keep_versions, clean=args.clean,
         verbose=args.verbose, retry_deadline=args.retry_deadline,
-        progress=args.progress == 'on', progress_interval=args.progress_interval)
+        progress=args.progress, progress_interval=args.progress_interval)
     return config, beam_args

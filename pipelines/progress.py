@@ -8,7 +8,7 @@ Dataflow: ``Progress.wait`` prints the job's console URL, then waits in steps of
 the same counters from the job's metrics (the Dataflow API, read by ``contract.counters.read``) after
 each step.
 
-    build-dataset ... [--progress on|off] [--progress_interval SECONDS]
+    build-dataset ... [--progress | --no_progress] [--progress_interval SECONDS]
 """
 import collections
 import os

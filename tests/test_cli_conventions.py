@@ -69,7 +69,7 @@ def test_a_misspelt_required_option_is_named_rather_than_reported_missing(sample
 
 
 @pytest.mark.parametrize('prog, switches', [
-    ('build-dataset', ['--full', '--verbose', '--stratify']),
+    ('build-dataset', ['--full', '--verbose', '--stratify', '--progress']),
     ('train-model', ['--augment', '--cache', '--deterministic', '--quiet', '--verbose']),
     ('verify-dataset', ['--verbose']),
 ])
@@ -106,6 +106,9 @@ def test_the_older_switch_spellings_of_train_model_and_build_dataset_still_work(
     assert _parsed('train-model')['augment'] is True
     assert _parsed('build-dataset', '--full', 'true')['full'] is True
     assert _parsed('build-dataset', '--full=False')['full'] is False
+    for args, shown in ([], True), (['--no_progress'], False), (['--progress', 'off'], False), \
+            (['--progress', 'on'], True), (['--progress=false'], False):
+        assert options.parse_args(['--input', 'in', '--output', 'out', *args])[0].progress is shown, args
     assert build_dataset.build_argv({'full': False, 'stratify': True}) == ['--full=false', '--stratify=true']
 
 
@@ -137,6 +140,7 @@ def test_verify_reads_a_dataset_given_either_way(built_dataset):
 @pytest.mark.parametrize('runner, message', [
     ('FlinkRunner', '--runner FlinkRunner needs --job_endpoint HOST:PORT of a running job server'),
     ('spark', '--runner SparkRunner needs --job_endpoint HOST:PORT of a running job server'),
+    ('PortableRunner', '--runner PortableRunner needs --job_endpoint HOST:PORT of a running job server'),
     ('PrismRunner', '--runner PrismRunner needs --job_endpoint HOST:PORT of a running job server'),
     ('Flinky', '--runner Flinky is not a Beam runner (did you mean FlinkRunner?); this build runs on '
                'DirectRunner or DataflowRunner'),
