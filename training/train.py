@@ -135,7 +135,19 @@ def parse_config(argv, now=None):
 def check_data(config):
     """The dataset version to train on, once its splits and shard files are as ``dataset.json`` says."""
     pinned_version = run_state.read_settings(config.model_dir).get('dataset_version')
-    source = dataset_version.open_version(config.data, config.version or pinned_version)
+    afresh = f'or start afresh with a new --model_dir (or delete {config.model_dir})'
+    if pinned_version and config.version and config.version != pinned_version:
+        raise UserError(f'--model_dir {config.model_dir} holds a run trained on dataset version {pinned_version!r}, '
+                        f'not --version {config.version}: resume without --version, {afresh}')
+    try:
+        source = dataset_version.open_version(config.data, config.version or pinned_version)
+    except UserError:
+        if not pinned_version or config.version:
+            raise
+        other = dataset_version.open_version(config.data).version  # no dataset there at all: that is the line
+        raise UserError(f'--model_dir {config.model_dir} holds a run trained on dataset version {pinned_version!r}, '
+                        f'which {config.data} does not hold (its version is {other!r}): resume with the '
+                        f'dataset folder that holds it, {afresh}') from None
     splits = [config.train_split, config.eval_split]
     for split in splits:
         source.check_split(split)
