@@ -93,15 +93,15 @@ class Progress:
             self._thread.start()
         return self
 
-    def __exit__(self, *exc_info):
+    def __exit__(self, kind, error, trace):
         if self._thread is not None:
             self._stop.set()
             self._thread.join()
-            if self._printed:  # the final counts, then the line is left for the summary
+            if self._printed and kind is None:  # the final counts, then the line is left for the summary
                 self._print(self._describe('done'))
-                if self._tty:
-                    self._stream.write('\n')
-                    self._stream.flush()
+            if self._printed and self._tty:  # a failure's or an interruption's line starts a line of its own
+                self._stream.write('\n')
+                self._stream.flush()
         if self._kept is not None:
             self._kept.close()
 
