@@ -87,8 +87,9 @@ class Parser(argparse.ArgumentParser):
         """``--NAME`` / ``--no_NAME``, default ``default`` (``name`` is '--NAME')."""
         return self.add_argument(name, '--no_' + name[2:], action=Switch, default=default, help=help)
 
-    def add_dataset(self, dest='dataset', help='dataset folder or gs:// prefix (its LATEST version), or one '  # pylint: disable=redefined-builtin
-                    'version folder in it'):
+    _DATASET_HELP = 'dataset folder or gs:// prefix (its LATEST version), or one version folder in it'
+
+    def add_dataset(self, dest='dataset', help=_DATASET_HELP):  # pylint: disable=redefined-builtin
         """The positional DATASET every command that reads a dataset takes, and its older spelling --data."""
         self.dataset_dest = dest
         self.add_argument(dest, nargs='?', metavar='DATASET', help=help + ' (or --data DATASET, the older spelling)')
