@@ -94,6 +94,21 @@ def failure_line(error):
     return f"{found['type']}: {found['message']}" if found['message'] else found['type']
 
 
+def was_interrupted(error):
+    """Whether ``error`` is a Ctrl-C that a runner re-raised as its own exception: Beam's runners wrap what a
+    step raised, KeyboardInterrupt too, in a RuntimeError ('KeyboardInterrupt [while running ...]')."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, KeyboardInterrupt):
+            return True
+        if any(_EXCEPTION_LINE.match(line) and _EXCEPTION_LINE.match(line)['type'] == 'KeyboardInterrupt'
+               for line in str(error).splitlines() if not line[:1].isspace()):
+            return True
+        error = error.__cause__ or error.__context__
+    return False
+
+
 def write_log(prog, error, held_output=b''):
     """Writes what the run printed to fd 2, then the traceback of ``error``, to a new log file; returns its path."""
     with tempfile.NamedTemporaryFile('wb', prefix=f'{prog}-', suffix='.log', delete=False) as log:

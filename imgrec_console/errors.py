@@ -1,8 +1,9 @@
 """The errors a command reports in one line, no traceback, and the exit status each one gives.
 
 ``UserError`` (status 2): the user can fix it, a bad flag, path or setting. ``DataError`` (status 1):
-the data or the run went wrong, a damaged dataset or a NaN loss. ``BuildFailed`` is the DataError a
-build raises on purpose; Beam's runners wrap it, so ``build_failure_message`` finds it again.
+the data or the run went wrong, a damaged dataset or a NaN loss. ``Interrupted`` (status 130): Ctrl-C.
+``BuildFailed`` is the DataError a build raises on purpose; Beam's runners wrap it, so
+``build_failure_message`` finds it again.
 """
 import re
 
@@ -24,6 +25,13 @@ class UserError(CommandError):
 class DataError(CommandError):
     """A damaged dataset or a run that went wrong (a NaN loss); the command exits with status 1."""
     exit_status = 1
+
+
+class Interrupted(CommandError):
+    """The user stopped the command (Ctrl-C); the message says what was left behind. Exit status 130, as a
+    shell gives a command ended by SIGINT."""
+    exit_status = 130
+    word = 'interrupted'
 
 
 class BuildFailed(DataError):

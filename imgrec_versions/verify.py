@@ -9,12 +9,15 @@ for byte, in the same order, at the positions the index gives. Shards are read i
 Bytes are read through Beam's FileSystems, which honours a GCS emulator; TensorFlow only parses.
 
 Exit 0 with a one-line summary, 1 with one line per problem naming the shard and record (numbered from
-0 in file order), 2 when no version is found.
+0 in file order), 2 when no version is found. What follows from a shard that is missing or cannot be read
+to its end (the counts of its split and classes, the index rows of its records) is not a fault of its own:
+one line counts the records lost and names a file that holds every problem.
 """
 import collections
 import concurrent.futures
 import io
 import sys
+import tempfile
 import time
 
 from apache_beam.io.filesystems import FileSystems
@@ -29,6 +32,16 @@ from imgrec_versions import command_line, shard_reader, version as version_lib
 from imgrec_versions.units import human_bytes
 
 DEFAULT_WORKERS = 8
+
+
+class Problem(str):
+    """A problem line; ``split`` or ``shard`` names what it counts or points into, so that what follows from a
+    damaged shard can be told from a fault of its own (``follows``)."""
+
+    def __new__(cls, text, split=None, shard=None):
+        problem = super().__new__(cls, text)
+        problem.split, problem.shard, problem.follows = split, shard, False
+        return problem
 
 
 class ShardResult:
@@ -202,7 +215,8 @@ def check_totals(version, results):
         got = by_split[split]
         total = sum(r.records for r in got)
         if total != info['num_examples']:
-            problems.append(f"split {split}: {total} records, dataset.json says {info['num_examples']}")
+            problems.append(Problem(f"split {split}: {total} records, dataset.json says {info['num_examples']}",
+                                    split=split))
         if sum(s['records'] for s in info['shards']) != info['num_examples']:
             problems.append(f"split {split}: its shards' records add up to {sum(s['records'] for s in info['shards'])}, "
                             f"dataset.json says num_examples {info['num_examples']}")
@@ -214,8 +228,8 @@ def check_totals(version, results):
         for index, label in enumerate(document['labels']):
             expected = info['class_counts'].get(label, 0)
             if counted[index] != expected:
-                problems.append(f'split {split}: {counted[index]} records of class {label!r}, '
-                                f'dataset.json says {expected}')
+                problems.append(Problem(f'split {split}: {counted[index]} records of class {label!r}, '
+                                        f'dataset.json says {expected}', split=split))
     listed = {shard['file'] for info in document['splits'].values() for shard in info['shards']}
     for match in FileSystems.match([layout.join(version.path, '*.tfrecord')])[0].metadata_list:
         name = match.path.rsplit('/', 1)[-1]
@@ -276,8 +290,8 @@ def check_index(version, results):
             if placed.get(source) != where:
                 found = 'no record' if source not in placed else 'the record at {} offset {} length {}'.format(
                     *placed[source])
-                problems.append(f'{name}: row of {source!r} says {where[0]} offset {where[1]} length {where[2]}, '
-                                f'but the shards hold {found}')
+                problems.append(Problem(f'{name}: row of {source!r} says {where[0]} offset {where[1]} length '
+                                        f'{where[2]}, but the shards hold {found}', shard=where[0]))
             elif row.get(I.ARRAY_RECORD_POSITION) != positions[source]:
                 problems.append(f'{name}: row of {source!r} says {I.ARRAY_RECORD_POSITION} '
                                 f'{row.get(I.ARRAY_RECORD_POSITION)}, but the record is number {positions[source]} '
@@ -311,7 +325,7 @@ def verify(path, sample=None, workers=DEFAULT_WORKERS):
     seconds = max(time.monotonic() - start, 1e-9)
     problems = [p for result in results for p in result.problems]
     if sample is None:
-        problems += check_totals(version, results) + check_index(version, results)
+        problems += mark_follow_on(check_totals(version, results) + check_index(version, results), results)
     checked = sum(r.records for r in results)
     size = sum(r.size or 0 for r in results)
     splits = ', '.join(f'{split} {sum(r.records for r in results if r.split == split)}'
@@ -324,6 +338,33 @@ def verify(path, sample=None, workers=DEFAULT_WORKERS):
     summary = (f'{checked} records ({splits}) in {len(results)} shards{twinned}, {human_bytes(size)}, {mode}; '
                f'{seconds:.1f} s, {checked / seconds:.0f} records/s{speed}; {version.path}')
     return problems, summary
+
+
+def mark_follow_on(problems, results):
+    """``problems``, those that follow from a damaged shard marked ``follows``, then one line counting the
+    records the damaged shards lost (when any shard is damaged)."""
+    damaged = [result for result in results if not result.complete]
+    if not damaged:
+        return problems
+    files, splits = {r.shard['file'] for r in damaged}, {r.split for r in damaged}
+    for problem in problems:
+        if isinstance(problem, Problem) and (problem.split in splits or problem.shard in files):
+            problem.follows = True
+    lost = collections.Counter()
+    for result in damaged:
+        lost[result.split] += max(0, result.shard['records'] - result.records)
+    listed = sum(r.shard['records'] for r in results)
+    by_split = ', '.join(f'{split} {count}' for split, count in lost.items() if count)
+    shards = f"{len(damaged)} damaged shard{'s' if len(damaged) > 1 else ''}"
+    return problems + [Problem(f'{shards}: {sum(lost.values())} of the {listed} records dataset.json lists '
+                               f'cannot be read' + (f' ({by_split})' if by_split else ''))]
+
+
+def write_details(problems):
+    """Writes every problem, one a line, to a new file; returns its path."""
+    with tempfile.NamedTemporaryFile('w', prefix='verify-dataset-', suffix='.txt', delete=False) as details:
+        details.writelines(problem + '\n' for problem in problems)
+    return details.name
 
 
 def _array_record_twins(version):
@@ -347,7 +388,7 @@ def _parser():
     parser = command_line.parser('verify-dataset', 'Re-read and check every shard of a version.')
     parser.add_argument('--sample', type=int, metavar='N', help='check only the first N records of each shard')
     parser.add_argument('--workers', type=int, default=DEFAULT_WORKERS, help='shards read at once')
-    parser.add_argument('--verbose', action='store_true', help="show TensorFlow's own log lines")
+    parser.add_switch('--verbose', help="show TensorFlow's own log lines")
     return parser
 
 
@@ -363,7 +404,12 @@ def main(argv=None):
         except version_lib.InspectionError as error:
             raise UserError(str(error)) from None
         command.release()
-        for problem in problems:
+        shown = [problem for problem in problems if not getattr(problem, 'follows', False)]
+        if len(shown) < len(problems):
+            follows = len(problems) - len(shown)
+            shown[-1] += (f'; {follows} more line{"s" if follows > 1 else ""} follow from that (counts of splits and '
+                          f'classes, index rows): every problem is in {write_details(problems)}')
+        for problem in shown:
             print(f'verify-dataset: {problem}', file=sys.stderr)
         if problems:
             return 1

@@ -15,6 +15,7 @@ import os
 import sys
 
 import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import (
     DirectOptions,
     GoogleCloudOptions,
@@ -25,8 +26,8 @@ from apache_beam.options.pipeline_options import (
 )
 
 from contract import counters, layout, version_ref
-from imgrec_console.command import Command, run_command
-from imgrec_console.errors import BuildFailed, CommandError, UserError, build_failure_message
+from imgrec_console.command import Command, run_command, was_interrupted
+from imgrec_console.errors import BuildFailed, CommandError, Interrupted, UserError, build_failure_message
 from imgrec_console.held_stderr import held_stderr
 from imgrec_console.supervisor import supervise
 from imgrec_storage import fileio, gcs, publication, retries
@@ -336,7 +337,11 @@ def main(argv=None):
         command.begin(verbose=config.verbose, hold=is_local(options))
         try:
             config, facts, result = launch(config, facts, options)
-        except Exception as error:  # a runner wraps our BuildFailed in its own exception types
+        except KeyboardInterrupt:
+            raise Interrupted(left_behind(config, facts)) from None
+        except Exception as error:  # a runner wraps our BuildFailed, and a Ctrl-C, in its own exception types
+            if was_interrupted(error):
+                raise Interrupted(left_behind(config, facts)) from None
             message = build_failure_message(error)
             if message is None:
                 raise
@@ -347,11 +352,24 @@ def main(argv=None):
     return command.status
 
 
-def _argument(name, value, action):
+def left_behind(config, facts):
+    """What an interrupted build leaves: whether it published, and its staging folder if it made one."""
+    try:
+        published = publication.read_latest(config.output, config.retry_policy()).version == config.version
+        staging = facts.staging_dir(config)
+        kept = FileSystems.exists(staging)
+    except Exception:  # pylint: disable=broad-except  # storage gone too: say what is certain
+        return f'LATEST and the staging folder of this build in {config.output} could not be checked'
+    line = f'published version {config.version} before it stopped' if published else \
+        'nothing was published (LATEST is as it was)'
+    if kept:
+        return f'{line}; left the staging folder {staging} (a build with --clean removes it)'
+    return f'{line}; no staging folder was left'
+
+
+def _argument(name, value):
     """The command-line text of one keyword argument of ``build``."""
     if isinstance(value, bool):
-        if tuple(action.choices or ()) == ('on', 'off'):
-            return 'on' if value else 'off'
         return str(value).lower()
     if isinstance(value, dict):  # splits={'train': 80, 'validation': 20}
         return ','.join(f'{key}={count}' for key, count in value.items())
@@ -371,7 +389,7 @@ def build_argv(options):
             raise UserError(f'build() got an unknown option {name!r}{hint}; Beam\'s own options go in '
                             f"beam_options=['--name=value', ...]")
         if value is not None:
-            argv.append(f'--{name}={_argument(name, value, known[name])}')
+            argv.append(f'--{name}={_argument(name, value)}')
     return argv
 
 

@@ -14,7 +14,7 @@ import re
 import sys
 import uuid
 
-from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
 from contract import layout, version_ref
 from imgrec_console.arguments import Parser
@@ -143,16 +143,6 @@ def utc_now():
     return datetime.datetime.now(datetime.timezone.utc)
 
 
-def _boolean(text):
-    if text.lower() not in ('true', 'false'):
-        raise argparse.ArgumentTypeError(f'expected true or false, got {text!r}')
-    return text.lower() == 'true'
-
-
-# A switch that also takes a value, as a Flex Template passes it: --full, --full=true, --full=false.
-_FLAG = dict(nargs='?', const=True, default=False, type=_boolean, metavar='true|false')
-
-
 def _refuse(message):
     raise UserError(message)
 
@@ -171,24 +161,62 @@ def _beam_parser():
     return handed[0]
 
 
-def check_beam_args(beam_args, own_options):
-    """Refuses what neither the build nor Beam knows, naming a close match; checks Beam's values.
+def check_beam_args(beam_args, parser):
+    """Refuses what neither the build (``parser``) nor Beam knows, naming a close match; checks Beam's values.
 
     Should a Beam release stop handing its parser over, Beam's own handling stays (it warns about an
     option it does not know and drops it), and one line says so.
     """
-    parser = _beam_parser()
-    if parser is None:
+    beam = _beam_parser()
+    if beam is None:
         print('build-dataset: option check off: PipelineOptions.get_all_options no longer hands over its '
               'parser; Beam drops the options it does not know', file=sys.stderr)
         return
-    _, unknown = parser.parse_known_args(beam_args)
-    known = own_options + [option for action in parser._actions for option in action.option_strings]
+    _, unknown = beam.parse_known_args(beam_args)
     for arg in unknown:
-        name = arg.split('=', 1)[0]
-        close = difflib.get_close_matches(name, known, n=1)
-        hint = f' (did you mean {close[0]}?)' if close else ''
-        raise UserError(f'unknown option {name}{hint}' if name.startswith('-') else f'unexpected argument {arg!r}')
+        if not arg.startswith('-'):
+            raise UserError(f'unexpected argument {arg!r}')
+        raise parser.unknown_option(arg.split('=', 1)[0], beam_option_names())
+
+
+def beam_option_names():
+    """'--NAME' of every Beam option, by the names ``get_all_options`` gives (an alias or two missing: for
+    suggestions only)."""
+    return ['--' + name for name in PipelineOptions([]).get_all_options()]
+
+
+# Runners that hand the job to a job server: without --job_endpoint, Beam downloads one at run time (a Flink or
+# Spark job server jar, run with Java, or the Prism binary).
+_JOB_SERVER_RUNNERS = ('FlinkRunner', 'SparkRunner', 'PrismRunner', 'PortableRunner', 'KafkaStreamsRunner')
+
+
+def check_runner(beam_args):
+    """Refuses, before anything runs, a runner Beam does not know and one that would download its job server."""
+    runner = runner_name(beam_args)
+    if '.' in runner:  # a PipelineRunner class by its module path: Beam imports it
+        return
+    if runner not in StandardOptions.KNOWN_RUNNER_NAMES:
+        stem = lambda name: name.lower().removesuffix('runner')  # noqa: E731
+        known = {stem(name): name for name in StandardOptions.KNOWN_RUNNER_NAMES}
+        close = difflib.get_close_matches(stem(runner), list(known), n=1)
+        hint = f' (did you mean {known[close[0]]}?)' if close else ''
+        raise UserError(f'--runner {runner} is not a Beam runner{hint}; this build runs on {DIRECT_RUNNER} or '
+                        f'{DATAFLOW_RUNNER}')
+    if runner in _JOB_SERVER_RUNNERS and not _option_value(beam_args, '--job_endpoint'):
+        raise UserError(f'--runner {runner} needs --job_endpoint HOST:PORT of a running job server: without one, '
+                        f'Beam downloads a job server at run time; this build runs on {DIRECT_RUNNER} (the default) '
+                        f'or {DATAFLOW_RUNNER}')
+
+
+def _option_value(args, option):
+    """The last value given to ``option`` (``--option value`` or ``--option=value``) in ``args``, or None."""
+    value = None
+    for arg, following in zip(args, args[1:] + [None]):
+        if arg == option:
+            value = following
+        elif arg.startswith(option + '='):
+            value = arg.split('=', 1)[1]
+    return value
 
 
 _EPILOG = """\
@@ -209,8 +237,8 @@ examples:
 
 def _parser():
     parser = Parser(prog='build-dataset', description='Build labelled images into balanced TFRecord shards.',
-                    epilog=_EPILOG)
-    source = parser.add_mutually_exclusive_group(required=True)
+                    epilog=_EPILOG, passes_on=True)
+    source = parser.add_exclusive_group(required=True)
     source.add_argument('--input', help='folder or gs:// prefix holding <class>/<image> files')
     source.add_argument('--manifest', help='CSV file of path,label lines (local or gs://)')
     parser.add_argument('--output', required=True, help='folder or gs:// prefix; versions go below it')
@@ -232,44 +260,44 @@ def _parser():
     parser.add_argument('--max_pixels', type=int, default=image_ops.DEFAULT_MAX_PIXELS,
                         help='refuse images with more pixels than this, before decoding them')
     parser.add_argument('--min_size', type=int, default=1, help='refuse images whose short side is smaller')
-    parser.add_argument('--full', **_FLAG,
-                        help='decode every image, even when the previous version (LATEST) could give its record')
-    parser.add_argument('--force', **_FLAG,
-                        help='publish a new version even when nothing changed since the previous one')
+    parser.add_switch('--full',
+                      help='decode every image, even when the previous version (LATEST) could give its record')
+    parser.add_switch('--force',
+                      help='publish a new version even when nothing changed since the previous one')
     parser.add_argument('--keep_versions', type=int,
                         help='after publishing, delete all but the N newest versions (never the one LATEST '
                              'named at the start) (default: keep every version)')
-    parser.add_argument('--clean', **_FLAG,
-                        help='remove the staging folders that failed or killed builds left in --output')
+    parser.add_switch('--clean',
+                      help='remove the staging folders that failed or killed builds left in --output')
     parser.add_argument('--near_duplicates', choices=NEAR_DUPLICATE_MODES, default='group',
                         help='group: find near-duplicate images (re-saved, resized, cropped, brightened, '
                              'captioned copies) and keep each group in one split; report: only list them in '
                              'near_duplicates.jsonl; off: do not look')
-    parser.add_argument('--stratify', **_FLAG,
-                        help="give each split its share of every class, within one image (or one group); "
-                             'adding images can then move others to another split')
+    parser.add_switch('--stratify',
+                      help="give each split its share of every class, within one image (or one group); "
+                           'adding images can then move others to another split')
     parser.add_argument('--split_tolerance', type=float, default=1.0, metavar='POINTS',
                         help='fail the build, before publishing, when a split\'s share of the images misses its '
                              'weight by more than this many percentage points (and more than one image)')
-    parser.add_argument('--resplit', **_FLAG,
-                        help='deal every image to the splits again, as a first build would, instead of '
-                             'keeping each published image in the split it was published in')
+    parser.add_switch('--resplit',
+                      help='deal every image to the splits again, as a first build would, instead of '
+                           'keeping each published image in the split it was published in')
     parser.add_argument('--formats', default=layout.TFRECORD,
                         help='shard formats, comma-separated: tfrecord, or tfrecord,array_record to also write '
                              'each shard as ArrayRecord (the same records, for Grain and random access; '
                              'docs/array-record.md)')
-    parser.add_argument('--allow_unknown_labels', **_FLAG,
-                        help='with --labels: quarantine images of classes not in the file (unknown_label) '
-                             'instead of failing the build')
+    parser.add_switch('--allow_unknown_labels',
+                      help='with --labels: quarantine images of classes not in the file (unknown_label) '
+                           'instead of failing the build')
     parser.add_argument('--retry_deadline', type=float, default=retries.DEFAULT_DEADLINE_S,
                         help='seconds a failing read, write or listing is retried for (timeouts, 5xx, 429, '
                              'resets) before the build fails')
-    parser.add_argument('--progress', choices=('on', 'off'), default='on',
-                        help='off: no progress lines (stage, counts, rate, ETA) on stderr')
+    parser.add_switch('--progress', default=True,
+                      help='progress lines (stage, counts, rate, ETA) on stderr; --no_progress: none')
     parser.add_argument('--progress_interval', type=float, default=10.0,
                         help='seconds between progress lines')
-    parser.add_argument('--verbose', **_FLAG,
-                        help="show Beam's and the workers' own log lines, and a failure's traceback")
+    parser.add_switch('--verbose',
+                      help="show Beam's and the workers' own log lines, and a failure's traceback")
     parser.add_argument('--max_error_rate', type=float, default=0.05,
                         help='fail the build, without publishing, when more than this fraction of the input '
                              'images is quarantined (0.05 is 5%%)')
@@ -278,7 +306,7 @@ def _parser():
 
 def own_options():
     """{name: argparse action} of the build's own options, by their command-line names without '--'."""
-    return {action.option_strings[-1][2:]: action for action in _parser()._actions
+    return {action.option_strings[0][2:]: action for action in _parser().actions
             if '--help' not in action.option_strings}
 
 
@@ -316,22 +344,23 @@ def parse_formats(text):
 def runner_name(beam_args):
     """The runner the job runs on, decided once: Beam's name for it, DirectRunner when none is given.
 
-    Names are compared case-insensitively (``directrunner``, ``direct``, ``Dataflow``...); other runners
-    are passed to Beam as given.
+    Names are compared case-insensitively, with or without 'Runner' (``directrunner``, ``direct``,
+    ``Dataflow``, ``flink``), as Beam compares them; a name Beam does not know is returned as given.
     """
-    parser = argparse.ArgumentParser(add_help=False)
-    parser.add_argument('--runner')
-    runner = parser.parse_known_args(beam_args)[0].runner
+    runner = _option_value(list(beam_args), '--runner')
     if runner is None:
         return DIRECT_RUNNER
-    return _RUNNERS.get(runner.lower(), runner)
+    lower = runner.lower()
+    known = {name.lower(): name for name in StandardOptions.KNOWN_RUNNER_NAMES}
+    return _RUNNERS.get(lower) or known.get(lower) or known.get(lower + 'runner') or runner
 
 
 def parse_args(argv, now=None):
     """Returns (BuildConfig, the arguments left for Beam); ``now`` names the version when --version does not."""
     parser = _parser()
     args, beam_args = parser.parse_known_args(argv)
-    check_beam_args(beam_args, [option for action in parser._actions for option in action.option_strings])
+    check_beam_args(beam_args, parser)
+    check_runner(beam_args)
     if not args.output.strip() or ('://' not in args.output and os.path.abspath(args.output) == '/'):
         raise UserError(f'--output must name a folder or gs:// prefix below the root, got {args.output!r}')
     try:
@@ -385,5 +414,5 @@ def parse_args(argv, now=None):
         name=args.name or os.path.basename(source.rstrip('/')).rsplit('.', 1)[0] or 'dataset',
         full=args.full, force=args.force, keep_versions=args.keep_versions, clean=args.clean,
         verbose=args.verbose, retry_deadline=args.retry_deadline,
-        progress=args.progress == 'on', progress_interval=args.progress_interval)
+        progress=args.progress, progress_interval=args.progress_interval)
     return config, beam_args

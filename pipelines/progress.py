@@ -8,7 +8,7 @@ Dataflow: ``Progress.wait`` prints the job's console URL, then waits in steps of
 the same counters from the job's metrics (the Dataflow API, read by ``contract.counters.read``) after
 each step.
 
-    build-dataset ... [--progress on|off] [--progress_interval SECONDS]
+    build-dataset ... [--progress | --no_progress] [--progress_interval SECONDS]
 """
 import collections
 import os
@@ -93,15 +93,15 @@ class Progress:
             self._thread.start()
         return self
 
-    def __exit__(self, *exc_info):
+    def __exit__(self, kind, error, trace):
         if self._thread is not None:
             self._stop.set()
             self._thread.join()
-            if self._printed:  # the final counts, then the line is left for the summary
+            if self._printed and kind is None:  # the final counts, then the line is left for the summary
                 self._print(self._describe('done'))
-                if self._tty:
-                    self._stream.write('\n')
-                    self._stream.flush()
+            if self._printed and self._tty:  # a failure's or an interruption's line starts a line of its own
+                self._stream.write('\n')
+                self._stream.flush()
         if self._kept is not None:
             self._kept.close()
 

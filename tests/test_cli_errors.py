@@ -1,5 +1,6 @@
 """User mistakes end with one line naming the problem and a non-zero exit, never a traceback."""
 import os
+import re
 import subprocess
 import sys
 
@@ -74,10 +75,10 @@ def test_help_shows_every_default_beams_common_options_and_two_examples():
     assert result.returncode == 0 and not result.stderr
     text = result.stdout
     listed = text[text.index('\noptions:'):]
-    for action in options._parser()._actions:  # pylint: disable=protected-access
+    for action in options._parser().actions:  # pylint: disable=protected-access
         if action.option_strings[0] in ('-h', '--input', '--manifest', '--output'):
             continue
-        entry = listed[listed.index('  ' + action.option_strings[0] + ' '):]
+        entry = listed[re.search('  ' + action.option_strings[0] + '[ ,]', listed).start():]
         entry = entry[:entry.index('\n  --')] if '\n  --' in entry else entry
         assert '(default: ' in ' '.join(entry.split()), action.option_strings[0]
     for beam_option in ('--runner', '--direct_num_workers', '--project', '--region', '--temp_location'):

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from imgrec_console.arguments import Parser
-from imgrec_console.command import Command
+from imgrec_console.command import Command, was_interrupted
 from imgrec_console.errors import BuildFailed, DataError, UserError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -68,7 +68,7 @@ def test_a_mistake_before_the_body_begins_is_one_line(capsys):
     with Command('tool') as command:
         Parser(prog='tool').parse_args(['--bogus'])
     assert command.status == 2
-    assert capsys.readouterr().err == 'tool: error: unrecognized arguments: --bogus\n'
+    assert capsys.readouterr().err == 'tool: error: unknown option --bogus\n'
 
 
 def test_the_help_shows_every_default_that_its_text_does_not_already_say():
@@ -102,3 +102,16 @@ def test_an_entry_point_exits_with_the_status_after_flushing_and_without_the_int
     assert (result.returncode, result.stdout) == (status, 'no newline yet')
     assert 'torn down' not in result.stderr
     assert stderr in result.stderr and ('Traceback' in result.stderr) == bool(stderr)
+
+
+def test_a_ctrl_c_a_runner_rewrapped_is_still_told_apart_from_a_failure():
+    try:
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as interrupt:
+            raise RuntimeError('a step failed') from interrupt
+    except RuntimeError as error:
+        chained = error
+    assert was_interrupted(chained)
+    assert was_interrupted(RuntimeError("KeyboardInterrupt [while running 'Encode/Decode']"))
+    assert not was_interrupted(RuntimeError('disk on fire')) and not was_interrupted(ValueError('KeyboardInterrupted'))

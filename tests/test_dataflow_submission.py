@@ -128,7 +128,7 @@ def test_flex_template_metadata_describes_every_option():
     TemplateMetadata.from_json(text)  # the Dataflow API's own schema: no unknown or mistyped field
     parameters = {p['name']: p for p in json.loads(text)['parameters']}
     parser = options._parser()  # pylint: disable=protected-access
-    flags = {a.option_strings[0][2:]: a for a in parser._actions if a.option_strings[0] != '-h'}
+    flags = {a.option_strings[0][2:]: a for a in parser.actions if a.option_strings[0] != '-h'}
     assert sorted(parameters) == sorted(flags)
     for name, action in flags.items():
         parameter = parameters[name]

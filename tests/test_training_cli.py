@@ -20,7 +20,8 @@ BAD_ARGUMENTS = [
     (['--steps_per_execution', 'x'], "argument --steps_per_execution: must be a whole number, got 'x'"),
     (['--profile_steps', '0'], 'argument --profile_steps: must be at least 1, got 0'),
     (['--progress_seconds', '-1'], 'argument --progress_seconds: must be a positive finite number, got -1'),
-    (['--no_such_option'], 'unrecognized arguments: --no_such_option'),
+    (['--no_such_option'], 'unknown option --no_such_option'),
+    (['--epoch', '1'], 'unknown option --epoch (did you mean --epochs?)'),
 ]
 
 
@@ -61,7 +62,7 @@ def _help_entries(text):
     """{option: its help text} from --help output: an entry starts with '  -', continuation lines are deeper."""
     entries, current = {}, None
     for line in text.splitlines():
-        if line.startswith('  -'):
+        if line.startswith(('  -', '  DATASET')):
             current = line.split()[0].rstrip(',')
             entries[current] = line
         elif current and line.startswith('    '):
@@ -75,8 +76,8 @@ def test_every_option_in_the_help_shows_its_default(capsys):
     with pytest.raises(SystemExit):
         train.main(['--help'])
     entries = _help_entries(capsys.readouterr().out)
-    assert {'--data', '--learning_rate', '--epochs', '--shuffle_buffer', '--train_split', '--quiet'} <= set(entries)
-    no_default = {'-h', '--data'}  # help itself, and the one required option
+    assert {'DATASET', '--learning_rate', '--epochs', '--shuffle_buffer', '--train_split', '--quiet'} <= set(entries)
+    no_default = {'-h', 'DATASET'}  # help itself, and the one required argument
     missing = [option for option, text in entries.items() if option not in no_default and 'default' not in text]
     assert missing == []
     assert '(default: 0.003)' in entries['--learning_rate'] and '(default: 10)' in entries['--epochs']
@@ -164,3 +165,29 @@ def test_an_unexpected_failure_is_one_line_naming_a_log_with_the_traceback_and_v
     verbose = subprocess.run([*argv, '--verbose'], capture_output=True, text=True, timeout=300, cwd=fixtures.REPO_ROOT)
     assert verbose.returncode == 1
     assert 'Traceback (most recent call last)' in verbose.stderr
+
+
+def test_a_resume_on_another_dataset_names_the_pinned_version_and_how_to_start_afresh(data, tmp_path):
+    """The model folder pins the version its run trained on: another dataset, or another --version, is refused
+    in one line saying so."""
+    model_dir = tmp_path / 'model'
+    _run(data, model_dir)  # trains on version v1 and pins it in run.json
+    other = tmp_path / 'other'
+    fixtures.write_dataset(str(other), {'train': (16, 1), 'validation': (8, 1)}, version='v9')
+    base = [sys.executable, '-m', 'training.train', '--epochs', '2', '--batch_size', '4', '--model_dir', str(model_dir)]
+    result = subprocess.run([*base, str(other)], capture_output=True, text=True, timeout=120, cwd=fixtures.REPO_ROOT)
+    assert result.returncode == 2 and result.stdout == ''
+    assert result.stderr == (f"train-model: error: --model_dir {model_dir} holds a run trained on dataset version "
+                             f"'v1', which {other} does not hold (its version is 'v9'): resume with the dataset "
+                             f"folder that holds it, or start afresh with a new --model_dir (or delete {model_dir})\n")
+    result = subprocess.run([*base, data, '--version', 'v9'], capture_output=True, text=True, timeout=120,
+                            cwd=fixtures.REPO_ROOT)
+    assert result.returncode == 2
+    assert result.stderr == (f"train-model: error: --model_dir {model_dir} holds a run trained on dataset version "
+                             f"'v1', not --version v9: resume without --version, or start afresh with a new "
+                             f"--model_dir (or delete {model_dir})\n")
+    result = subprocess.run([*base, str(tmp_path / 'missing')], capture_output=True, text=True, timeout=120,
+                            cwd=fixtures.REPO_ROOT)
+    assert result.returncode == 2
+    assert result.stderr == (f"train-model: error: no dataset found at {tmp_path / 'missing'}: "
+                             f"expected dataset.json or LATEST there\n")

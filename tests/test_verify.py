@@ -7,6 +7,7 @@ import shutil
 import struct
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -16,6 +17,12 @@ from imgrec_versions import verify
 from tests.gcs_emulator import gcs_emulator  # noqa: F401  (the fixture)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(autouse=True)
+def details_in_tmp_path(tmp_path, monkeypatch):
+    """The files of problems verify-dataset writes go to the test's own folder, not /tmp."""
+    monkeypatch.setattr(tempfile, 'tempdir', str(tmp_path))
 
 
 @pytest.fixture
@@ -96,7 +103,45 @@ def test_a_missing_shard_is_named(version, capsys):
     status, _, err = _verify(version, capsys)
     assert status == 1
     assert err[0] == 'verify-dataset: train-00002-of-00003.tfrecord: missing'
-    assert any(line.startswith('verify-dataset: split train: ') for line in err)
+    assert len(err) == 2 and err[1].startswith('verify-dataset: 1 damaged shard: ')
+    details = err[1].split('every problem is in ')[1]
+    try:
+        assert any(line.startswith('split train: ') for line in open(details))
+    finally:
+        os.remove(details)
+
+
+def test_each_fault_is_one_line_and_what_follows_from_them_is_counted_and_kept_in_a_file(version):
+    """One shard corrupted, one deleted: two lines for the faults and one counting what follows, not ~30."""
+    train = version / 'train-00001-of-00003.tfrecord'
+    data = bytearray(train.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    train.write_bytes(bytes(data))
+    os.remove(version / 'validation-00000-of-00002.tfrecord')
+    document = json.loads((version / layout.DATASET_JSON).read_text())
+    listed = {shard['file']: shard['records'] for split in document['splits'].values() for shard in split['shards']}
+    run = subprocess.run([sys.executable, '-m', 'imgrec_versions.verify', str(version)], cwd=ROOT,
+                         capture_output=True, text=True)
+    assert run.returncode == 1 and run.stdout == ''
+    lines = run.stderr.splitlines()
+    assert len(lines) == 3, run.stderr
+    assert lines[0].startswith('verify-dataset: train-00001-of-00003.tfrecord record ')
+    assert lines[0].endswith('; the shard cannot be read past it')
+    assert lines[1] == 'verify-dataset: validation-00000-of-00002.tfrecord: missing'
+    read = int(lines[0].split(' record ')[1].split(':')[0])  # the records before the fault were read
+    lost_train = listed['train-00001-of-00003.tfrecord'] - read
+    lost_validation = listed['validation-00000-of-00002.tfrecord']
+    assert lines[2].startswith(f'verify-dataset: 2 damaged shards: {lost_train + lost_validation} of the 60 records '
+                               f'dataset.json lists cannot be read (train {lost_train}, validation {lost_validation}); ')
+    details = lines[2].split('every problem is in ')[1]
+    try:
+        kept = open(details).read().splitlines()
+    finally:
+        os.remove(details)
+    follows = int(lines[2].split('; ')[1].split(' more lines')[0])
+    assert len(kept) == follows + 3 and kept[:2] == [line[len('verify-dataset: '):] for line in lines[:2]]
+    assert 'split train: ' in kept[2] and any(' says validation-00000-of-00002.tfrecord offset ' in line
+                                              for line in kept)
 
 
 def test_an_edited_count_is_named(version, capsys):

@@ -1,8 +1,8 @@
 """Trains a classifier on a published dataset, on whatever accelerator this machine has.
 
-    train-model --data OUTPUT --epochs N --batch_size B [--model_dir DIR] [options]
+    train-model DATASET --epochs N --batch_size B [--model_dir DIR] [options]
 
-Reads ``OUTPUT/LATEST`` (or ``--version``), trains on ``--train_split`` through
+Reads ``DATASET/LATEST`` (or ``--version``), trains on ``--train_split`` through
 ``strategy.distribute_datasets_from_function``, evaluates on ``--eval_split`` after every epoch and
 prints one line per epoch, with progress lines between them. Checkpoints go to ``--model_dir`` every
 epoch (and every ``--checkpoint_steps``); running again with the same ``--model_dir`` resumes where the
@@ -57,22 +57,20 @@ def _positive_finite(text):
 def _parser():
     description = __doc__.split('\n\nThis module')[0].replace('``', '')
     parser = Parser(prog='train-model', description=description)
-    data = parser.add_argument_group('data')
-    data.add_argument('--data', required=True, help='dataset output folder or gs:// prefix (holds LATEST), or one version folder in it')
+    parser.add_dataset(dest='data')
+    data = parser.add_group('data')
     data.add_argument('--version', help='dataset version to read (default: the one a resumed --model_dir was '
                                         'trained on, else the one LATEST names)')
     data.add_argument('--train_split', default='train', help='split to train on')
     data.add_argument('--eval_split', default='validation', help='split evaluated after every epoch')
-    data.add_argument('--cache', action='store_true', help='keep decoded images in memory after the first epoch')
-    data.add_argument('--augment', action=argparse.BooleanOptionalAction, default=True,
-                      help='random horizontal flips of training images')
+    data.add_switch('--cache', help='keep decoded images in memory after the first epoch')
+    data.add_switch('--augment', default=True, help='random horizontal flips of training images')
     data.add_argument('--seed', type=int, default=0, help='seeds file order, shuffling, augmentation and weights')
     data.add_argument('--shuffle_buffer', type=_positive, default=1024, help='records in the shuffle buffer')
     data.add_argument('--cycle_length', type=_positive, help='shards read at once (default: all, up to 16)')
     data.add_argument('--block_length', type=_positive, default=1, help='records taken from a shard in turn')
-    data.add_argument('--deterministic', action=argparse.BooleanOptionalAction, default=True,
-                      help='fixed record order (needed for an exact mid-epoch resume)')
-    run = parser.add_argument_group('training')
+    data.add_switch('--deterministic', default=True, help='fixed record order (needed for an exact mid-epoch resume)')
+    run = parser.add_group('training')
     run.add_argument('--model', default='small_cnn', help=f'network: {BUILT_IN_MODELS}')
     run.add_argument('--epochs', type=_positive, default=10, help='passes over the training split')
     run.add_argument('--batch_size', type=_positive,
@@ -83,24 +81,22 @@ def _parser():
     run.add_argument('--model_dir', help='checkpoints, logs and export, local or gs:// (default: runs/<time>)')
     run.add_argument('--checkpoint_steps', type=_positive,
                      help='also checkpoint every N steps (default: only at the end of every epoch)')
-    device = parser.add_argument_group('accelerator')
+    device = parser.add_group('accelerator')
     device.add_argument('--tpu', help="Cloud TPU name, grpc://host:port, or 'local' on a TPU VM (default: TPU_NAME, "
                                       'else the TPU of this VM, else GPUs, else the CPU)')
     device.add_argument('--mixed_precision', choices=PRECISIONS,
                         help='Keras dtype policy (default: mixed_bfloat16 on TPU, float32 otherwise)')
     device.add_argument('--steps_per_execution', type=_positive,
                         help=f'steps per host call (default: {TPU_STEPS_PER_EXECUTION} on TPU, 1 otherwise)')
-    device.add_argument('--jit_compile', action='store_true', help='compile the step with XLA on CPU/GPU')
-    device.add_argument('--profile_input', action='store_true',
-                        help='only iterate the training input pipeline and print its speed')
+    device.add_switch('--jit_compile', help='compile the step with XLA on CPU/GPU')
+    device.add_switch('--profile_input', help='only iterate the training input pipeline and print its speed')
     device.add_argument('--profile_steps', type=_positive,
                         help='global batches to profile (default and most: one epoch)')
-    output = parser.add_argument_group('output')
+    output = parser.add_group('output')
     output.add_argument('--progress_seconds', type=_positive_finite, default=10,
                         help='at most this often, a progress line between the epoch lines')
-    output.add_argument('--quiet', action='store_true', help='print only the epoch lines (and errors)')
-    output.add_argument('--verbose', action='store_true',
-                        help="show TensorFlow's own log lines, and a traceback for an unexpected error")
+    output.add_switch('--quiet', help='print only the epoch lines (and errors)')
+    output.add_switch('--verbose', help="show TensorFlow's own log lines, and a traceback for an unexpected error")
     return parser
 
 
@@ -139,7 +135,19 @@ def parse_config(argv, now=None):
 def check_data(config):
     """The dataset version to train on, once its splits and shard files are as ``dataset.json`` says."""
     pinned_version = run_state.read_settings(config.model_dir).get('dataset_version')
-    source = dataset_version.open_version(config.data, config.version or pinned_version)
+    afresh = f'or start afresh with a new --model_dir (or delete {config.model_dir})'
+    if pinned_version and config.version and config.version != pinned_version:
+        raise UserError(f'--model_dir {config.model_dir} holds a run trained on dataset version {pinned_version!r}, '
+                        f'not --version {config.version}: resume without --version, {afresh}')
+    try:
+        source = dataset_version.open_version(config.data, config.version or pinned_version)
+    except UserError:
+        if not pinned_version or config.version:
+            raise
+        other = dataset_version.open_version(config.data).version  # no dataset there at all: that is the line
+        raise UserError(f'--model_dir {config.model_dir} holds a run trained on dataset version {pinned_version!r}, '
+                        f'which {config.data} does not hold (its version is {other!r}): resume with the '
+                        f'dataset folder that holds it, {afresh}') from None
     splits = [config.train_split, config.eval_split]
     for split in splits:
         source.check_split(split)

@@ -1,0 +1,36 @@
+"""Ctrl-C during a build ends in one line, 'interrupted', saying what was left behind; never a '[done]' line."""
+import os
+import signal
+import subprocess
+import sys
+
+from contract import layout
+from pipelines import build_dataset
+from samples.generate import write_images
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_ctrl_c_ends_with_interrupted_naming_the_staging_folder_left_which_clean_removes(tmp_path):
+    images, output = tmp_path / 'images', tmp_path / 'out'
+    write_images(str(images), 150, min_side=40, max_side=80)  # long enough a build to stop midway
+    argv = ['--input', str(images), '--output', str(output), '--image_size', '32', '--direct_running_mode', 'in_memory']
+    build = subprocess.Popen([sys.executable, '-m', 'pipelines.build_dataset', *argv, '--version', 'v1',
+                              '--progress_interval', '0.2'], cwd=ROOT, text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    seen = []
+    for line in build.stderr:  # the terminal's Ctrl-C: SIGINT to the whole process group, once decoding runs
+        seen.append(line)
+        if '[Encode]' in line or '[NearDuplicates]' in line:
+            os.killpg(build.pid, signal.SIGINT)
+            break
+    rest = build.stderr.read()
+    assert build.wait(timeout=120) == 130, ''.join(seen) + rest
+    assert build.stdout.read() == ''
+    [staging] = [name for name in os.listdir(output) if layout.is_staging_name(name)]
+    assert rest == (f'build-dataset: interrupted: nothing was published (LATEST is as it was); left the staging '
+                    f'folder {output / staging} (a build with --clean removes it)\n'), ''.join(seen)
+    assert not (output / layout.LATEST).exists()
+
+    assert build_dataset.main([*argv, '--version', 'v2', '--clean']) == 0
+    assert not (output / staging).exists() and (output / layout.LATEST).read_text().strip() == 'v2'
