@@ -94,11 +94,10 @@ def _grow(root, name):
         else:  # the corpus's own classes, drawn as the demo draws
             classes = sorted(os.listdir(root))
             _demo(extra, max(1, count // len(classes)), seed=99, classes=classes)
-        for path in harness.listed(extra):
-            relative = os.path.relpath(path, extra)
+        for relative in harness.listed(extra):
             target = os.path.join(grown, os.path.dirname(relative), 'new_' + os.path.basename(relative))
             os.makedirs(os.path.dirname(target), exist_ok=True)
-            shutil.move(path, target)
+            shutil.move(os.path.join(extra, relative), target)
         shutil.rmtree(extra)
     return grown
 
