@@ -1,7 +1,11 @@
 """Splits follow a stable hash of the source name, and published images keep theirs."""
 import collections
+import os
 
-from contract import features as F
+import pytest
+
+from contract import features as F, layout
+from imgrec_console.errors import build_failure_message
 from tests.conftest import build
 from tests.contract_checks import check_version
 from transforms.splits import split_for
@@ -43,3 +47,21 @@ def test_images_keep_their_split_when_the_dataset_shrinks(sample_images, tmp_pat
     assert set(elsewhere) == set(rebuilt)
     moved = sum(full[source] != split for source, split in elsewhere.items())
     assert moved <= 2 * (len(full) - len(elsewhere))
+
+
+def test_resplit_deals_published_images_again(sample_images, tmp_path):
+    """Kept in their published splits, the images left after a class is removed miss the shares, and the
+    build fails before publishing, naming both ways out; --resplit deals them again and the shares hold."""
+    labels = tmp_path / 'labels.txt'
+    labels.write_text('circle\nsquare\n')
+    options = ('--splits', 'train=60,validation=40', '--num_shards', 'train=2,validation=2')
+    subset = ('--labels', str(labels), '--allow_unknown_labels', '--version', 'v2')
+    output = build(sample_images, tmp_path / 'out', *options, '--version', 'v1')
+    with pytest.raises(Exception) as raised:
+        build(sample_images, output, *options, *subset)
+    message = build_failure_message(raised.value)
+    assert message.startswith('split train would hold') and '--split_tolerance' in message and '--resplit' in message
+    assert open(os.path.join(output, layout.LATEST)).read().strip() == 'v1'
+    resplit = _splits_by_source(build(sample_images, output, *options, *subset, '--resplit'))
+    counts = collections.Counter(resplit.values())
+    assert abs(counts['train'] - 0.6 * len(resplit)) < 1
