@@ -273,7 +273,10 @@ def _near_duplicates_line(near):
     found = f"{head}: {_count(groups, 'group')} (largest {_count(near.get('largest_group') or 0, 'image')})"
     across = f"{_count(near.get('pairs_across_labels') or 0, 'pair')} across classes"
     if near['mode'] == 'group':
-        return f"{found}, {_count(near.get('images_moved') or 0, 'image')} moved to keep groups together, {across}"
+        # Pairs across classes are label conflicts in this mode: quarantined, so counted as images.
+        return (f"{found}, {_count(near.get('images_moved') or 0, 'image')} moved to keep groups together, "
+                f"{_count(near.get('pairs_across_splits') or 0, 'pair')} in two splits, "
+                f"{_count(near.get('label_conflicts') or 0, 'image')} quarantined as label conflicts across classes")
     return f"{found}, {_count(near.get('pairs_across_splits') or 0, 'pair')} in two splits, {across}"
 
 
