@@ -103,6 +103,11 @@ def class_facts(labels, class_counts, num_splits):
             'fewer_than_splits': [label for label in labels if 0 < totals[label] < num_splits]}
 
 
+def num_splits(metadata):
+    """How many splits were asked for (the options' ``--splits``, else the splits written)."""
+    return len((metadata.get('options') or {}).get('splits') or metadata['splits'])
+
+
 def dumps(metadata):
     return json.dumps(metadata, indent=2, sort_keys=True, ensure_ascii=False) + '\n'
 

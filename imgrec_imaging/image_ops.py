@@ -260,7 +260,7 @@ def decode_resize_encode(data, options, *, with_hash=False):
     notes.update(source_width=width, source_height=height,
                  upscaled=upscaled(width, height, options.image_size, options.resize))
     if with_hash:
-        notes['perceptual_hash'] = perceptual_hash.to_hex(perceptual_hash.perceptual_hash(image))
-        notes['thumbnail'] = perceptual_hash.colour_thumbnail(image)
+        hashed, notes['thumbnail'] = perceptual_hash.fingerprint(image)
+        notes['perceptual_hash'] = perceptual_hash.to_hex(hashed)
     return encode_jpeg(resize(image, options.image_size, options.resize), options.jpeg_quality), notes
 

@@ -71,22 +71,38 @@ def _dct_rows(n, first, count):
 _LOW = _dct_rows(SIZE, 1, KEPT)  # 8 x 32: a hash is two small matrix products
 
 
+def _reduced(image):
+    """``image`` shrunk by a whole factor (``_REDUCED_SIDE``): the one fast pass the hash and the colour
+    thumbnail share (``fingerprint``)."""
+    factor = min(image.size) // _REDUCED_SIDE
+    return image.reduce(factor) if factor > 1 else image
+
+
+def _grey_grid(reduced):
+    grey = reduced if reduced.mode == 'L' else reduced.convert('L')
+    return np.asarray(grey.resize((SIZE, SIZE), Image.Resampling.BOX), dtype=np.float64)
+
+
+def _hash_of(grid):
+    coefficients = _LOW @ grid @ _LOW.T
+    return int.from_bytes(np.packbits((coefficients > 0).ravel()).tobytes(), 'big')
+
+
+def _colour_grid(reduced):
+    return reduced.resize((THUMBNAIL_SIDE, THUMBNAIL_SIDE), Image.Resampling.BOX).tobytes()
+
+
 def grey_thumbnail(image):
     """``image`` as SIZE x SIZE grey values: box averages, after a fast whole-factor reduction."""
     if image.mode not in ('L', 'RGB'):
         image = image.convert('RGB')
-    factor = min(image.size) // _REDUCED_SIDE
-    if factor > 1:
-        image = image.reduce(factor)
-    grey = image if image.mode == 'L' else image.convert('L')
-    return np.asarray(grey.resize((SIZE, SIZE), Image.Resampling.BOX), dtype=np.float64)
+    return _grey_grid(_reduced(image))
 
 
 def perceptual_hash(image):
     """The 64-bit hash of a Pillow image (any mode), as an int in [0, 2**64): frequency (1, 1) is the
     most significant bit, then row by row."""
-    coefficients = _LOW @ grey_thumbnail(image) @ _LOW.T
-    return int.from_bytes(np.packbits((coefficients > 0).ravel()).tobytes(), 'big')
+    return _hash_of(grey_thumbnail(image))
 
 
 def colour_thumbnail(image):
@@ -94,12 +110,14 @@ def colour_thumbnail(image):
     RGB. Kept from decoding so near-duplicate candidates can be checked on what the grey hash cannot
     see (colour, levels) without reading any image again. Box averages, so a copy scaled or
     re-compressed gives the same cells to a level or two."""
-    if image.mode != 'RGB':
-        image = image.convert('RGB')
-    factor = min(image.size) // _REDUCED_SIDE
-    if factor > 1:
-        image = image.reduce(factor)
-    return image.resize((THUMBNAIL_SIDE, THUMBNAIL_SIDE), Image.Resampling.BOX).tobytes()
+    return _colour_grid(_reduced(image if image.mode == 'RGB' else image.convert('RGB')))
+
+
+def fingerprint(image):
+    """(``perceptual_hash``, ``colour_thumbnail``) of an image, from one shared reduction: what decoding
+    keeps of every image."""
+    reduced = _reduced(image if image.mode == 'RGB' else image.convert('RGB'))
+    return _hash_of(_grey_grid(reduced)), _colour_grid(reduced)
 
 
 def _zoom_matrix(side, zoom):

@@ -20,7 +20,7 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from PIL import Image
 
-from contract import features as F, index as index_lib, layout, tfrecord
+from contract import features as F, index as index_lib, layout, metadata, tfrecord
 from contract.example import decode_example
 from contract.reasons import REASONS
 from imgrec_console.command import Command, run_command
@@ -450,7 +450,7 @@ def _class_problems(document):
     if classes.get('empty'):
         said.append(f'Empty classes (no image written): {_names(classes["empty"])}.')
     if classes.get('fewer_than_splits'):
-        splits = len((document.get('options') or {}).get('splits') or document['splits'])
+        splits = metadata.num_splits(document)
         said.append(f'Classes with fewer images than the {splits} splits: {_names(classes["fewer_than_splits"])}.')
     return [f'<p id="class-problems">{" ".join(said)}</p>'] if said else []
 

@@ -25,7 +25,7 @@ from apache_beam.options.pipeline_options import (
     WorkerOptions,
 )
 
-from contract import counters, layout, version_ref
+from contract import counters, layout, metadata, version_ref
 from imgrec_console.command import Command, run_command, was_interrupted
 from imgrec_console.errors import BuildFailed, CommandError, Interrupted, UserError, build_failure_message
 from imgrec_console.held_stderr import held_stderr
@@ -288,7 +288,7 @@ def _class_lines(document):
     if classes.get('fewer_than_splits'):
         written = {label: sum(split['class_counts'].get(label, 0) for split in document['splits'].values())
                    for label in classes['fewer_than_splits']}
-        splits = len((document.get('options') or {}).get('splits') or document['splits'])
+        splits = metadata.num_splits(document)
         lines.append(f'  classes with fewer images than the {splits} splits: '
                      + listed_names(classes['fewer_than_splits'], lambda label: f'{label!r} ({written[label]})'))
     return lines

@@ -17,12 +17,13 @@ Twins get names of their own, unrelated to their original's, so nothing but thei
 """
 import argparse
 import json
-import multiprocessing
 import os
 import random
 
 import numpy as np
 from PIL import Image, ImageDraw, ImageEnhance, ImageFilter
+
+from samples import parallel
 
 CLASSES = ('beach', 'city', 'forest', 'harbour', 'mountain')
 TRANSFORMS = ('jpeg', 'scale', 'crop', 'brightness', 'caption', 'png')
@@ -139,12 +140,7 @@ def write_corpus(output, per_class, twins, *, seed=0, classes=CLASSES, min_side=
         pairs.append({'original': source, 'twin': twin_source, 'transform': kind, 'label': label})
     jobs = [(output, source, image_seed, (min_side, max_side, aspect), twin_of.get(source))
             for source, _, image_seed in originals]
-    if processes > 1:
-        with multiprocessing.Pool(processes) as pool:
-            pool.map(_write, jobs, chunksize=8)
-    else:
-        for job in jobs:
-            _write(job)
+    parallel.run(_write, jobs, processes)
     return pairs
 
 

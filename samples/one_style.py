@@ -14,14 +14,13 @@ Every choice is drawn from ``--seed`` first, then each image from its own seed (
 so a corpus is the same however many processes draw it.
 """
 import argparse
-import multiprocessing
 import os
 import random
 
 import numpy as np
 from PIL import Image
 
-from samples import generate, near_duplicates
+from samples import generate, near_duplicates, parallel
 
 STYLES = ('render', 'photo', 'grey')
 _ASPECTS = (0.75, 0.5625, 1.333)  # height / width, as samples.generate.photo_corpus draws them
@@ -63,12 +62,7 @@ def write_corpus(output, count, *, seed=0, mixed=False, min_side=640, max_side=1
         os.makedirs(os.path.join(output, label), exist_ok=True)
         jobs.append((os.path.join(output, name), style, kind, width, height, rng.getrandbits(64)))
         names.append(name)
-    if processes > 1:
-        with multiprocessing.Pool(processes) as pool:
-            pool.map(_write, jobs, chunksize=8)
-    else:
-        for job in jobs:
-            _write(job)
+    parallel.run(_write, jobs, processes)
     return names
 
 

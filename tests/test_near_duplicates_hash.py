@@ -40,6 +40,15 @@ def test_the_hash_is_64_bits_and_deterministic():
     assert ph.to_hex(1) == '0000000000000001'
 
 
+def test_the_fingerprint_is_the_hash_and_thumbnail_from_one_reduction():
+    """What decoding keeps (one shared reduction) is what the two functions give on their own, small
+    images and ones large enough to be reduced alike."""
+    for size in ((240, 180), (1600, 1200)):
+        image = _photo(2, size)
+        assert ph.fingerprint(image) == (ph.perceptual_hash(image), ph.colour_thumbnail(image))
+        assert len(ph.fingerprint(image)[1]) == ph.THUMBNAIL_BYTES
+
+
 def _wave(row_frequency, column_frequency, sign=1):
     """A 32x32 grey picture of one DCT wave: only that coefficient is far from 0."""
     y, x = np.mgrid[0:32, 0:32]

@@ -179,6 +179,19 @@ def _needed(counts, weights):
     return max(abs(100 * counts.get(name, 0) / total - 100 * weight / whole) for name, weight in weights) + 0.05
 
 
+def _regroup(groups, records):
+    """The groups (name, [(record, node)]) again, each record as dealt: for ``report``, whose groups were
+    dealt image by image."""
+    final = records | 'FinalBySource' >> beam.Map(lambda record: (record.source, record))
+    nodes = groups | 'NodesBySource' >> beam.FlatMap(
+        lambda group: [(record.source, (group[0], node)) for record, node in group[1]])
+    return ({'group': nodes, 'final': final}
+            | 'JoinFinal' >> beam.CoGroupByKey()
+            | 'FinalMembers' >> beam.FlatMap(lambda joined: [(name, (record, node)) for name, node in joined[1]['group']
+                                                             for record in joined[1]['final']])
+            | 'FinalGroups' >> beam.GroupByKey())
+
+
 class NearDuplicates(beam.PTransform):
     """RecordRef -> {'records': the same with their final split, 'near_duplicates': NearDuplicate,
     'summary': one dict of counts for dataset.json, 'moves': (split, -1 or +1) for each image whose split
@@ -240,19 +253,13 @@ class NearDuplicates(beam.PTransform):
             singletons = (singletons, members) | 'AllAlone' >> beam.Flatten()
             dealt = {'singletons': singletons, 'groups': pipeline | 'NoneTogether' >> Empty()} | 'DealSplits' >> (
                 DealSplits(weights, self._stratify, self._keep_published))
-            final = dealt['records'] | 'FinalBySource' >> beam.Map(lambda r: (r.source, r))
-            listed = (({'group': groups | 'NodesBySource' >> beam.FlatMap(
-                lambda group: [(record.source, (group[0], node)) for record, node in group[1]]), 'final': final})
-                      | 'JoinFinal' >> beam.CoGroupByKey()
-                      | 'FinalMembers' >> beam.FlatMap(
-                          lambda joined: [(name, (record, node)) for name, node in joined[1]['group']
-                                          for record in joined[1]['final']])
-                      | 'FinalGroups' >> beam.GroupByKey())
+            listed = _regroup(groups, dealt['records'])
         else:
             dealt = {'singletons': singletons, 'groups': groups} | 'DealSplits' >> DealSplits(
                 weights, self._stratify, self._keep_published)
             listed = dealt[GROUPS]
-        described = listed | 'Describe' >> beam.ParDo(_DescribeGroupFn(weights, self._mode == GROUP)).with_outputs('stats', main='rows')
+        described = listed | 'Describe' >> beam.ParDo(_DescribeGroupFn(weights, self._mode == GROUP)).with_outputs(
+            'stats', main='rows')
         pair_stats = (listed
                       | 'TellSplits' >> beam.FlatMap(_pair_messages)
                       | 'HearSplits' >> beam.GroupByKey()
