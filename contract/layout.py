@@ -18,6 +18,8 @@ A build writes its version under a staging name, ``<version>.incomplete-<build i
 spill files (``spill/``: encoded records before they are dealt into shards) too; publishing removes the
 spill files and moves the staging folder to ``<version>``, then LATEST. Readers follow LATEST, so they
 never see a staging folder.
+A build that fails leaves its staging folder with ``report.html`` (the failed build's report) and
+``build_failure.json`` (what the failing step counted, for that report: imgrec_versions.failed_build).
 
 <output>/_leases/<kind>-<id>.json     who is using what now (docs/publication.md): a build its staging
                                       folder, a reader (training) or a pruning its version. Never a version.
@@ -35,6 +37,7 @@ INDEX_DIR = 'index'
 SPILL_DIR = 'spill'
 STAGING_MARK = '.incomplete-'
 REPORT_HTML = 'report.html'
+BUILD_FAILURE_JSON = 'build_failure.json'  # in a failed build's staging folder only
 # The folder of lease objects (imgrec_storage.leases), and their kinds.
 LEASES_DIR = '_leases'
 BUILD_LEASE, READER_LEASE, PRUNE_LEASE = 'build', 'reader', 'prune'

@@ -42,6 +42,9 @@ QUARANTINE_EXAMPLES = 5  # first sources shown per reason
 MAX_SOURCE_BYTES = 20_000_000  # quarantined inputs larger than this get no thumbnail
 DUPLICATES_SHOWN = 20
 THUMBNAIL = 64  # longest side, pixels
+# A warning when the largest class holds more than this many times the written images of the smallest: past
+# it a model sees the smallest classes too rarely to learn them without class weights or more images.
+IMBALANCE_RATIO = 10
 _BUILD_SECONDS = re.compile(r'<meta name="build-seconds" content="([0-9.]+)">')
 _PRUNING = re.compile(r'<meta name="pruning" content="([^"]*)">')
 
@@ -52,6 +55,7 @@ table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ddd;padding
 vertical-align:top;font-size:.9em}th{background:#f4f4f4}td.n{text-align:right}
 .grid{display:flex;flex-wrap:wrap;gap:4px;margin:.2em 0 .8em}.grid img{height:64px;border:1px solid #ccc}
 figure{display:inline-block;margin:0 1em 1em 0}img.chart{max-width:100%}.muted{color:#777}
+nav ol{columns:3;margin:.3em 0}#class-problems li,#failure{color:#9a3b00}
 """
 
 
@@ -193,7 +197,7 @@ def _quarantine_section(version_dir, options):
         counts[item['reason']] += 1
         if len(first[item['reason']]) < QUARANTINE_EXAMPLES:
             first[item['reason']].append(item)
-    parts = [f'<h2>Quarantine</h2><p>{sum(counts.values())} inputs not written; the full list is '
+    parts = [f'<h2 id="quarantine">Quarantine</h2><p>{sum(counts.values())} inputs not written; the full list is '
              f'<code>{layout.QUARANTINE_JSONL}</code>.</p>']
     rows = []
     for reason, count in sorted(counts.items(), key=lambda pair: (-pair[1], pair[0])):
@@ -219,7 +223,7 @@ def _duplicates_section(version_dir):
         if len(shown) < DUPLICATES_SHOWN:
             shown.append([f'<code>{_e(item["source"])}</code>', f'<code>{_e(item["duplicate_of"])}</code>',
                           _e(item['label'])])
-    parts = [f'<h2>Duplicates</h2><p>{count} inputs not written because the same bytes under the same label were '
+    parts = [f'<h2 id="duplicates">Duplicates</h2><p>{count} inputs not written because the same bytes under the same label were '
              f'(full list: <code>{layout.DUPLICATES_JSONL}</code>).</p>']
     if shown:
         parts.append(_table(['source', 'same bytes as (written)', 'label'], shown))
@@ -444,19 +448,109 @@ def _share(info):
     return f' ({info["share"]:.1%}, asked {info["requested_share"]:.1%})'
 
 
-def _class_problems(document):
-    """The empty classes and those with fewer images than splits (dataset.json's ``classes``), as a paragraph."""
-    classes, said = document.get('classes') or {}, []
+def _shares_table(images, weights):
+    """The table of each split's share of ``images`` ({split: images}) next to the share its weight in
+    ``weights`` ({split: weight}, --splits) asked for, as ``contract.metadata.split_shares`` reckons both:
+    every split asked for, one that got no image too."""
+    splits = list(dict.fromkeys([*weights, *images]))
+    images = {split: images.get(split, 0) for split in splits}
+    shares = metadata.split_shares(images, weights)
+    asked = bool(weights)  # a version that recorded no --splits: nothing to set the shares against
+    rows = [[_e(split), _e(weights.get(split, 0)) if asked else '—',
+             f'{shares[split]["requested_share"]:.1%}' if asked else '—', f'{shares[split]["share"]:.1%}',
+             f'{100 * (shares[split]["share"] - shares[split]["requested_share"]):+.1f}' if asked else '—',
+             images[split]] for split in splits]
+    return '<div id="shares-table">' + _table(['split', 'weight', 'asked', 'got', 'difference (points)', 'images'],
+                                              rows, numeric=range(1, 6)) + '</div>'
+
+
+def _class_totals(document):
+    return {label: sum(info['class_counts'].get(label, 0) for info in document['splits'].values())
+            for label in document['labels']}
+
+
+def _farthest_class(document, weights):
+    """'cat (validation 0.0%, asked 20.0%)': the class whose share in a split strays farthest from the share
+    asked, among the classes with an image for every split; None when there is none."""
+    totals, farthest = _class_totals(document), None
+    whole = sum(weights.values())
+    for label, total in totals.items():
+        if not whole or total < len(weights):
+            continue
+        for split, weight in weights.items():
+            got = (document['splits'].get(split) or {}).get('class_counts', {}).get(label, 0) / total
+            miss = abs(got - weight / whole)
+            if farthest is None or miss > farthest[0]:
+                farthest = (miss, label, split, got, weight / whole)
+    if farthest is None:
+        return None
+    _, label, split, got, asked = farthest
+    return f'<code>{_e(label)}</code> ({_e(split)} {got:.1%}, asked {asked:.1%})'
+
+
+def _shares_section(document):
+    """Each split's share of the written images against the share asked, and the class farthest off."""
+    weights = (document.get('options') or {}).get('splits') or {}
+    images = {split: info['num_examples'] for split, info in document['splits'].items()}
+    parts = ['<h2 id="shares">Split shares</h2>',
+             f'<p>Each split\'s share of the {sum(images.values())} written images next to the share its weight '
+             '(<code>--splits</code>) asked for. A build whose shares miss by more than <code>--split_tolerance</code> '
+             'points (1 unless given) and more than one image fails before it publishes.</p>',
+             _shares_table(images, weights)]
+    farthest = _farthest_class(document, weights) if weights else None
+    if farthest:
+        parts.append(f'<p id="farthest-class">Per class, the share farthest from the one asked: {farthest}'
+                     + ('' if (document.get('options') or {}).get('stratify') else
+                        '; <code>--stratify</code> gives each split its share of every class') + '.</p>')
+    return parts
+
+
+def class_warnings(document):
+    """[(id, HTML)] of what the written classes warn of: imbalance (the largest class over IMBALANCE_RATIO
+    times the smallest written one), empty classes, classes with fewer images than splits
+    (dataset.json's ``classes``) and classes written but absent from a split."""
+    classes, totals, found = document.get('classes') or {}, _class_totals(document), []
+    written = {label: n for label, n in totals.items() if n}
+    if written:
+        largest = max(written, key=lambda label: (written[label], label))
+        smallest = min(written, key=lambda label: (written[label], label))
+        if written[largest] > IMBALANCE_RATIO * written[smallest]:
+            small = sorted((label for label in written if IMBALANCE_RATIO * written[label] < written[largest]),
+                           key=lambda label: (written[label], label))
+            found.append(('imbalance', (
+                f'Imbalanced classes: the largest, <code>{_e(largest)}</code> ({written[largest]} images), holds '
+                f'{written[largest] / written[smallest]:.1f} times the smallest, <code>{_e(smallest)}</code> '
+                f'({written[smallest]}): over {IMBALANCE_RATIO} times. Classes with under 1/{IMBALANCE_RATIO} of '
+                f'the largest\'s images: {_names(small, written)}. A model sees them rarely: weight the classes '
+                'in training or gather more of their images.')))
     if classes.get('empty'):
-        said.append(f'Empty classes (no image written): {_names(classes["empty"])}.')
+        found.append(('empty-classes', f'Empty classes (no image written): {_names(classes["empty"])}.'))
     if classes.get('fewer_than_splits'):
         splits = metadata.num_splits(document)
-        said.append(f'Classes with fewer images than the {splits} splits: {_names(classes["fewer_than_splits"])}.')
-    return [f'<p id="class-problems">{" ".join(said)}</p>'] if said else []
+        found.append(('tiny-classes', f'Classes with fewer images than the {splits} splits, so missing from '
+                      f'some: {_names(classes["fewer_than_splits"], totals)}.'))
+    tiny = set(classes.get('fewer_than_splits') or ())
+    for split, info in document['splits'].items():
+        missing = [label for label in written if not info['class_counts'].get(label) and label not in tiny]
+        if missing:
+            found.append((f'missing-{split}', f'Classes with no image in {_e(split)}: {_names(missing, totals)}.'))
+    return found
 
 
-def _names(labels):
-    shown = ', '.join(f'<code>{_e(label)}</code>' for label in labels[:EXTREMES])
+def _warnings_section(document):
+    warnings = class_warnings(document)
+    parts = ['<h2 id="warnings">Warnings</h2>']
+    if not warnings:
+        return parts + [f'<p id="no-warnings">None: no class is empty, every class is in every split, and the '
+                        f'largest class holds at most {IMBALANCE_RATIO} times the images of the smallest.</p>']
+    return parts + ['<ul id="class-problems">' + ''.join(f'<li id="{_e(key)}">{text}</li>' for key, text in warnings)
+                    + '</ul>']
+
+
+def _names(labels, counts=None):
+    """The first EXTREMES of ``labels`` as code, with their image counts from ``counts`` when given."""
+    shown = ', '.join(f'<code>{_e(label)}</code>' + (f' ({counts[label]})' if counts else '')
+                      for label in labels[:EXTREMES])
     return shown + (f' and {len(labels) - EXTREMES} more' if len(labels) > EXTREMES else '')
 
 
@@ -478,8 +572,7 @@ def _class_table_section(document, labels):
             if len(labels) > MAX_BARS else '')
     return ['<h2 id="split-class">Records per split and class</h2>' + note,
             '<div id="split-class-table">' + _table(['class', *splits, 'total'], rows,
-                                                   numeric=range(1, len(splits) + 2)) + '</div>',
-            *_class_problems(document)]
+                                                   numeric=range(1, len(splits) + 2)) + '</div>']
 
 
 def class_changes(version_dir, document, previous_dir, previous_document):
@@ -581,6 +674,47 @@ def _pruning_section(pruning):
                     'lease on is kept instead, and the build\'s summary names it.</p>']
 
 
+def _shard_rows(info):
+    """The shard table's rows of a split: each TFRecord shard beside the ArrayRecord shard that holds the same
+    records, when the version has them; every shard up to MAX_BARS, else the extremes by bytes."""
+    arrays = info.get(metadata.ARRAY_RECORD_SHARDS)
+    pairs = list(zip(info['shards'], arrays or [None] * len(info['shards'])))
+    rows = []
+    for pair in _extremes(pairs, key=lambda p: (p[0]['bytes'], p[0]['file'])):
+        if pair is None:
+            rows.append([f'<span class="muted">… {len(pairs) - 2 * EXTREMES} shards between</span>',
+                         *[''] * (5 if arrays else 2)])
+            continue
+        shard, array = pair
+        rows.append([_e(shard['file']), shard['records'], shard['bytes']]
+                    + ([_e(array['file']), array['records'], array['bytes']] if arrays else []))
+    return rows
+
+
+def _split_section(name, info, labels):
+    """One split: its records, share and shards, its two charts and its shard table (TFRecord, and ArrayRecord
+    beside it with --formats tfrecord,array_record)."""
+    classes, sizes = split_charts(name, info, labels)
+    arrays = metadata.ARRAY_RECORD_SHARDS in info
+    headers = ['shard', 'records', 'bytes'] + (['ArrayRecord shard', 'records', 'bytes'] if arrays else [])
+    return [f'<h3>{_e(name)}: {info["num_examples"]} records{_share(info)} in {info["num_shards"]} '
+            + ('TFRecord and ArrayRecord ' if arrays else '') +
+            f'shards ({info["inputs"]} inputs, {info["quarantined"]} quarantined, {info["duplicates"]} duplicates)</h3>'
+            f'<figure>{_img(classes, f"{name} records per class", "chart")}</figure>'
+            f'<figure>{_img(sizes, f"{name} shard sizes", "chart")}</figure>',
+            f'<div id="shards-{_e(name)}">' + _table(headers, _shard_rows(info),
+                                                    numeric=(1, 2, 4, 5) if arrays else (1, 2)) + '</div>']
+
+
+_HEADING = re.compile(r'<h2 id="([^"]+)">([^<]+)</h2>')
+
+
+def contents(parts):
+    """The table of contents of a page's ``parts``: a link to each h2 that has an id, in order."""
+    links = ''.join(f'<li><a href="#{anchor}">{title}</a></li>' for anchor, title in _HEADING.findall(''.join(parts)))
+    return f'<nav id="contents"><strong>Contents</strong><ol>{links}</ol></nav>'
+
+
 def render(version, build_seconds=None, pruning=None):
     """The report of ``version`` (an imgrec_versions.version.Version) as HTML text; ``pruning`` (a
     Pruning) when known."""
@@ -589,38 +723,30 @@ def render(version, build_seconds=None, pruning=None):
     labels = document['labels']
     counts = document['counts']
     total_bytes = sum(s['bytes'] for info in document['splits'].values() for s in info['shards'])
-    parts = [f'<h1>{_e(document["name"])} · version {_e(document["version"])}</h1>',
+    head = [f'<h1>{_e(document["name"])} · version {_e(document["version"])}</h1>',
              f'<p>Built {_e(document["created"])} into <code>{_e(published_path(version))}</code>. '
              f'Images {document["image"]["height"]}×{document["image"]["width"]} {_e(document["image"]["format"])}; '
              f'{len(labels)} classes.</p>']
     if build_seconds:
-        parts.append(f'<p id="build-time">Build time {build_seconds:.1f} s: {counts["inputs"] / build_seconds:.1f} '
+        head.append(f'<p id="build-time">Build time {build_seconds:.1f} s: {counts["inputs"] / build_seconds:.1f} '
                      f'input images/s, {counts["written"] / build_seconds:.1f} records/s, '
                      f'{human_bytes(total_bytes / build_seconds)}/s written.</p>')
     else:
-        parts.append('<p id="build-time" class="muted">Build time not recorded.</p>')
-    parts.append('<h2>Counts</h2>' + _table(
+        head.append('<p id="build-time" class="muted">Build time not recorded.</p>')
+    parts = ['<h2 id="counts">Counts</h2>' + _table(
         ['inputs', 'written', 'quarantined', 'duplicates', 'non-image files ignored', 'bytes written'],
         [[counts['inputs'], counts['written'], counts['quarantined'], counts['duplicates'], counts['ignored'],
-          human_bytes(total_bytes)]], numeric=range(6)))
-    parts.append('<h2>Options</h2>' + _table(['option', 'value'], [
-        [_e(key), f'<code>{_e(json.dumps(value, ensure_ascii=False))}</code>'] for key, value in sorted(options.items())]))
+          human_bytes(total_bytes)]], numeric=range(6))]
+    parts += _warnings_section(document)
+    parts += _shares_section(document)
+    parts += _options_section(options)
 
     near = near_duplicate_pairs(version.path)
     facts = image_facts(version.path, document, {row['source'] for pair in near[1] for row in pair[3:]})
     parts += _class_table_section(document, labels)
     parts.append('<h2 id="splits">Splits</h2>')
     for name, info in document['splits'].items():
-        classes, sizes = split_charts(name, info, labels)
-        parts.append(f'<h3>{_e(name)}: {info["num_examples"]} records{_share(info)} in {info["num_shards"]} '
-                     f'shards ({info["inputs"]} inputs, {info["quarantined"]} quarantined, {info["duplicates"]} duplicates)</h3>'
-                     f'<figure>{_img(classes, f"{name} records per class", "chart")}</figure>'
-                     f'<figure>{_img(sizes, f"{name} shard sizes", "chart")}</figure>')
-        shards = _extremes(info['shards'], key=lambda s: (s['bytes'], s['file']))
-        parts.append(_table(['shard', 'records', 'bytes'], [
-            [_e(s['file']), s['records'], s['bytes']] if s else
-            [f'<span class="muted">… {len(info["shards"]) - 2 * EXTREMES} shards between</span>', '', '']
-            for s in shards], numeric=(1, 2)))
+        parts += _split_section(name, info, labels)
     parts += _sizes_section(document, facts)
     parts += _near_duplicates_section(version, facts, near)
     parts += _changes_section(version)
@@ -628,7 +754,7 @@ def render(version, build_seconds=None, pruning=None):
 
     per_class = samples_per_class(len(labels))
     samples = sample_thumbnails(version, per_class)
-    parts.append(f'<h2>Samples</h2><p class="muted">The first records of each class as written (up to '
+    parts.append(f'<h2 id="samples">Samples</h2><p class="muted">The first records of each class as written (up to '
                  f'{per_class} a class), as training reads them.</p>')
     for label in labels[:MAX_CLASSES_SHOWN]:
         images = ''.join(_img(url, source, 'sample') for source, url in samples.get(label, []))
@@ -639,7 +765,7 @@ def render(version, build_seconds=None, pruning=None):
     parts += _quarantine_section(version.path, options)
     parts += _duplicates_section(version.path)
     decoding = document.get('decoding') or {}
-    parts.append('<h2>Decoding decisions</h2><p class="muted">What decoding did, counted over the written images; '
+    parts.append('<h2 id="decoding">Decoding decisions</h2><p class="muted">What decoding did, counted over the written images; '
                  f'transparency composited on {_e(decoding.get("background"))}.</p>')
     parts.append(_table(['decision', 'images'], [
         [f'<code>{_e(key)}</code>', n] for key, n in sorted((decoding.get('decisions') or {}).items())], numeric=(1,)))
@@ -647,10 +773,66 @@ def render(version, build_seconds=None, pruning=None):
     meta = f'<meta name="build-seconds" content="{build_seconds:.3f}">' if build_seconds else ''
     if pruning is not None:
         meta += f'<meta name="pruning" content="{_e(json.dumps(list(pruning), ensure_ascii=False))}">'
+    return _page(f'{document["name"]} {document["version"]}: build report', meta, head, parts)
+
+
+def _page(title, meta, head, parts):
+    """The page: ``head`` (title and summary lines), a table of contents, then the sections ``parts``."""
     return ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">{meta}'
-            f'<title>{_e(document["name"])} {_e(document["version"])}: build report</title>'
-            f'<style>{_STYLE}</style></head><body>\n' + '\n'.join(parts) + '\n</body></html>\n')
+            f'<title>{_e(title)}</title><style>{_STYLE}</style></head><body>\n'
+            + '\n'.join([*head, contents(parts), *parts]) + '\n</body></html>\n')
+
+
+def _options_section(options):
+    return ['<h2 id="options">Options</h2>' + _table(['option', 'value'], [
+        [_e(key), f'<code>{_e(json.dumps(value, ensure_ascii=False))}</code>'] for key, value in sorted(options.items())])]
+
+
+FAILED_COUNTS = ('inputs', 'written', 'quarantined', 'duplicates', 'ignored')
+
+
+def render_failed(staging_dir, failure):
+    """The report of a build that failed, as HTML text: why, and what it knew (``imgrec_versions.failed_build``).
+
+    ``failure``: name, version, created, options, previous (the version LATEST named, or None), reason (the
+    failure line's message) and known (what the failing step counted: ``counts`` and ``splits`` from the
+    publish step, ``dealt`` {split: images} from the split check; {} from elsewhere). The quarantine shows
+    when the build got as far as listing it.
+    """
+    options, known = failure.get('options') or {}, failure.get('known') or {}
+    previous = failure.get('previous')
+    head = [f'<h1>{_e(failure["name"])} · version {_e(failure["version"])} · build failed</h1>',
+            f'<p id="failure"><strong>The build failed and published nothing</strong>: {_e(failure["reason"])}</p>',
+            f'<p>Started {_e(failure["created"])}; <code>{layout.LATEST}</code> '
+            + (f'still names version <code>{_e(previous)}</code>' if previous else 'names no version yet')
+            + f'. This page is in the build\'s staging folder, <code>{_e(staging_dir)}</code>.</p>']
+    parts = ['<h2 id="counts">Counts</h2>']
+    counts, splits = known.get('counts'), known.get('splits') or {}
+    if counts:
+        parts.append(_table(['inputs', 'written', 'quarantined', 'duplicates', 'non-image files ignored'],
+                            [[counts.get(key, '') for key in FAILED_COUNTS]], numeric=range(5)))
+        parts.append(_table(['split', *FAILED_COUNTS[:4]], [[_e(split), *(row.get(key, '') for key in FAILED_COUNTS[:4])]
+                                                          for split, row in sorted(splits.items())], numeric=range(1, 5)))
+    else:
+        parts.append('<p class="muted">Not counted: the build stopped before its publish step counted the images.</p>')
+    dealt = known.get('dealt') or {split: row.get('written', 0) for split, row in splits.items()}
+    if dealt:
+        parts += ['<h2 id="shares">Split shares</h2>',
+                  '<p>Each split\'s share of the images ' + ('as they were dealt, before any shard was written'
+                                                             if known.get('dealt') else 'written to shards')
+                  + ', next to the share its weight (<code>--splits</code>) asked for.</p>',
+                  _shares_table(dealt, options.get('splits') or {})]
+    if FileSystems.exists(layout.join(staging_dir, layout.QUARANTINE_JSONL)):
+        parts += _quarantine_section(staging_dir, options)
+    else:
+        parts.append('<h2 id="quarantine">Quarantine</h2><p class="muted">Not listed: the build stopped before '
+                     'its publish step wrote the quarantine.</p>')
+    parts += _options_section(options)
+    parts.append('<h2 id="left">What it left</h2><p>This staging folder, kept for diagnosis. A later build into '
+                 'the same output removes it once a newer version is published there, and one run with '
+                 '<code>--clean</code> removes it at once; neither while a running build holds a lease on it.</p>')
+    return _page(f'{failure["name"]} {failure["version"]}: failed build', '', head, parts)
 
 
 def seconds_since(created):

@@ -31,6 +31,7 @@ from imgrec_console.errors import BuildFailed, CommandError, Interrupted, UserEr
 from imgrec_console.held_stderr import held_stderr
 from imgrec_console.supervisor import supervise
 from imgrec_storage import fileio, gcs, publication, retries
+from imgrec_versions import failed_build
 from pipelines import preflight, progress, refresh
 from pipelines.graph import build_pipeline
 from pipelines.local import internals, workers
@@ -180,7 +181,7 @@ def launch(config, facts, options):
             except ValueError as error:  # Beam's own checks of the options (runner name, project id...)
                 raise UserError(' '.join(str(error).split())) from None
             build_pipeline(pipeline, config, facts)
-            with build_lease(config, facts, options), \
+            with build_lease(config, facts, options), failure_report(config, facts), \
                     progress.Progress(pipeline, options, config.progress, config.progress_interval) as watch:
                 result = pipeline.run()
                 if not options.view_as(StandardOptions).no_wait_until_finish:
@@ -197,6 +198,14 @@ def build_lease(config, facts, options):
     return publication.build_lease(config.output, facts.staging_dir(config),
                                    detached=options.view_as(StandardOptions).no_wait_until_finish,
                                    policy=config.retry_policy())
+
+
+def failure_report(config, facts):
+    """A failed build's report, written into its staging folder while the build still holds its lease and
+    named in the failure line (``imgrec_versions.failed_build``)."""
+    return failed_build.reporting(facts.staging_dir(config), {
+        'name': config.name, 'version': config.version, 'created': facts.created, 'options': config.describe(),
+        'previous': facts.previous.version if facts.previous else None}, config.retry_policy())
 
 
 def decode_threads(options, beam_args):

@@ -89,7 +89,7 @@ def build_pipeline(pipeline, config, facts):
     # Near-duplicates found and kept together (or listed), and every image dealt: its split is final after this.
     near = kept | counters.NEAR_DUPLICATES >> NearDuplicates(
         config.near_duplicates, config.splits, config.stratify, keep_published=refresh.keeps_published,
-        tolerance=config.split_tolerance)
+        tolerance=config.split_tolerance, staging_dir=staging_dir, retry_policy=policy)
     rejected.append(near['rejected'])
     sharded = near['records'] | counters.ASSIGN_SHARDS >> AssignBalancedShards(
         [name for name, _ in config.splits], labels, config.shard_config())

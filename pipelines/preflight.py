@@ -16,6 +16,7 @@ from google.api_core.exceptions import Forbidden, GoogleAPIError, NotFound
 from contract import layout, version_ref
 from imgrec_console.errors import BuildFailed, UserError
 from imgrec_storage import fileio, gcs, publication
+from imgrec_versions import incomplete
 from transforms.labels import parse_labels_file
 from transforms.listing import is_image_name, iter_files, list_top_level, manifest_lines, parse_manifest_line
 
@@ -28,7 +29,8 @@ def check(config, options):
 
     Also cleans up after earlier builds (``publication.tidy``): finishes what killed builds and
     interrupted prunings left, and removes the staging folders failed builds left (every one no live
-    build holds, with ``--clean``). A finished pruning is said in one line.
+    build holds, with ``--clean``). A finished pruning is said in one line, and so are the staging folders
+    removed and left (``imgrec_versions.incomplete``).
     """
     policy = config.retry_policy()
     check_input(config, options)
@@ -36,7 +38,10 @@ def check(config, options):
     check_output(config, options)
     check_temp_locations(options, policy)
     labels = read_labels(config.labels_file) if config.labels_file else None
+    left = incomplete.staging_names(config.output)
     tidied = publication.tidy(config.output, clean=config.clean, policy=policy)
+    for line in incomplete.lines(config.output, left, policy):
+        print(line, flush=True)
     if tidied.pruned:
         print(f"build-dataset: finished an interrupted pruning: deleted version(s) {', '.join(tidied.pruned)}",
               flush=True)

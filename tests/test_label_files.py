@@ -2,6 +2,7 @@
 line of labels.txt, and a --labels list that does not match the images."""
 import codecs
 import json
+import os
 import re
 
 import apache_beam as beam
@@ -75,8 +76,10 @@ def test_labels_that_do_not_match_the_images_fail_in_one_line(images, tmp_path, 
     status = _main('--input', images, '--output', tmp_path / 'out', '--labels', tmp_path / 'labels.txt')
     err = capsys.readouterr().err
     assert status == 1
+    (staging,) = [name for name in os.listdir(tmp_path / 'out') if layout.is_staging_name(name)]
     assert err == (f'build-dataset: failed: --labels does not match the images: {line}; '
-                   f'give --allow_unknown_labels to drop the classes not listed\n')
+                   f'give --allow_unknown_labels to drop the classes not listed '
+                   f'(report: {tmp_path / "out" / staging / layout.REPORT_HTML})\n')
     assert not (tmp_path / 'out' / layout.LATEST).exists()
 
 

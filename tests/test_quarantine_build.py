@@ -74,7 +74,8 @@ def test_too_many_errors_fail_the_build_in_one_line_and_leave_latest(torture_cor
     (staging,) = [name for name in os.listdir(output) if layout.is_staging_name(name)]
     assert staging.startswith('v2' + layout.STAGING_MARK)
     assert sorted(os.listdir(output)) == [layout.LATEST, 'v1', staging]
-    assert lines[0].endswith(f"see {os.path.join(output, staging, layout.QUARANTINE_JSONL)}")
+    assert lines[0].endswith(f"see {os.path.join(output, staging, layout.QUARANTINE_JSONL)} "
+                             f"(report: {os.path.join(output, staging, layout.REPORT_HTML)})")
     assert not os.path.exists(os.path.join(output, staging, layout.DATASET_JSON))
     # The quarantine list is there to say why, and the failed version can be built again under its name.
     assert os.path.exists(os.path.join(output, staging, layout.QUARANTINE_JSONL))

@@ -17,6 +17,7 @@ from contract import counters
 from contract.reasons import NEAR_DUPLICATE_CONFLICT
 from imgrec_console.errors import BuildFailed
 from imgrec_imaging import perceptual_hash as ph
+from imgrec_versions import failed_build
 from transforms.constants import Empty, Value
 from transforms.elements import Rejected
 from transforms.near_duplicate_groups import FindGroups, Threshold
@@ -200,10 +201,12 @@ class NearDuplicates(beam.PTransform):
     ``mode``: group, report or off; ``weights``: the splits, ((name, weight), ...); ``stratify``: deal
     each class on its own; ``keep_published``: records' ``published_split`` is final. ``threshold``: a
     fixed one, else the one for the number of images (``perceptual_hash.threshold_for``);
-    ``tolerance``: the percentage points a split's share may miss its weight by.
+    ``tolerance``: the percentage points a split's share may miss its weight by; ``staging_dir``: where a
+    share check that fails leaves its counts, for the failed build's report (``imgrec_versions.failed_build``).
     """
 
-    def __init__(self, mode, weights, stratify=False, keep_published=False, threshold=None, tolerance=1.0):
+    def __init__(self, mode, weights, stratify=False, keep_published=False, threshold=None, tolerance=1.0,
+                 staging_dir=None, retry_policy=None):
         super().__init__()
         if mode not in MODES:
             raise ValueError(f'unknown near-duplicate mode {mode!r}; expected one of {", ".join(MODES)}')
@@ -213,6 +216,8 @@ class NearDuplicates(beam.PTransform):
         self._keep_published = keep_published
         self._threshold = threshold
         self._tolerance = tolerance
+        self._staging_dir = staging_dir  # where a failed share check leaves its counts for the failed build's report
+        self._policy = retry_policy
 
     def _describe(self, totals, threshold):
         hashed = self._mode != OFF
@@ -222,6 +227,7 @@ class NearDuplicates(beam.PTransform):
     def _checked(self, _, counts, totals, largest, threshold):
         reason = check_shares(counts, self._weights, self._tolerance, max(largest, default=None), self._keep_published)
         if reason:
+            failed_build.record(self._staging_dir, {'dealt': dict(counts)}, self._policy)
             raise BuildFailed(reason)
         return self._describe(totals.get(None) or _StatsFn().create_accumulator(), threshold)
 

@@ -18,7 +18,7 @@ from contract.reasons import NOT_ERRORS
 from imgrec_console.errors import BuildFailed
 from imgrec_imaging import image_ops
 from imgrec_storage import fileio, publication
-from imgrec_versions import report, tfds_metadata
+from imgrec_versions import failed_build, report, tfds_metadata
 from imgrec_versions.version import Version
 
 
@@ -127,10 +127,11 @@ class _PublishFn(beam.DoFn):
         staging = self._staging_dir
         quarantine_path = layout.join(staging, layout.QUARANTINE_JSONL)
         fileio.write_bytes(quarantine_path, jsonl(rejected), self._policy)  # first, so a failed build can be diagnosed
-        check_error_rate(totals, rejected, self._max_error_rate, quarantine_path)
-        if totals['written'] == 0:
-            raise BuildFailed(f"no image was written: {totals['inputs']} input(s), {ignored} non-image file(s) "
-                              f"ignored, {totals['quarantined']} quarantined ({top_reasons(rejected) or 'none'})")
+        with failed_build.known(staging, {'counts': dict(totals, ignored=ignored), 'splits': per_split}, self._policy):
+            check_error_rate(totals, rejected, self._max_error_rate, quarantine_path)
+            if totals['written'] == 0:
+                raise BuildFailed(f"no image was written: {totals['inputs']} input(s), {ignored} non-image file(s) "
+                                  f"ignored, {totals['quarantined']} quarantined ({top_reasons(rejected) or 'none'})")
         splits = {}
         for stats in sorted(shard_stats, key=lambda s: (s['split'], s['index'])):
             split = splits.setdefault(stats['split'], {'shards': [], 'class_counts': collections.Counter()})
