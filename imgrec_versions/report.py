@@ -471,7 +471,7 @@ def _class_totals(document):
 
 def _farthest_class(document, weights):
     """'cat (validation 0.0%, asked 20.0%)': the class whose share in a split strays farthest from the share
-    asked, among the classes with an image for every split; None when there is none."""
+    asked, among the classes with an image for every split; None when there is none, or none strays."""
     totals, farthest = _class_totals(document), None
     whole = sum(weights.values())
     for label, total in totals.items():
@@ -482,8 +482,8 @@ def _farthest_class(document, weights):
             miss = abs(got - weight / whole)
             if farthest is None or miss > farthest[0]:
                 farthest = (miss, label, split, got, weight / whole)
-    if farthest is None:
-        return None
+    if farthest is None or round(farthest[0], 3) == 0:
+        return None  # none to show, or every class split as asked (to the tenth of a point shown)
     _, label, split, got, asked = farthest
     return f'<code>{_e(label)}</code> ({_e(split)} {got:.1%}, asked {asked:.1%})'
 
@@ -815,7 +815,10 @@ def render_failed(staging_dir, failure):
         parts.append(_table(['split', *FAILED_COUNTS[:4]], [[_e(split), *(row.get(key, '') for key in FAILED_COUNTS[:4])]
                                                           for split, row in sorted(splits.items())], numeric=range(1, 5)))
     else:
-        parts.append('<p class="muted">Not counted: the build stopped before its publish step counted the images.</p>')
+        dealt = sum((known.get('dealt') or {}).values())
+        parts.append('<p class="muted">Inputs, quarantine and duplicates not counted: the build stopped before '
+                     'its publish step counted them' + (f'; {dealt} images were dealt to the splits.' if dealt else '.')
+                     + '</p>')
     dealt = known.get('dealt') or {split: row.get('written', 0) for split, row in splits.items()}
     if dealt:
         parts += ['<h2 id="shares">Split shares</h2>',

@@ -11,8 +11,9 @@ import re
 import pytest
 
 from contract import layout
-from imgrec_storage import publication
-from imgrec_versions import failed_build, version as version_lib
+from imgrec_console.errors import BuildFailed
+from imgrec_storage import publication, retries
+from imgrec_versions import failed_build, incomplete, version as version_lib
 from pipelines import build_dataset
 from samples.near_duplicates import draw_photo
 from tests.chromium import open_page, requires_chromium
@@ -86,6 +87,7 @@ def test_missed_shares_write_a_report_into_the_staging_folder_and_name_it(groupe
     page = _text(open(os.path.join(staging, layout.REPORT_HTML), encoding='utf-8').read())
     reason = err[0][len('build-dataset: failed: '):err[0].rindex(' (report: ')]
     assert 'build failed' in page and html.escape(reason) in page
+    assert f'{layout.LATEST}</code> names no version yet' in page
     for split, images in dealt.items():  # got against asked, as the check reckoned them
         share = images / sum(dealt.values())
         assert (f'<td>{split}</td><td class="n">50</td><td class="n">50.0%</td><td class="n">{share:.1%}</td>'
@@ -146,3 +148,23 @@ def test_builds_name_the_staging_folders_left_and_what_clean_removes(grouped, tm
     # Its lease gone, the folder is one a build left: removed, as v1 was published after it was last written.
     status, out, _ = _main(capsys, grouped, output, '--split_tolerance', '50', '--version', 'v3')
     assert status == 0 and f'build-dataset: removed 1 staging folder(s) of failed or killed builds: {running}' in out
+
+
+def test_a_line_names_five_folders_then_how_many_more(tmp_path):
+    names = [layout.staging_name(f'v{i}', f'build{i:04d}') for i in range(7)]
+    for name in names:
+        os.makedirs(tmp_path / name)
+    (line,) = incomplete.lines(str(tmp_path), names)
+    shown = sorted(names)[:incomplete.NAMED]
+    assert line == (f'build-dataset: 7 staging folder(s) of failed or killed builds in {tmp_path}: '
+                    f'{", ".join(shown)} and 2 more; --clean removes them')
+
+
+def test_a_report_that_cannot_be_written_leaves_the_failure_line_as_it_was(tmp_path):
+    (tmp_path / 'file').write_text('in the way of the staging folder')
+    with pytest.raises(BuildFailed) as raised:
+        with failed_build.reporting(str(tmp_path / 'file' / 'v1.incomplete-x'), {
+                'name': 'n', 'version': 'v1', 'created': '2026-01-01T00:00:00Z', 'options': {}, 'previous': None},
+                retries.default_policy(1.0)):
+            raise BuildFailed('split train would hold 9 of 14 images')
+    assert str(raised.value) == 'split train would hold 9 of 14 images'

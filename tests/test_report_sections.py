@@ -252,3 +252,93 @@ def test_600_classes_stay_under_1_5_mb_and_show_aggregates_and_extremes(tmp_path
     assert len(re.findall(r'class="sample"', page)) == report.MAX_SAMPLES
     assert 'class="pair"' in page and 'no longer there' in _section(page, 'changes')
     shutil.rmtree(tmp_path / 'v1')
+
+
+@pytest.fixture(scope='module')
+def imbalanced(tmp_path_factory):
+    """A build with ArrayRecord shards of three classes: 22 photos, 2 and 1 (fewer than the two splits)."""
+    root = tmp_path_factory.mktemp('imbalanced-input')
+    for c, (label, count) in enumerate((('many', 22), ('few', 2), ('one', 1))):
+        os.makedirs(root / label)
+        for i in range(count):
+            _photo(root / label / f'img_{i}.jpg', seed=1000 * c + i, size=(60, 45))
+    output = tmp_path_factory.mktemp('imbalanced-output')
+    build(str(root), output, *OPTIONS, '--near_duplicates', 'off', '--formats', 'tfrecord,array_record',
+          '--num_shards', 'train=2,validation=2', '--version', 'v1')
+    version_dir = str(output / 'v1')
+    return version_dir, metadata.loads(open(os.path.join(version_dir, layout.DATASET_JSON), encoding='utf-8').read())
+
+
+def _written(document):
+    return {label: sum(info['class_counts'][label] for info in document['splits'].values())
+            for label in document['labels']}
+
+
+def test_the_warnings_name_the_imbalanced_and_the_tiny_classes(imbalanced):
+    version_dir, document = imbalanced
+    written = _written(document)
+    assert written == {'many': 22, 'few': 2, 'one': 1}  # every photo written: the warnings below are about them
+    warnings = _section(_page(version_dir), 'warnings')
+    assert (f'the largest, many ({written["many"]} images), holds {written["many"] / written["one"]:.1f} times '
+            f'the smallest, one ({written["one"]}): over {report.IMBALANCE_RATIO} times') in warnings
+    assert f'Classes with under 1/{report.IMBALANCE_RATIO} of the largest\'s images: one (1), few (2).' in warnings
+    assert document['classes']['fewer_than_splits'] == ['one']
+    assert 'Classes with fewer images than the 2 splits, so missing from some: one (1).' in warnings
+    for split, info in document['splits'].items():  # 'few' has 2 images for 2 splits: in both, or named
+        named = f'Classes with no image in {split}: few (2).' in warnings
+        assert named == (info['class_counts']['few'] == 0)
+
+
+def test_imbalance_is_warned_of_past_the_ratio_only():
+    def document(largest, smallest):
+        return {'labels': ['a', 'b'], 'classes': {'empty': [], 'fewer_than_splits': []},
+                'splits': {'train': {'class_counts': {'a': largest, 'b': smallest}}}}
+
+    ratio = report.IMBALANCE_RATIO
+    assert [key for key, _ in report.class_warnings(document(ratio * 3, 3))] == []
+    assert [key for key, _ in report.class_warnings(document(ratio * 3 + 1, 3))] == ['imbalance']
+
+
+def test_the_shares_table_shows_each_splits_share_against_the_one_asked(imbalanced):
+    version_dir, document = imbalanced
+    shares = _section(_page(version_dir), 'shares')
+    weights = document['options']['splits']
+    for split, info in document['splits'].items():
+        difference = 100 * (info['share'] - info['requested_share'])
+        assert (f'{split} {weights[split]} {info["requested_share"]:.1%} {info["share"]:.1%} {difference:+.1f} '
+                f'{info["num_examples"]}') in shares, shares
+    assert f'{document["counts"]["written"]} written images' in shares
+
+
+def test_the_shard_tables_list_the_array_record_shards_beside_the_tfrecord_ones(imbalanced):
+    version_dir, document = imbalanced
+    page = _page(version_dir)
+    assert document['formats'] == [layout.TFRECORD, layout.ARRAY_RECORD]
+    for split, info in document['splits'].items():
+        start = page.index('>', page.index(f'id="shards-{split}"')) + 1
+        table = _text(page[start:page.index('</div>', start)])
+        assert table.startswith(' shard records bytes ArrayRecord shard records bytes')
+        for shard, array in zip(info['shards'], info[metadata.ARRAY_RECORD_SHARDS]):
+            assert (f'{shard["file"]} {shard["records"]} {shard["bytes"]} {array["file"]} {array["records"]} '
+                    f'{array["bytes"]}') in table
+            assert os.path.getsize(os.path.join(version_dir, array['file'])) == array['bytes']
+
+
+@requires_chromium
+def test_the_table_of_contents_links_every_section_and_the_warnings_show(imbalanced, tmp_path):
+    version_dir, _ = imbalanced
+    probe = ('JSON.stringify({links: Array.from(document.querySelectorAll("nav#contents a")).map(a => {'
+             'const target = document.getElementById(a.getAttribute("href").slice(1));'
+             'return [a.textContent, target ? target.tagName + ":" + target.textContent : null]; }),'
+             'headings: Array.from(document.querySelectorAll("h2")).map(h => h.textContent),'
+             'warnings: Array.from(document.querySelectorAll("#class-problems li")).map(li => li.id),'
+             'text: document.body.innerText})')
+    page = open_page(os.path.join(version_dir, layout.REPORT_HTML), probe, str(tmp_path / 'profile'))
+    assert page.errors == [] and page.requests == []
+    shown = json.loads(page.evaluated)
+    # One link a section, in page order, each to its own heading.
+    assert [title for title, _ in shown['links']] == shown['headings']
+    assert [target for _, target in shown['links']] == [f'H2:{title}' for title in shown['headings']]
+    assert {'Warnings', 'Split shares', 'Splits', 'Quarantine'} <= set(shown['headings'])
+    assert shown['warnings'][:2] == ['imbalance', 'tiny-classes']
+    assert 'ArrayRecord shard' in shown['text']
