@@ -4,6 +4,7 @@ Made from the version's files alone (dataset.json, labels.txt, quarantine.jsonl,
 the shards), so the build's publish step writes it and ``dataset-report OUT[/VERSION]`` re-renders it.
 Sample thumbnails come from the written records (what training sees), decoded with the contract's own
 Example reader: no TensorFlow. Charts are SVG (``charts``); images are inline data URLs; no script.
+A build that fails gets a page of its own, of what it knew (``render_failed``, ``failed_build``).
 
     dataset-report OUT[/VERSION] [--build_seconds S]
 """
@@ -538,6 +539,7 @@ def class_warnings(document):
 
 
 def _warnings_section(document):
+    """The ``class_warnings`` as a list, or a line saying there are none (and what was checked)."""
     warnings = class_warnings(document)
     parts = ['<h2 id="warnings">Warnings</h2>']
     if not warnings:
@@ -724,13 +726,13 @@ def render(version, build_seconds=None, pruning=None):
     counts = document['counts']
     total_bytes = sum(s['bytes'] for info in document['splits'].values() for s in info['shards'])
     head = [f'<h1>{_e(document["name"])} · version {_e(document["version"])}</h1>',
-             f'<p>Built {_e(document["created"])} into <code>{_e(published_path(version))}</code>. '
-             f'Images {document["image"]["height"]}×{document["image"]["width"]} {_e(document["image"]["format"])}; '
-             f'{len(labels)} classes.</p>']
+            f'<p>Built {_e(document["created"])} into <code>{_e(published_path(version))}</code>. '
+            f'Images {document["image"]["height"]}×{document["image"]["width"]} {_e(document["image"]["format"])}; '
+            f'{len(labels)} classes.</p>']
     if build_seconds:
         head.append(f'<p id="build-time">Build time {build_seconds:.1f} s: {counts["inputs"] / build_seconds:.1f} '
-                     f'input images/s, {counts["written"] / build_seconds:.1f} records/s, '
-                     f'{human_bytes(total_bytes / build_seconds)}/s written.</p>')
+                    f'input images/s, {counts["written"] / build_seconds:.1f} records/s, '
+                    f'{human_bytes(total_bytes / build_seconds)}/s written.</p>')
     else:
         head.append('<p id="build-time" class="muted">Build time not recorded.</p>')
     parts = ['<h2 id="counts">Counts</h2>' + _table(

@@ -168,3 +168,10 @@ def test_a_report_that_cannot_be_written_leaves_the_failure_line_as_it_was(tmp_p
                 retries.default_policy(1.0)):
             raise BuildFailed('split train would hold 9 of 14 images')
     assert str(raised.value) == 'split train would hold 9 of 14 images'
+
+
+def test_build_from_python_raises_the_same_line_with_its_report(grouped, tmp_path):
+    with pytest.raises(BuildFailed) as raised:
+        build_dataset.build(str(grouped), str(tmp_path / 'out'), image_size=32, splits={'train': 50, 'validation': 50},
+                            progress=False, beam_options=['--direct_running_mode=in_memory'])
+    _report_named(f'build-dataset: failed: {raised.value}', tmp_path / 'out')
