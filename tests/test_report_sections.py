@@ -1,6 +1,8 @@
 """The report's data sections: a real build (in-memory DirectRunner) with a planted near-duplicate pair,
-refreshed with a new, a changed and a removed image, shows each section with the build's own numbers;
-and a synthetic version of 600 classes stays under 1.5 MB."""
+refreshed with a new, a changed and a removed image, shows each section with the build's own numbers; a
+build with ArrayRecord shards and imbalanced and tiny classes shows its warnings, its shares against the
+shares asked and both shard formats, under a table of contents; and a synthetic version of 600 classes
+stays under 1.5 MB."""
 import base64
 import hashlib
 import html
@@ -308,6 +310,15 @@ def test_the_shares_table_shows_each_splits_share_against_the_one_asked(imbalanc
         assert (f'{split} {weights[split]} {info["requested_share"]:.1%} {info["share"]:.1%} {difference:+.1f} '
                 f'{info["num_examples"]}') in shares, shares
     assert f'{document["counts"]["written"]} written images' in shares
+    # The class farthest from its shares, among those with an image for each split, when one strays.
+    written, whole = _written(document), sum(weights.values())
+    misses = sorted(((abs(document['splits'][split]['class_counts'][label] / written[label] - weight / whole),
+                      label, split) for label in document['labels'] if written[label] >= len(weights)
+                     for split, weight in weights.items()), key=lambda miss: -miss[0])
+    miss, label, split = misses[0]
+    got = document['splits'][split]['class_counts'][label] / written[label]
+    farthest = f'Per class, the share farthest from the one asked: {label} ({split} {got:.1%}, asked 50.0%)'
+    assert (farthest in shares) == (round(miss, 3) > 0), shares
 
 
 def test_the_shard_tables_list_the_array_record_shards_beside_the_tfrecord_ones(imbalanced):
