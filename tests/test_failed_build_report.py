@@ -17,6 +17,7 @@ from imgrec_versions import failed_build, incomplete, version as version_lib
 from pipelines import build_dataset
 from samples.near_duplicates import draw_photo
 from tests.chromium import open_page, requires_chromium
+from tests.gcs_emulator import gcs_emulator  # noqa: F401 (fixture)
 
 OPTIONS = ('--image_size', '32', '--splits', 'train=50,validation=50', '--direct_running_mode', 'in_memory',
            '--progress', 'off')
@@ -175,3 +176,20 @@ def test_build_from_python_raises_the_same_line_with_its_report(grouped, tmp_pat
         build_dataset.build(str(grouped), str(tmp_path / 'out'), image_size=32, splits={'train': 50, 'validation': 50},
                             progress=False, beam_options=['--direct_running_mode=in_memory'])
     _report_named(f'build-dataset: failed: {raised.value}', tmp_path / 'out')
+
+
+def test_on_gcs_the_report_is_written_named_and_named_again_by_the_next_build(gcs_emulator, damaged, capsys):  # noqa: F811
+    bucket = gcs_emulator.create_bucket('failed-build-report')
+    gcs_emulator.upload_folder(str(damaged), f'{bucket}/images')
+    output = f'{bucket}/out'
+    status, _, err = _main(capsys, f'{bucket}/images', output, '--near_duplicates', 'off')
+    assert status == 1 and len(err) == 1 and 'over --max_error_rate' in err[0], err
+    path = re.fullmatch(r'build-dataset: failed: .* \(report: (\S+)\)', err[0])[1]
+    staging = path.rsplit('/', 1)[0]
+    assert staging.rsplit('/', 1)[0] == output and layout.is_staging_name(staging.rsplit('/', 1)[1])
+    page = gcs_emulator.read_bytes(path).decode('utf-8')
+    assert 'build failed' in page and 'over --max_error_rate' in page and 'bad_0.jpg' in page
+    status, out, _ = _main(capsys, f'{bucket}/images', output, '--near_duplicates', 'off', '--max_error_rate', '1')
+    assert status == 0
+    assert (f'build-dataset: 1 staging folder(s) of failed or killed builds in {output}: '
+            f'{staging.rsplit("/", 1)[1]} (report: {path}); --clean removes it') in out, out
