@@ -224,8 +224,8 @@ def _duplicates_section(version_dir):
         if len(shown) < DUPLICATES_SHOWN:
             shown.append([f'<code>{_e(item["source"])}</code>', f'<code>{_e(item["duplicate_of"])}</code>',
                           _e(item['label'])])
-    parts = [f'<h2 id="duplicates">Duplicates</h2><p>{count} inputs not written because the same bytes under the same label were '
-             f'(full list: <code>{layout.DUPLICATES_JSONL}</code>).</p>']
+    parts = [f'<h2 id="duplicates">Duplicates</h2><p>{count} inputs not written because the same bytes under the '
+             f'same label were (full list: <code>{layout.DUPLICATES_JSONL}</code>).</p>']
     if shown:
         parts.append(_table(['source', 'same bytes as (written)', 'label'], shown))
     return parts
@@ -767,8 +767,8 @@ def render(version, build_seconds=None, pruning=None):
     parts += _quarantine_section(version.path, options)
     parts += _duplicates_section(version.path)
     decoding = document.get('decoding') or {}
-    parts.append('<h2 id="decoding">Decoding decisions</h2><p class="muted">What decoding did, counted over the written images; '
-                 f'transparency composited on {_e(decoding.get("background"))}.</p>')
+    parts.append('<h2 id="decoding">Decoding decisions</h2><p class="muted">What decoding did, counted over the '
+                 f'written images; transparency composited on {_e(decoding.get("background"))}.</p>')
     parts.append(_table(['decision', 'images'], [
         [f'<code>{_e(key)}</code>', n] for key, n in sorted((decoding.get('decisions') or {}).items())], numeric=(1,)))
 
@@ -788,7 +788,8 @@ def _page(title, meta, head, parts):
 
 def _options_section(options):
     return ['<h2 id="options">Options</h2>' + _table(['option', 'value'], [
-        [_e(key), f'<code>{_e(json.dumps(value, ensure_ascii=False))}</code>'] for key, value in sorted(options.items())])]
+        [_e(key), f'<code>{_e(json.dumps(value, ensure_ascii=False))}</code>']
+        for key, value in sorted(options.items())])]
 
 
 FAILED_COUNTS = ('inputs', 'written', 'quarantined', 'duplicates', 'ignored')
@@ -814,8 +815,8 @@ def render_failed(staging_dir, failure):
     if counts:
         parts.append(_table(['inputs', 'written', 'quarantined', 'duplicates', 'non-image files ignored'],
                             [[counts.get(key, '') for key in FAILED_COUNTS]], numeric=range(5)))
-        parts.append(_table(['split', *FAILED_COUNTS[:4]], [[_e(split), *(row.get(key, '') for key in FAILED_COUNTS[:4])]
-                                                          for split, row in sorted(splits.items())], numeric=range(1, 5)))
+        per_split = [[_e(split), *(row.get(key, '') for key in FAILED_COUNTS[:4])] for split, row in sorted(splits.items())]
+        parts.append(_table(['split', *FAILED_COUNTS[:4]], per_split, numeric=range(1, 5)))
     else:
         dealt = sum((known.get('dealt') or {}).values())
         parts.append('<p class="muted">Inputs, quarantine and duplicates not counted: the build stopped before '

@@ -13,7 +13,7 @@ import pytest
 from contract import layout
 from imgrec_console.errors import BuildFailed
 from imgrec_storage import publication, retries
-from imgrec_versions import failed_build, incomplete, version as version_lib
+from imgrec_versions import failed_build, incomplete, report, version as version_lib
 from pipelines import build_dataset
 from samples.near_duplicates import draw_photo
 from tests.chromium import open_page, requires_chromium
@@ -178,7 +178,7 @@ def test_build_from_python_raises_the_same_line_with_its_report(grouped, tmp_pat
     _report_named(f'build-dataset: failed: {raised.value}', tmp_path / 'out')
 
 
-def test_on_gcs_the_report_is_written_named_and_named_again_by_the_next_build(gcs_emulator, damaged, capsys):  # noqa: F811
+def test_on_gcs_the_report_is_written_and_named_by_the_next_build(gcs_emulator, damaged, capsys):  # noqa: F811
     bucket = gcs_emulator.create_bucket('failed-build-report')
     gcs_emulator.upload_folder(str(damaged), f'{bucket}/images')
     output = f'{bucket}/out'
@@ -193,3 +193,13 @@ def test_on_gcs_the_report_is_written_named_and_named_again_by_the_next_build(gc
     assert status == 0
     assert (f'build-dataset: 1 staging folder(s) of failed or killed builds in {output}: '
             f'{staging.rsplit("/", 1)[1]} (report: {path}); --clean removes it') in out, out
+
+
+def test_a_split_asked_for_that_got_no_image_has_its_row(tmp_path):
+    page = report.render_failed(str(tmp_path), {
+        'name': 'n', 'version': 'v1', 'created': '2026-01-01T00:00:00Z', 'previous': 'v0',
+        'options': {'splits': {'train': 80, 'validation': 20}}, 'reason': 'split validation would hold 0 of 5 images',
+        'known': {'dealt': {'train': 5}}})
+    assert ('<td>validation</td><td class="n">20</td><td class="n">20.0%</td><td class="n">0.0%</td>'
+            '<td class="n">-20.0</td><td class="n">0</td>') in page
+    assert f'{layout.LATEST}</code> still names version <code>v0</code>' in page
