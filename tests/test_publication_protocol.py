@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -202,10 +203,14 @@ def test_a_reader_lease_blocks_pruning_and_pruning_unpublishes_first(tmp_path):
     (output / layout.LATEST).write_text('v3\n')
     files = leases.LocalFiles()
     reader = leases.hold_reader(files, str(output), 'v1')
-    assert publication.prune_versions(str(output), 1, keep={'v3'}) == publication.Pruned(('v2',), ('v1',))
+    kept = publication.keep_newest(str(output), 1)
+    assert kept.deleted == ('v2',) and [entry.version for entry in kept.kept] == ['v3', 'v1']
+    assert kept.kept[0].why == 'LATEST' and kept.kept[1].why == f'leased by a reader (pid {os.getpid()} on ' \
+                                                                f'{socket.gethostname()}, lease {reader.id})'
     assert sorted(os.listdir(output)) == [layout.LATEST, layout.LEASES_DIR, 'v1', 'v3']
     reader.release()
-    assert publication.prune_versions(str(output), 1, keep={'v3'}) == publication.Pruned(('v1',), ())
+    assert publication.keep_newest(str(output), 1) == publication.Retention(1, (publication.Kept('v3', 'LATEST'),),
+                                                                            ('v1',))
     assert sorted(os.listdir(output)) == [layout.LATEST, 'v3']
     # A reader that comes after the pruning finds nothing to lease.
     assert leases.hold_reader(files, str(output), 'v1') is None and os.listdir(output) == [layout.LATEST, 'v3']
@@ -296,13 +301,17 @@ def test_a_training_run_holds_its_version_and_the_summary_names_what_pruning_kep
 
     monkeypatch.setattr(trainer, 'train', build_while_training)
     assert train.main(['--data', str(output), '--version', 'v1', '--model_dir', str(tmp_path / 'model')]) == 0
-    assert 'kept version(s) v1: in use' in seen['v3'] and 'deleted' not in seen['v3']
-    assert 'kept version(s) v1: in use' in seen['v4'] and 'deleted version(s) v2' in seen['v4']
-    assert sorted(os.listdir(output)) == [layout.LATEST, 'v1', 'v3', 'v4']  # the lease went with the run
+    reader = f'leased by a reader (pid {os.getpid()} on {socket.gethostname()}, lease '
+    # The version the build started from (v2) is not kept: exactly --keep_versions stay, and the leased one.
+    assert f'pruned to --keep_versions 1: kept v3 (LATEST), v1 ({reader}' in seen['v3']
+    assert '; deleted v2' in seen['v3']
+    assert f'pruned to --keep_versions 1: kept v4 (LATEST), v1 ({reader}' in seen['v4']
+    assert '; deleted v3' in seen['v4']
+    assert sorted(os.listdir(output)) == [layout.LATEST, 'v1', 'v4']  # the lease went with the run
     capsys.readouterr()
     assert _build(images, output, '--version', 'v5', '--force', '--keep_versions', '1') == 0
-    assert 'deleted version(s) v1, v3' in capsys.readouterr().out
-    assert sorted(os.listdir(output)) == [layout.LATEST, 'v4', 'v5']
+    assert 'pruned to --keep_versions 1: kept v5 (LATEST); deleted v1, v4' in capsys.readouterr().out
+    assert sorted(os.listdir(output)) == [layout.LATEST, 'v5']
 
 
 # -- gs://: promotion writes dataset.json last; crashes at each step ---------------------------------------
@@ -343,11 +352,15 @@ def test_a_crash_while_a_gcs_version_is_promoted_never_blocks_the_rerun(step, gc
         assert verify.main([f'{output}/v2']) == 2
         assert 'is not a published version: it has no dataset.json' in capsys.readouterr().err
         assert _build(source, output, '--version', 'v2', '--force') == 0  # replaces the half version
-    else:  # published whole, LATEST not moved: v2 stands, as a version of its own
+    else:  # published whole, LATEST not moved: the rerun moves LATEST for it, and has nothing to publish
         assert verify.main([f'{output}/v2']) == 0
-        assert _build(source, output, '--version', 'v2', '--force') == 2
-        assert 'version v2 already exists' in capsys.readouterr().err
-        assert _build(source, output, '--version', 'v3', '--force') == 0
+        published = gcs_emulator.read_bytes(f'{output}/v2/{layout.DATASET_JSON}')
+        assert _build(source, output, '--version', 'v2', '--force') == 0
+        out = capsys.readouterr().out
+        assert 'finished an interrupted publication: LATEST names v2' in out
+        assert 'version v2 stands as an earlier run of this build published it' in out
+        assert gcs_emulator.read_bytes(f'{output}/v2/{layout.DATASET_JSON}') == published
+    assert gcs_emulator.read_bytes(f'{output}/{layout.LATEST}') == b'v2\n'
     names = _names(gcs_emulator, output)
     assert not [name for name in names if layout.is_staging_name(name) or name.startswith(layout.LEASES_DIR)]
     local = gcs_emulator.download_folder(output, tmp_path / 'copy')
