@@ -30,20 +30,16 @@ import contextlib
 import dataclasses
 import json
 import os
-import shutil
 import signal
-import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from apache_beam.io.filesystems import FileSystems
-from google.api_core import exceptions as gcs_exceptions
-
 from contract import layout, shard_check, version_ref
 from imgrec_console.errors import BuildFailed, UserError
-from imgrec_storage import fileio, gcs, leases, retries
+from imgrec_storage import leases, retries, storage
+from imgrec_storage.storage import Storage
 
-# Objects copied or deleted at once on gs://.
+# Objects copied at once where each copy is a round trip (gs://).
 THREADS = 8
 
 # Test hooks: the named point ends the process at once, as a SIGKILL would (IMGREC_CRASH_AT, exit status
@@ -132,8 +128,8 @@ class Publication:
         return layout.join(self.output, self.version)
 
 
-def _is_local(path: str) -> bool:
-    return FileSystems.get_scheme(path) is None
+def _storage(path: str, policy: retries.RetryPolicy | None) -> Storage:
+    return storage.storage_for(path, policy)
 
 
 def _name(path: str) -> str:
@@ -146,59 +142,49 @@ def _parent(path: str) -> str:
 
 # -- lease I/O on the build's side ------------------------------------------------------------------------
 
-class _RemoteFiles:
-    """Leases of a gs:// output (generation preconditions) or another Beam file system (none), retried
-    under ``policy``."""
+class _LeaseFiles:
+    """The file I/O ``imgrec_storage.leases`` takes, over a ``Storage``: locally every read-decide-write runs
+    under its lock, on gs:// under a generation precondition."""
 
-    def __init__(self, policy: retries.RetryPolicy | None = None) -> None:
-        self._policy = policy
+    def __init__(self, files: Storage) -> None:
+        self._files = files
 
     def locked(self, output: str) -> contextlib.AbstractContextManager[None]:
-        return contextlib.nullcontext()
+        return self._files.locked(output)
 
-    def read(self, path: str) -> tuple[bytes | None, int | None]:
+    def read(self, path: str) -> tuple[bytes | None, int]:
         """(bytes, generation), or (None, 0) when there is none."""
-        if gcs.is_gcs(path):
-            return retries.call(lambda: gcs.download_with_generation(path), retries.READ, path, self._policy)
-        if not FileSystems.exists(path):
-            return None, 0
-        return fileio.read_bytes(path, self._policy), None
+        found = self._files.read_versioned(path)
+        return (None, 0) if found is None else (found.data, found.generation)
 
-    def write(self, path: str, data: bytes, generation: int | None = None) -> int | None:
-        """Writes ``data``; on gs://, with ``generation``, only if the object is still that generation (0:
-        only if there is none), else raises ``leases.Conflict``. Returns the new generation (or None)."""
-        if generation is None or not gcs.is_gcs(path):
-            fileio.write_bytes(path, data, self._policy)
-            return None
-
-        def attempt() -> int:
-            try:
-                return gcs.upload_if_generation(path, data, generation)
-            except gcs_exceptions.PreconditionFailed:
-                found, found_generation = gcs.download_with_generation(path)
-                if found != data:
-                    raise leases.Conflict(path) from None
-                return found_generation  # an earlier attempt of ours landed, and its answer was lost
-
-        return retries.call(attempt, retries.WRITE, path, self._policy)
+    def write(self, path: str, data: bytes, generation: int | None = None) -> int:
+        """Writes ``data``; with ``generation``, only if the file is still that generation (0: only if there
+        is none), else raises ``leases.Conflict``. Returns the new generation."""
+        try:
+            return self._files.write(path, data, if_generation=generation)
+        except storage.Conflict:
+            raise leases.Conflict(path) from None
 
     def delete(self, path: str) -> None:
-        fileio.delete(path, self._policy)
+        self._files.delete(path)
 
     def names(self, folder: str) -> list[str]:
-        matches = FileSystems.match([layout.join(folder, '*')])[0].metadata_list
-        return sorted({_name(match.path) for match in matches if match.path.startswith(gcs.as_folder(folder))})
+        return sorted(_name(entry.path) for entry in self._files.list_level(folder) if not entry.is_folder)
 
     def exists(self, path: str) -> bool:
-        return FileSystems.exists(path)
+        return self._files.exists(path)
 
     def remove_folder_if_empty(self, folder: str) -> None:
-        pass  # object stores have no folders
+        """The lease folder goes when its last lease does, so a finished build leaves the output as it was
+        (an object store has no folders)."""
+        if not self._files.remote:
+            with contextlib.suppress(OSError):  # not empty: a lease was written meanwhile
+                os.rmdir(folder)
 
 
-def lease_files(output: str, policy: retries.RetryPolicy | None = None) -> Any:
-    """The lease I/O for ``output``: ``leases.LocalFiles`` for a local folder, else gs:// (or Beam's) I/O."""
-    return leases.LocalFiles() if _is_local(output) else _RemoteFiles(policy)
+def lease_files(output: str, policy: retries.RetryPolicy | None = None) -> _LeaseFiles:
+    """The lease I/O for ``output``."""
+    return _LeaseFiles(_storage(output, policy))
 
 
 @contextlib.contextmanager
@@ -247,19 +233,13 @@ def read_latest(output: str, policy: retries.RetryPolicy | None = None) -> Lates
     retried under ``policy``. A LATEST that names no plain version folder (empty, a staging name,
     ``../elsewhere``) raises ``contract.version_ref.VersionError``, by the contract's one rule set."""
     path = layout.join(output, layout.LATEST)
-    if _is_local(path):
-        try:
-            with open(path, 'rb') as stream:
-                data, generation = stream.read(), 0
-        except FileNotFoundError:
-            return Latest()
-        except IsADirectoryError as error:
-            raise version_ref.unreadable(path, error) from None
-    else:
-        data, generation = retries.call(lambda: gcs.download_with_generation(path), retries.READ, path, policy)
-        if data is None:
-            return Latest()
-    return Latest(version_ref.latest_name(data, path), generation)
+    try:
+        found = _storage(path, policy).read_versioned(path)
+    except IsADirectoryError as error:
+        raise version_ref.unreadable(path, error) from None
+    if found is None:
+        return Latest()
+    return Latest(version_ref.latest_name(found.data, path), found.generation)
 
 
 def _latest_version(output: str, policy: retries.RetryPolicy | None) -> str | None:
@@ -278,82 +258,56 @@ def _moved_by_another(output: str, expected: Latest, found: Latest) -> BuildFail
 
 
 def replace_latest(output: str, version: str, expected: Latest, policy: retries.RetryPolicy | None = None) -> None:
-    """Points LATEST at ``version`` if it still holds ``expected`` (a Latest), or names ``version`` already
-    (a retry); else raises BuildFailed."""
+    """Points LATEST at ``version`` if it is still as ``expected`` (a Latest: the same generation), or names
+    ``version`` already (a retry); else raises BuildFailed. Locally under the output folder's lock."""
     path = layout.join(output, layout.LATEST)
-    content = f'{version}\n'.encode('utf-8')
-    if _is_local(path):
-        with leases.flock(output):
-            found = read_latest(output)
-            if found.version == version:
-                return
-            if found.version != expected.version:
-                raise _moved_by_another(output, expected, found)
-            temporary = f'{path}.tmp-{uuid.uuid4().hex}'
-            with open(temporary, 'wb') as stream:
-                stream.write(content)
-                stream.flush()
-                os.fsync(stream.fileno())
-            os.replace(temporary, path)
-        return
-
-    def attempt() -> None:
+    files = _storage(output, policy)
+    with files.locked(output):
+        found = read_latest(output, policy)
+        if found.version == version:
+            return
+        if found.version != expected.version:
+            raise _moved_by_another(output, expected, found)
         try:
-            gcs.upload_if_generation(path, content, expected.generation)
-        except gcs_exceptions.PreconditionFailed:
-            found = read_latest(output, policy)
-            if found.version != version:  # else an earlier attempt of ours landed, and its answer was lost
-                raise _moved_by_another(output, expected, found) from None
-
-    fileio.retried('write', path, attempt, policy)
+            files.write(path, f'{version}\n'.encode('utf-8'), if_generation=expected.generation)
+        except storage.Conflict:
+            raise _moved_by_another(output, expected, read_latest(output, policy)) from None
 
 
 # -- files and folders ------------------------------------------------------------------------------------
 
-def _objects(folder: str) -> list[tuple[str, int]]:
-    """Every object (path, size) below the gs:// (or other remote) ``folder``, sorted."""
-    prefix = gcs.as_folder(folder)
-    return sorted((m.path, m.size_in_bytes) for m in FileSystems.match([layout.join(folder, '**')])[0].metadata_list
-                  if m.path.startswith(prefix))
+def _objects(folder: str, policy: retries.RetryPolicy | None) -> dict[str, int]:
+    """{name relative to ``folder``: size} of every file below it."""
+    prefix = folder.rstrip('/') + '/'
+    return {entry.path[len(prefix):]: entry.size for entry in _storage(folder, policy).list(folder)}
 
 
-def _each(function: Callable[[str], Any], items: Iterable[str]) -> None:
+def _each(function: Callable[[str], Any], items: Sequence[str]) -> None:
+    """``function`` on every item, several at a time: on gs:// each call is a round trip."""
     with concurrent.futures.ThreadPoolExecutor(THREADS) as pool:
         retries.counted_map(pool, function, items)
 
 
 def delete_tree(folder: str, policy: retries.RetryPolicy | None = None) -> None:
     """Deletes ``folder`` and everything below it, if it exists."""
-    if _is_local(folder):
-        shutil.rmtree(folder, ignore_errors=True)
-    else:
-        _each(lambda path: fileio.delete(path, policy), [path for path, _ in _objects(folder)])
+    _storage(folder, policy).delete_tree(folder)
 
 
 def _delete_in_halves(folder: str, step: str, policy: retries.RetryPolicy | None) -> None:
     """Deletes everything below ``folder``, ``step`` (a test hook) half-way through."""
-    if _is_local(folder):
-        paths = sorted(os.path.join(directory, name) for directory, _, names in os.walk(folder) for name in names)
-        half = len(paths) // 2
-        for path in paths[:half]:
-            os.remove(path)
-        crash_point(step)
-        for path in paths[half:]:
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(path)
-        shutil.rmtree(folder, ignore_errors=True)
-        return
-    paths = [path for path, _ in _objects(folder)]
+    files = _storage(folder, policy)
+    paths = [entry.path for entry in files.list(folder)]
     half = len(paths) // 2
-    _each(lambda path: fileio.delete(path, policy), paths[:half])
+    _each(files.delete, paths[:half])
     crash_point(step)
-    _each(lambda path: fileio.delete(path, policy), paths[half:])
+    _each(files.delete, paths[half:])
+    files.delete_tree(folder)  # what is left: local folders
 
 
 def _read(path: str, policy: retries.RetryPolicy | None) -> bytes | None:
     """The file's bytes, or None when there is none."""
-    data, _ = lease_files(_parent(path), policy).read(path)
-    return data
+    found = _storage(path, policy).read_versioned(path)
+    return None if found is None else found.data
 
 
 # -- the steps: promote, move LATEST, prune ---------------------------------------------------------------
@@ -390,56 +344,56 @@ def published_by(publication: Publication) -> str | None:
     raise BuildFailed(f'version folder {publication.version_dir} was published by another build meanwhile')
 
 
-def _check_promotion(files: Any, output: str, version: str, staging_dir: str, document: Mapping[str, Any],
-                     size_of: Callable[[str], int | None], policy: retries.RetryPolicy | None) -> None:
-    """Everything that must hold before ``staging_dir`` becomes version ``version``; then removes an
-    unpublished folder of that name (what a killed promotion or pruning left). Locally, runs under the lock."""
+def _check_promotion(files: Storage, publication: Publication, listed: Mapping[str, int]) -> None:
+    """Everything that must hold before the staging folder (its files ``listed``) becomes the version; then
+    removes an unpublished folder of that name (what a killed promotion or pruning left). Locally, runs
+    under the lock."""
+    output, version, staging_dir, policy = (publication.output, publication.version, publication.staging_dir,
+                                            publication.policy)
+    assert publication.document is not None
     _check_lease(output, staging_dir, policy)
-    problems = shard_check.shard_problems(document, staging_dir, size_of)
+    prefix = staging_dir.rstrip('/') + '/'
+    problems = shard_check.shard_problems(publication.document, staging_dir,
+                                          lambda path: listed.get(path[len(prefix):]))
     if problems:
         more = f' (and {len(problems) - 1} more)' if len(problems) > 1 else ''
         raise BuildFailed(f'the staging folder lost files before publication: {problems[0]}{more}; nothing was '
                           f'published')
-    version_dir = layout.join(output, version)
-    if files.exists(layout.join(version_dir, layout.DATASET_JSON)):
-        raise BuildFailed(f'version folder {version_dir} was published by another build meanwhile')
+    if files.exists(layout.join(publication.version_dir, layout.DATASET_JSON)):
+        raise BuildFailed(f'version folder {publication.version_dir} was published by another build meanwhile')
     own = _own_lease(output, staging_dir, policy).path
-    others = leases.live(leases.read_all(files, output), exclude={own})
+    others = leases.live(leases.read_all(lease_files(output, policy), output), exclude={own})
     if version in others.building or version in others.pruning:
         raise BuildFailed(f'another build is writing or deleting version {version} in {output} now (see '
                           f'{leases.folder(output)}); this version was left unpublished: pass another --version')
-    delete_tree(version_dir, policy)
+    files.delete_tree(publication.version_dir)
 
 
-def _promote_local(publication: Publication) -> None:
-    files, staging_dir = lease_files(publication.output), publication.staging_dir
-
-    def size_of(path: str) -> int | None:
-        return os.path.getsize(path) if os.path.isfile(path) else None
-
+def _promote_by_rename(publication: Publication) -> None:
+    """Where a folder rename is atomic (locally): one rename, under the lock."""
+    files = _storage(publication.output, publication.policy)
     assert publication.document is not None
     with files.locked(publication.output):
-        _check_promotion(files, publication.output, publication.version, staging_dir, publication.document,
-                         size_of, publication.policy)
-        os.rename(staging_dir, publication.version_dir)
+        listed = _objects(publication.staging_dir, publication.policy)
+        _check_promotion(files, publication, listed)
+        os.rename(publication.staging_dir, publication.version_dir)
     crash_point('promote:after_rename')
 
 
-def _promote_remote(publication: Publication) -> None:
+def _promote_by_copy(publication: Publication) -> None:
+    """Where there are no folders (gs://): every object but dataset.json copied and the copies checked, then
+    dataset.json, last; then the staging objects deleted."""
     output, staging_dir, version_dir, policy = (publication.output, publication.staging_dir,
                                                 publication.version_dir, publication.policy)
-    files = lease_files(output, policy)
-    prefix = gcs.as_folder(staging_dir)
-    listed = {path[len(prefix):]: size for path, size in _objects(staging_dir)}
-    assert publication.document is not None
-    _check_promotion(files, output, publication.version, staging_dir, publication.document,
-                     lambda path: listed.get(path[len(prefix):]), policy)
+    files = _storage(output, policy)
+    listed = _objects(staging_dir, policy)
+    _check_promotion(files, publication, listed)
     rest = sorted(name for name in listed if name != layout.DATASET_JSON)
     marker = layout.join(version_dir, layout.DATASET_JSON)
     try:
-        _each(lambda name: fileio.copy(prefix + name, layout.join(version_dir, name), policy), rest)
+        _each(lambda name: files.copy(layout.join(staging_dir, name), layout.join(version_dir, name)), rest)
         crash_point('promote:after_copy')
-        copied = {path[len(gcs.as_folder(version_dir)):] for path, _ in _objects(version_dir)}
+        copied = _objects(version_dir, policy)
         missing = [name for name in rest if name not in copied]
         if missing:
             raise BuildFailed(f'{layout.join(version_dir, missing[0])} is missing after the copy; this version was '
@@ -447,18 +401,18 @@ def _promote_remote(publication: Publication) -> None:
         _check_lease(output, staging_dir, policy)  # once more, just before the version is published
         if files.exists(marker):
             raise BuildFailed(f'version folder {version_dir} was published by another build meanwhile')
-        fileio.copy(prefix + layout.DATASET_JSON, marker, policy)  # last: now the version is published
+        files.copy(layout.join(staging_dir, layout.DATASET_JSON), marker)  # last: now the version is published
     except BuildFailed:
         with contextlib.suppress(Exception):  # what this promotion copied, unless published after all
             if not files.exists(marker):
-                delete_tree(version_dir, policy)
+                files.delete_tree(version_dir)
         raise
     crash_point('promote:after_dataset_json')
-    staged = [prefix + name for name in sorted(listed)]
+    staged = [layout.join(staging_dir, name) for name in sorted(listed)]
     half = len(staged) // 2
-    _each(lambda path: fileio.delete(path, policy), staged[:half])
+    _each(files.delete, staged[:half])
     crash_point('promote:mid_cleanup')
-    _each(lambda path: fileio.delete(path, policy), staged[half:])
+    _each(files.delete, staged[half:])
 
 
 def promote(publication: Publication) -> Publication:
@@ -474,10 +428,10 @@ def promote(publication: Publication) -> Publication:
         return dataclasses.replace(publication, earlier_run=by == EARLIER_RUN)
     crash_point('publish:before_promote')
     delete_tree(layout.join(publication.staging_dir, layout.SPILL_DIR), publication.policy)
-    if _is_local(publication.staging_dir):
-        _promote_local(publication)
+    if _storage(publication.output, publication.policy).remote:
+        _promote_by_copy(publication)
     else:
-        _promote_remote(publication)
+        _promote_by_rename(publication)
     return publication
 
 
@@ -501,24 +455,26 @@ def prune(publication: Publication) -> Publication:
 
 # -- published versions and pruning -----------------------------------------------------------------------
 
-def published_versions(output: str) -> list[tuple[float, str]]:
+def published_versions(output: str, policy: retries.RetryPolicy | None = None) -> list[tuple[float, str]]:
     """[(published at, version)] of every published version below ``output``, oldest first.
 
-    A version is published once its dataset.json is in place: the file's time (from the listing, no
-    read) is when it was, since it is written (locally) or copied (gs://) last.
+    A version is published once its dataset.json is in place: the file's time is when it was, since it
+    is written (locally) or copied (gs://) last.
     """
-    found = []
-    for match in FileSystems.match([layout.join(output, '*', layout.DATASET_JSON)])[0].metadata_list:
-        version = match.path.rstrip('/').split('/')[-2]
-        if not version_ref.version_name_problem(version):  # never a staging folder or the lease folder
-            found.append((match.last_updated_in_seconds, version))
+    files, found = _storage(output, policy), []
+    for entry in files.list_level(output):
+        version = _name(entry.path)
+        if entry.is_folder and not version_ref.version_name_problem(version):  # never a staging or lease folder
+            marker = files.stat(layout.join(output, version, layout.DATASET_JSON))
+            if marker is not None:
+                found.append((marker.updated, version))
     return sorted(found)
 
 
 def to_keep(versions: Sequence[str], latest: str | None, keep_count: int) -> list[Kept]:
     """Which of ``versions`` (newest first) ``--keep_versions keep_count`` keeps, leases aside: the one
     LATEST names, then the newest others, ``keep_count`` in all."""
-    kept = [Kept(latest, 'LATEST')] if latest in versions else []
+    kept = [Kept(latest, 'LATEST')] if latest is not None and latest in versions else []
     newest = f'one of the {keep_count} newest' if keep_count > 1 else 'the newest'
     kept += [Kept(version, newest) for version in versions if version != latest][:max(0, keep_count - len(kept))]
     return kept
@@ -554,23 +510,21 @@ def _holders(found: Iterable[Any], version: str, exclude: str) -> list[str]:
 DELETED = 'deleted'
 
 
-def _prune(files: Any, output: str, version: str, lease: leases.Lease, policy: retries.RetryPolicy | None) -> str:
+def _prune(files: _LeaseFiles, output: str, version: str, lease: leases.Lease, policy: retries.RetryPolicy | None) -> str:
     """Unpublishes, then deletes ``version`` under its prune ``lease`` unless a live lease holds it or
     LATEST names it. Returns DELETED, or why it was kept (``Kept.why``)."""
     version_dir = layout.join(output, version)
     marker = layout.join(version_dir, layout.DATASET_JSON)
-    local = _is_local(output)
     with files.locked(output):  # locally, a reader takes its lease under the same lock
         if _latest_version(output, policy) == version:
             return 'LATEST'
-        published = files.exists(marker)
-        holders = _holders(leases.read_all(files, output), version, lease.path) if published else []
+        saved = _read(marker, policy)
+        holders = _holders(leases.read_all(files, output), version, lease.path) if saved is not None else []
         if holders:
             return ', '.join(holders)
-        saved = fileio.read_bytes(marker, policy) if published and not local else None
-        fileio.delete(marker, policy)
+        _storage(marker, policy).delete(marker)
     crash_point('prune:after_unpublish')
-    if saved is not None:
+    if saved is not None:  # gs: no lock; locally, a reader that took its lease since found no dataset.json
         holders = _holders(leases.read_all(files, output), version, lease.path)
         if holders:
             # gs://: a reader took its lease while dataset.json was going (it reads it after taking the lease)
@@ -586,7 +540,7 @@ def keep_newest(output: str, keep_count: int, policy: retries.RetryPolicy | None
     and but those a live lease holds (a reader's, a build's that is publishing it). Returns the
     ``Retention``: what was kept and why, and what was deleted."""
     files = lease_files(output, policy)
-    versions = [version for _, version in reversed(published_versions(output))]
+    versions = [version for _, version in reversed(published_versions(output, policy))]
     kept = to_keep(versions, _latest_version(output, policy), keep_count)
     deleted = []
     for version in reversed(versions):  # oldest first
@@ -603,30 +557,15 @@ def keep_newest(output: str, keep_count: int, policy: retries.RetryPolicy | None
 
 # -- cleanup before a build -------------------------------------------------------------------------------
 
-def _last_written_local(folder: str) -> float:
-    """The newest modification time in ``folder``'s tree, folders included (a build killed before its
-    first file was written leaves only folders)."""
-    newest = os.path.getmtime(folder)
-    for directory, names, files in os.walk(folder):
-        for name in names + files:
-            newest = max(newest, os.path.getmtime(os.path.join(directory, name)))
-    return newest
-
-
-def staging_folders(output: str) -> list[tuple[float, str]]:
-    """[(last modified, path)] of the staging folders below ``output``."""
-    if _is_local(output):
-        if not os.path.isdir(output):
-            return []
-        return sorted((_last_written_local(os.path.join(output, name)), layout.join(output, name))
-                      for name in os.listdir(output) if layout.is_staging_name(name))
-    folders: dict[str, float] = {}
-    for match in FileSystems.match([layout.join(output, f'*{layout.STAGING_MARK}*', '**')])[0].metadata_list:
-        name = match.path[len(output.rstrip('/')) + 1:].split('/', 1)[0]
-        if layout.is_staging_name(name):
-            path = layout.join(output, name)
-            folders[path] = max(folders.get(path, 0), match.last_updated_in_seconds)
-    return sorted((when, path) for path, when in folders.items())
+def staging_folders(output: str, policy: retries.RetryPolicy | None = None) -> list[tuple[float, str]]:
+    """[(last written, path)] of the staging folders below ``output``: a folder's own time counts too (a
+    build killed before its first file was written leaves only folders)."""
+    files, found = _storage(output, policy), []
+    for entry in files.list_level(output):
+        if entry.is_folder and layout.is_staging_name(_name(entry.path)):
+            path = layout.join(output, _name(entry.path))
+            found.append((max([entry.updated, *(listed.updated for listed in files.list(path))]), path))
+    return sorted(found)
 
 
 def _finish_latest(output: str, version: str, policy: retries.RetryPolicy | None) -> bool:
@@ -652,7 +591,7 @@ def _finish_latest(output: str, version: str, policy: retries.RetryPolicy | None
     return True
 
 
-def _finish_build(files: Any, output: str, staging_name: str, lease: leases.Lease,
+def _finish_build(files: _LeaseFiles, output: str, staging_name: str, lease: leases.Lease,
                   policy: retries.RetryPolicy | None) -> str | None:
     """Finishes after a build that died: deletes its staging folder, and its version folder if that holds
     no dataset.json (a promotion cut short) and no live lease, nor LATEST, names it; a version it
@@ -687,7 +626,7 @@ def tidy(output: str, clean: bool = False, policy: retries.RetryPolicy | None = 
     left: those last written before the newest version was published, or all of them with ``clean``.
     Never anything a live lease names. Returns ``Tidied``."""
     files = lease_files(output, policy)
-    staging = staging_folders(output)  # before the leases: a build takes its lease before it writes
+    staging = staging_folders(output, policy)  # before the leases: a build takes its lease before it writes
     found = leases.read_all(files, output)
     named = {entry.lease['target'] for entry in found if entry.kind == layout.BUILD_LEASE and entry.lease}
     removed, pruned, published = 0, [], []
@@ -707,14 +646,14 @@ def tidy(output: str, clean: bool = False, policy: retries.RetryPolicy | None = 
                     lease.target):
                 if _prune(files, output, lease.target, lease, policy) == DELETED:
                     pruned.append(lease.target)
-    published_at = max((when for when, _ in published_versions(output)), default=None)
+    published_at = max((when for when, _ in published_versions(output, policy)), default=None)
     for last_written, folder in staging:
         if _name(folder) in named:
             continue
         if clean or (published_at is not None and last_written < published_at):
             delete_tree(folder, policy)
             removed += 1
-    if _is_local(output) and os.path.isdir(output):
+    if found:
         with files.locked(output):
             files.remove_folder_if_empty(leases.folder(output))
     return Tidied(removed, tuple(pruned), tuple(published))

@@ -13,7 +13,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import json
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import apache_beam as beam
@@ -24,19 +24,20 @@ from contract import counters, index, layout, metadata
 from contract.reasons import NOT_ERRORS
 from imgrec_console.errors import BuildFailed
 from imgrec_imaging import image_ops
-from imgrec_storage import fileio, publication
+from imgrec_storage import fileio, publication, retries
 from imgrec_versions import report, tfds_metadata
 from imgrec_versions.version import Version
 
 
-def account(shard_stats, listed_per_split, rejected, duplicates):
+def account(shard_stats: Iterable[Mapping[str, Any]], listed_per_split: Mapping[str, int], rejected: Sequence[Any],
+            duplicates: Sequence[Any]) -> tuple[dict[str, dict[str, int]], dict[str, int]]:
     """Checks images listed = written + quarantined + duplicates, per split and in total.
 
     Returns (per split counts, total counts). ``rejected`` items without a split were refused before
     split assignment (bad manifest lines, unknown classes): they count in the total only, so the total
     holds whenever every split does.
     """
-    written = collections.Counter()
+    written: collections.Counter[str] = collections.Counter()
     for stats in shard_stats:
         written[stats['split']] += stats['records']
     quarantined = collections.Counter(item.split for item in rejected)
@@ -58,18 +59,19 @@ def account(shard_stats, listed_per_split, rejected, duplicates):
     return per_split, totals
 
 
-def top_reasons(rejected, limit=3):
+def top_reasons(rejected: Iterable[Any], limit: int = 3) -> str:
     """'truncated (4), corrupt (2), empty (1)': the commonest reasons, ties by name."""
     return ranked_reasons(collections.Counter(item.reason for item in rejected), limit)
 
 
-def ranked_reasons(by_reason, limit=3):
+def ranked_reasons(by_reason: Mapping[str, int], limit: int = 3) -> str:
     """``top_reasons`` of the counts {reason: inputs} (dataset.json's ``quarantine.by_reason``)."""
     ranked = sorted(by_reason.items(), key=lambda pair: (-pair[1], pair[0]))
     return ', '.join(f'{reason} ({n})' for reason, n in ranked[:limit])
 
 
-def check_error_rate(totals, rejected, max_error_rate, quarantine_path):
+def check_error_rate(totals: Mapping[str, int], rejected: Iterable[Any], max_error_rate: float,
+                     quarantine_path: str) -> None:
     """Raises BuildFailed when more of the input was quarantined for errors than ``max_error_rate``."""
     errors = [item for item in rejected if item.reason not in NOT_ERRORS]
     if totals['inputs'] and len(errors) / totals['inputs'] > max_error_rate:
@@ -78,12 +80,7 @@ def check_error_rate(totals, rejected, max_error_rate, quarantine_path):
                           f'top reasons: {top_reasons(errors)}; LATEST not updated; see {quarantine_path}')
 
 
-def jsonl(items):
-    """One JSON object a line, fields sorted: the bytes depend on the items only."""
-    return ''.join(json.dumps(item._asdict(), ensure_ascii=False, sort_keys=True) + '\n' for item in items).encode()
-
-
-def jsonl(items):
+def jsonl(items: Iterable[Any]) -> bytes:
     """One JSON object a line, fields sorted: the bytes depend on the items only."""
     return ''.join(json.dumps(item._asdict(), ensure_ascii=False, sort_keys=True) + '\n' for item in items).encode()
 
@@ -280,9 +277,11 @@ class Publish(beam.PTransform):
     EARLIER_RUN say what it did (``retention``, ``earlier_run``).
     """
 
-    def __init__(self, output, version, staging_dir, previous, describe, *, labels, listed_per_split, tallies,
-                 rejected, duplicates, decisions, index_parts, refresh, keep_versions, max_error_rate,
-                 near_duplicates, retry_policy=None):
+    def __init__(self, output: str, version: str, staging_dir: str, previous: publication.Latest,
+                 describe: Mapping[str, Any], *, labels: Any, listed_per_split: Any, tallies: Any, rejected: Any,
+                 duplicates: Any, decisions: Any, index_parts: Any, refresh: tuple[Mapping[str, Any], Any, Any],
+                 keep_versions: int | None, max_error_rate: float, near_duplicates: tuple[Any, Any],
+                 retry_policy: retries.RetryPolicy | None = None) -> None:
         super().__init__()
         described, counts, unchanged = refresh
         near_rows, near_summary = near_duplicates
@@ -296,7 +295,7 @@ class Publish(beam.PTransform):
                           beam.pvalue.AsList(index_parts), beam.pvalue.AsSingleton(counts),
                           beam.pvalue.AsList(near_rows), beam.pvalue.AsSingleton(near_summary))
 
-    def expand(self, shard_stats):
+    def expand(self, shard_stats: beam.PCollection) -> beam.PCollection:
         # One element, run once every side input is complete: the stats gathered as a side input cost the
         # graph one step, where a ToList costs nine (graph construction is most of a small build's start).
         return (shard_stats.pipeline
