@@ -324,10 +324,18 @@ def _same_build(published: Mapping[str, Any], options: Mapping[str, Any]) -> boo
 THIS_BUILD, EARLIER_RUN = 'this build', 'an earlier run'
 
 
+def _nothing_new_since(document: Mapping[str, Any], version: str) -> bool:
+    """Whether ``document`` (a dataset.json) is a refresh of ``version`` that found no image new, changed or
+    removed: it would publish what ``version`` holds."""
+    refresh = document.get('refresh') or {}
+    return refresh.get('previous') == version and all(refresh.get(key) == 0 for key in ('new', 'changed', 'removed'))
+
+
 def published_by(publication: Publication) -> str | None:
     """Who published the version already: THIS_BUILD (its dataset.json is this build's: a retried step),
-    EARLIER_RUN (an earlier run of the same command, which LATEST names: a rerun after a crash, for which
-    ``tidy`` moved LATEST), or None (nobody). Raises BuildFailed when another build published it."""
+    EARLIER_RUN (an earlier run of the same command, which LATEST names, and nothing new since: a rerun
+    after a crash, for which ``tidy`` moved LATEST), or None (nobody). Raises BuildFailed when another build
+    published it, or an earlier run did and images changed since."""
     assert publication.document is not None
     data = _read(layout.join(publication.version_dir, layout.DATASET_JSON), publication.policy)
     if data is None:
@@ -340,7 +348,10 @@ def published_by(publication: Publication) -> str | None:
         recorded = {}
     if _same_build(recorded, publication.document.get('options') or {}) and \
             _latest_version(publication.output, publication.policy) == publication.version:
-        return EARLIER_RUN
+        if _nothing_new_since(publication.document, publication.version):
+            return EARLIER_RUN
+        raise BuildFailed(f'version {publication.version} already exists in {publication.output} (an earlier run '
+                          f'of this build published it) and images changed since: pass another --version')
     raise BuildFailed(f'version folder {publication.version_dir} was published by another build meanwhile')
 
 
@@ -662,8 +673,9 @@ def tidy(output: str, clean: bool = False, policy: retries.RetryPolicy | None = 
 def refuse_published(output: str, version: str, options: Mapping[str, Any],
                      policy: retries.RetryPolicy | None = None) -> None:
     """Before a build, after ``tidy``: refuses a --version that is published already, unless LATEST names it
-    and it was built with the same ``options`` (dataset.json's): a rerun of the build that published it,
-    which then ends as that build would have (nothing to publish, or the version as it stands)."""
+    and it was built with the same ``options`` (dataset.json's): a rerun of the build that published it.
+    That rerun refreshes the version; it ends with nothing published when it finds nothing new, and
+    fails at promotion (``published_by``) when it does."""
     data = _read(layout.join(output, version, layout.DATASET_JSON), policy)
     if data is None:
         return

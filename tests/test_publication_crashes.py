@@ -123,6 +123,10 @@ def test_a_rerun_after_a_gcs_crash_at_each_point_completes_the_publication(point
                         lambda name: gcs_emulator.read_bytes(f'{output}/{name}'))
     before = gcs_emulator.read_bytes(f'{output}/v2/{layout.DATASET_JSON}') \
         if point in ('promote:after_dataset_json', 'promote:mid_cleanup') else None
+    if point == 'promote:after_copy':
+        capsys.readouterr()
+        assert verify.main([f'{output}/v2']) == 2
+        assert 'is not a published version: it has no dataset.json' in capsys.readouterr().err
     out = _rerun_completes(f'{bucket}/images', output, capsys)
     if before is not None:  # the complete v2 nothing pointed to is the one LATEST names now
         assert 'finished an interrupted publication: LATEST names v2' in out
@@ -132,3 +136,24 @@ def test_a_rerun_after_a_gcs_crash_at_each_point_completes_the_publication(point
     assert gcs_emulator.read_bytes(f'{output}/{layout.LATEST}') == b'v2\n'
     assert json.loads(gcs_emulator.read_bytes(f'{output}/v2/{layout.DATASET_JSON}'))['version'] == 'v2'
     check_version(gcs_emulator.download_folder(output, tmp_path / 'copy'))
+
+
+def test_the_same_version_again_stands_when_nothing_changed_and_is_refused_when_images_did(images, tmp_path,
+                                                                                             capsys):
+    source, output = tmp_path / 'images', tmp_path / 'out'
+    shutil.copytree(images, source)
+    argv = ['--input', str(source), '--output', str(output), *OPTIONS[:-5], '--version', 'v1']
+    assert build_dataset.main(argv) == 0
+    capsys.readouterr()
+    assert build_dataset.main(argv) == 0
+    assert 'nothing changed since version v1' in capsys.readouterr().out
+    assert build_dataset.main([*argv, '--force']) == 0
+    assert 'version v1 stands as an earlier run of this build published it' in capsys.readouterr().out
+    (extra,) = write_images(str(tmp_path / 'extra'), 1, classes=('circle',), seed=5, png_every=0, **SMALL)
+    shutil.copy(extra, source / 'circle' / 'zz_extra.jpg')
+    assert build_dataset.main(argv) == 1
+    err = capsys.readouterr().err
+    assert 'version v1 already exists' in err and 'images changed since: pass another --version' in err
+    # Nothing else published; the failed build's staging folder stays, to be diagnosed, as any failed build's.
+    assert sorted(name for name in os.listdir(output) if not layout.is_staging_name(name)) == [layout.LATEST, 'v1']
+    assert (output / layout.LATEST).read_text() == 'v1\n'

@@ -314,7 +314,7 @@ def test_a_training_run_holds_its_version_and_the_summary_names_what_pruning_kep
     assert sorted(os.listdir(output)) == [layout.LATEST, 'v5']
 
 
-# -- gs://: promotion writes dataset.json last; crashes at each step ---------------------------------------
+# -- gs://: a crash mid-pruning (crashes at each step: tests/test_publication_crashes.py) ----------------------
 
 @pytest.fixture(scope='module')
 def gcs_published(gcs_emulator, images):
@@ -334,38 +334,6 @@ def _gcs_copy(emulator, source, target):
 
 def _names(emulator, prefix):
     return sorted(url[len(prefix) + 1:] for url in emulator.list(prefix + '/'))
-
-
-@pytest.mark.parametrize('step', ['promote:after_copy', 'promote:after_dataset_json', 'promote:mid_cleanup'])
-def test_a_crash_while_a_gcs_version_is_promoted_never_blocks_the_rerun(step, gcs_emulator, gcs_published,
-                                                                        tmp_path, capsys):
-    source, published = gcs_published
-    output = _gcs_copy(gcs_emulator, published, f"{published}-{step.replace(':', '-')}")
-    _crash(source, output, step, '--version', 'v2', '--force', tmp_path=tmp_path)
-    assert gcs_emulator.read_bytes(f'{output}/{layout.LATEST}') == b'v1\n'
-    names = _names(gcs_emulator, output)
-    shards = [name for name in names if name.startswith('v2/') and name.endswith('.tfrecord')]
-    assert len(shards) == 3  # every shard copied in each case
-    capsys.readouterr()
-    if step == 'promote:after_copy':
-        assert 'v2/' + layout.DATASET_JSON not in names
-        assert verify.main([f'{output}/v2']) == 2
-        assert 'is not a published version: it has no dataset.json' in capsys.readouterr().err
-        assert _build(source, output, '--version', 'v2', '--force') == 0  # replaces the half version
-    else:  # published whole, LATEST not moved: the rerun moves LATEST for it, and has nothing to publish
-        assert verify.main([f'{output}/v2']) == 0
-        published = gcs_emulator.read_bytes(f'{output}/v2/{layout.DATASET_JSON}')
-        assert _build(source, output, '--version', 'v2', '--force') == 0
-        out = capsys.readouterr().out
-        assert 'finished an interrupted publication: LATEST names v2' in out
-        assert 'version v2 stands as an earlier run of this build published it' in out
-        assert gcs_emulator.read_bytes(f'{output}/v2/{layout.DATASET_JSON}') == published
-    assert gcs_emulator.read_bytes(f'{output}/{layout.LATEST}') == b'v2\n'
-    names = _names(gcs_emulator, output)
-    assert not [name for name in names if layout.is_staging_name(name) or name.startswith(layout.LEASES_DIR)]
-    local = gcs_emulator.download_folder(output, tmp_path / 'copy')
-    check_version(local)
-    assert verify.main([f'{output}/v2']) == 0
 
 
 def test_a_crash_mid_pruning_on_gcs_is_finished_by_a_build_that_publishes_nothing(gcs_emulator, gcs_published,
