@@ -281,6 +281,17 @@ def test_a_crash_mid_pruning_is_finished_by_the_next_build_even_when_nothing_cha
     assert sorted(os.listdir(output)) == [layout.LATEST, 'v2', 'v3']
 
 
+def test_a_build_that_finds_nothing_changed_still_prunes_to_exactly_keep_versions(images, published, tmp_path,
+                                                                                  capsys):
+    output = _copy(published, tmp_path)
+    capsys.readouterr()
+    assert _build(images, output, '--version', 'v3', '--keep_versions', '1') == 0
+    out = capsys.readouterr().out
+    assert 'nothing changed since version v2' in out
+    assert 'pruned to --keep_versions 1: kept v2 (LATEST); deleted v1' in out
+    assert sorted(os.listdir(output)) == [layout.LATEST, 'v2']
+
+
 # -- case 5: pruning never deletes the version a training run reads ----------------------------------------
 
 def test_a_training_run_holds_its_version_and_the_summary_names_what_pruning_kept_and_deleted(
