@@ -20,12 +20,12 @@ import json
 import logging
 import random
 import re
+import sys
 import threading
 import time
 import typing
 
 import requests
-from apache_beam.metrics import Metrics
 from google.api_core import exceptions as api_exceptions, retry as api_retry
 from google.auth import exceptions as auth_exceptions
 from google.cloud.storage import exceptions as storage_exceptions
@@ -121,6 +121,15 @@ def _delays(policy):
         delay = min(delay * 2, policy.max_delay_s)
 
 
+def _beam_count(namespace, name, n):
+    """Adds ``n`` to a Beam counter, in a process that runs Beam. One that never imported it (training) has
+    no bundle to count in: ``request_counts`` keeps its own tally there."""
+    if 'apache_beam' not in sys.modules:
+        return
+    from apache_beam.metrics import Metrics  # pylint: disable=import-outside-toplevel
+    Metrics.counter(namespace, name).inc(n)
+
+
 _pool_thread = threading.local()  # .tally: the Counter of the counted_map this thread works for
 
 
@@ -130,7 +139,7 @@ def count(namespace, name, n=1):
     keeps metrics per thread, and a pool's threads have none)."""
     tally = getattr(_pool_thread, 'tally', None)
     if tally is None:
-        Metrics.counter(namespace, name).inc(n)
+        _beam_count(namespace, name, n)
     else:
         with tally.lock:
             tally[namespace, name] += n
@@ -156,7 +165,7 @@ def _on_tally(tally, function, *args):
 
 def _add(tally):
     for (namespace, name), n in tally.items():
-        Metrics.counter(namespace, name).inc(n)
+        _beam_count(namespace, name, n)
 
 
 def counted_map(pool, function, items):

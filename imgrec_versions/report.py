@@ -652,15 +652,12 @@ class Pruning(collections.namedtuple('Pruning', 'keep_versions versions')):
     """--keep_versions (a run option, not in dataset.json) and the versions its pruning is to delete."""
 
 
-def pruning_plan(output, version, previous, keep_versions):
-    """Pruning of the build about to publish ``version``: the published versions in ``output`` but the
-    ``keep_versions`` newest (this one counted) and never ``previous``, as
-    ``imgrec_storage.publication.prune_versions`` picks them; one a reader then holds a lease on is kept."""
+def pruning_plan(output, version, keep_versions):
+    """Pruning of the build about to publish ``version``: the versions
+    ``imgrec_storage.publication.pruning_plan`` picks; one a live lease then holds is kept."""
     if not keep_versions:
         return Pruning(None, ())
-    versions = [name for _, name in publication.published_versions(output) if name != version] + [version]
-    return Pruning(keep_versions, tuple(name for name in versions[:max(0, len(versions) - keep_versions)]
-                                        if name not in (version, previous)))
+    return Pruning(keep_versions, publication.pruning_plan(output, version, keep_versions))
 
 
 def _pruning_section(pruning):

@@ -46,7 +46,7 @@ from pipelines.options import (
     utc_now,
 )
 from transforms.labels import listed_names
-from transforms.publish import pruning, ranked_reasons
+from transforms.publish import earlier_run, ranked_reasons, retention
 
 # Dataflow workers install the project from this file (with requirements/worker.txt only: no TensorFlow).
 TOP_REASONS = 3  # quarantine reasons the summary names
@@ -240,12 +240,12 @@ def report(config, facts, result, options):
                  f'published, LATEST stays (--force publishes anyway)']
     else:
         lines = [summary(config)]
-    pruned, in_use = pruning(result)
-    if pruned:
-        lines.append(f"  pruned to --keep_versions {config.keep_versions}: deleted version(s) {', '.join(pruned)}")
-    if in_use:
-        lines.append(f"  kept version(s) {', '.join(in_use)}: in use (a reader holds a lease on them, "
-                     f"{layout.LEASES_DIR}/)")
+    if earlier_run(result):
+        lines.append(f'  version {config.version} stands as an earlier run of this build published it: this run '
+                     f'published nothing new')
+    kept = retention(result)
+    if kept:
+        lines.append(f'  pruned to {kept.describe()}')
     retried = retries.summary_line(result)
     if retried:
         lines.append(f'  {retried}')

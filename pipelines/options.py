@@ -265,8 +265,8 @@ def _parser():
     parser.add_switch('--force',
                       help='publish a new version even when nothing changed since the previous one')
     parser.add_argument('--keep_versions', type=int,
-                        help='after publishing, delete all but the N newest versions (never the one LATEST '
-                             'named at the start) (default: keep every version)')
+                        help='after every build, keep the N newest versions (the one LATEST names among them) '
+                             'and those a live lease holds, and delete the rest (default: keep every version)')
     parser.add_switch('--clean',
                       help='remove the staging folders that failed or killed builds left in --output')
     parser.add_argument('--near_duplicates', choices=NEAR_DUPLICATE_MODES, default='group',

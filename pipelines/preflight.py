@@ -45,6 +45,10 @@ def check(config, options):
     if tidied.pruned:
         print(f"build-dataset: finished an interrupted pruning: deleted version(s) {', '.join(tidied.pruned)}",
               flush=True)
+    if tidied.published:
+        print(f"build-dataset: finished an interrupted publication: LATEST names {', '.join(tidied.published)}",
+              flush=True)
+    publication.refuse_published(config.output, config.version, config.describe(), policy)
     return dataclasses.replace(config, labels=labels), read_latest(config.output, policy)
 
 
@@ -189,13 +193,11 @@ def check_output_outside_input(config):
 
 
 def check_output(config, options=None):
-    """Refuses an output that cannot be written (a probe object is written and deleted), a nearly full
-    local disk, and a version that was already published. A version folder without dataset.json is not
-    one (a promotion or pruning cut short): the build replaces it."""
+    """Refuses an output that cannot be written (a probe object is written and deleted) and a nearly full
+    local disk. (A version that was already published is refused once ``publication.tidy`` has finished
+    what earlier builds left: ``publication.refuse_published``.)"""
     if gcs.is_gcs(config.output):
         _check_gcs(config.output, options)
         _probe_gcs(config.output, config.retry_policy())
     elif FileSystems.get_scheme(config.output) is None:
         _probe_local(config.output)
-    if FileSystems.exists(layout.join(config.version_dir, layout.DATASET_JSON)):
-        raise UserError(f'version {config.version} already exists in {config.output}; pass another --version')

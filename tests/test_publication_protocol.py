@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -202,10 +203,14 @@ def test_a_reader_lease_blocks_pruning_and_pruning_unpublishes_first(tmp_path):
     (output / layout.LATEST).write_text('v3\n')
     files = leases.LocalFiles()
     reader = leases.hold_reader(files, str(output), 'v1')
-    assert publication.prune_versions(str(output), 1, keep={'v3'}) == publication.Pruned(('v2',), ('v1',))
+    kept = publication.keep_newest(str(output), 1)
+    assert kept.deleted == ('v2',) and [entry.version for entry in kept.kept] == ['v3', 'v1']
+    assert kept.kept[0].why == 'LATEST' and kept.kept[1].why == f'leased by a reader (pid {os.getpid()} on ' \
+                                                                f'{socket.gethostname()}, lease {reader.id})'
     assert sorted(os.listdir(output)) == [layout.LATEST, layout.LEASES_DIR, 'v1', 'v3']
     reader.release()
-    assert publication.prune_versions(str(output), 1, keep={'v3'}) == publication.Pruned(('v1',), ())
+    assert publication.keep_newest(str(output), 1) == publication.Retention(1, (publication.Kept('v3', 'LATEST'),),
+                                                                            ('v1',))
     assert sorted(os.listdir(output)) == [layout.LATEST, 'v3']
     # A reader that comes after the pruning finds nothing to lease.
     assert leases.hold_reader(files, str(output), 'v1') is None and os.listdir(output) == [layout.LATEST, 'v3']
@@ -276,6 +281,17 @@ def test_a_crash_mid_pruning_is_finished_by_the_next_build_even_when_nothing_cha
     assert sorted(os.listdir(output)) == [layout.LATEST, 'v2', 'v3']
 
 
+def test_a_build_that_finds_nothing_changed_still_prunes_to_exactly_keep_versions(images, published, tmp_path,
+                                                                                  capsys):
+    output = _copy(published, tmp_path)
+    capsys.readouterr()
+    assert _build(images, output, '--version', 'v3', '--keep_versions', '1') == 0
+    out = capsys.readouterr().out
+    assert 'nothing changed since version v2' in out
+    assert 'pruned to --keep_versions 1: kept v2 (LATEST); deleted v1' in out
+    assert sorted(os.listdir(output)) == [layout.LATEST, 'v2']
+
+
 # -- case 5: pruning never deletes the version a training run reads ----------------------------------------
 
 def test_a_training_run_holds_its_version_and_the_summary_names_what_pruning_kept_and_deleted(
@@ -296,16 +312,20 @@ def test_a_training_run_holds_its_version_and_the_summary_names_what_pruning_kep
 
     monkeypatch.setattr(trainer, 'train', build_while_training)
     assert train.main(['--data', str(output), '--version', 'v1', '--model_dir', str(tmp_path / 'model')]) == 0
-    assert 'kept version(s) v1: in use' in seen['v3'] and 'deleted' not in seen['v3']
-    assert 'kept version(s) v1: in use' in seen['v4'] and 'deleted version(s) v2' in seen['v4']
-    assert sorted(os.listdir(output)) == [layout.LATEST, 'v1', 'v3', 'v4']  # the lease went with the run
+    reader = f'leased by a reader (pid {os.getpid()} on {socket.gethostname()}, lease '
+    # The version the build started from (v2) is not kept: exactly --keep_versions stay, and the leased one.
+    assert f'pruned to --keep_versions 1: kept v3 (LATEST), v1 ({reader}' in seen['v3']
+    assert '; deleted v2' in seen['v3']
+    assert f'pruned to --keep_versions 1: kept v4 (LATEST), v1 ({reader}' in seen['v4']
+    assert '; deleted v3' in seen['v4']
+    assert sorted(os.listdir(output)) == [layout.LATEST, 'v1', 'v4']  # the lease went with the run
     capsys.readouterr()
     assert _build(images, output, '--version', 'v5', '--force', '--keep_versions', '1') == 0
-    assert 'deleted version(s) v1, v3' in capsys.readouterr().out
-    assert sorted(os.listdir(output)) == [layout.LATEST, 'v4', 'v5']
+    assert 'pruned to --keep_versions 1: kept v5 (LATEST); deleted v1, v4' in capsys.readouterr().out
+    assert sorted(os.listdir(output)) == [layout.LATEST, 'v5']
 
 
-# -- gs://: promotion writes dataset.json last; crashes at each step ---------------------------------------
+# -- gs://: a crash mid-pruning (crashes at each step: tests/test_publication_crashes.py) ----------------------
 
 @pytest.fixture(scope='module')
 def gcs_published(gcs_emulator, images):
@@ -325,34 +345,6 @@ def _gcs_copy(emulator, source, target):
 
 def _names(emulator, prefix):
     return sorted(url[len(prefix) + 1:] for url in emulator.list(prefix + '/'))
-
-
-@pytest.mark.parametrize('step', ['promote:after_copy', 'promote:after_dataset_json', 'promote:mid_cleanup'])
-def test_a_crash_while_a_gcs_version_is_promoted_never_blocks_the_rerun(step, gcs_emulator, gcs_published,
-                                                                        tmp_path, capsys):
-    source, published = gcs_published
-    output = _gcs_copy(gcs_emulator, published, f"{published}-{step.replace(':', '-')}")
-    _crash(source, output, step, '--version', 'v2', '--force', tmp_path=tmp_path)
-    assert gcs_emulator.read_bytes(f'{output}/{layout.LATEST}') == b'v1\n'
-    names = _names(gcs_emulator, output)
-    shards = [name for name in names if name.startswith('v2/') and name.endswith('.tfrecord')]
-    assert len(shards) == 3  # every shard copied in each case
-    capsys.readouterr()
-    if step == 'promote:after_copy':
-        assert 'v2/' + layout.DATASET_JSON not in names
-        assert verify.main([f'{output}/v2']) == 2
-        assert 'is not a published version: it has no dataset.json' in capsys.readouterr().err
-        assert _build(source, output, '--version', 'v2', '--force') == 0  # replaces the half version
-    else:  # published whole, LATEST not moved: v2 stands, as a version of its own
-        assert verify.main([f'{output}/v2']) == 0
-        assert _build(source, output, '--version', 'v2', '--force') == 2
-        assert 'version v2 already exists' in capsys.readouterr().err
-        assert _build(source, output, '--version', 'v3', '--force') == 0
-    names = _names(gcs_emulator, output)
-    assert not [name for name in names if layout.is_staging_name(name) or name.startswith(layout.LEASES_DIR)]
-    local = gcs_emulator.download_folder(output, tmp_path / 'copy')
-    check_version(local)
-    assert verify.main([f'{output}/v2']) == 0
 
 
 def test_a_crash_mid_pruning_on_gcs_is_finished_by_a_build_that_publishes_nothing(gcs_emulator, gcs_published,

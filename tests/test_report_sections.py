@@ -63,7 +63,7 @@ def refreshed(tmp_path_factory):
     _photo(root / 'beach' / 'img_new.jpg', seed=999)
     _photo(root / MARKUP / 'img_1.jpg', seed=555)  # the same name, other bytes
     os.remove(root / MARKUP / 'img_2.jpg')
-    build(str(root), output, *OPTIONS, '--version', 'v2', '--keep_versions', '1')
+    build(str(root), output, *OPTIONS, '--version', 'v2', '--keep_versions', '2')
     return str(output / 'v1'), str(output / 'v2'), ('beach/img_0.jpg', 'beach/twin_0.jpg')
 
 
@@ -139,8 +139,8 @@ def test_changes_per_class_and_the_pruning_of_the_refresh(refreshed):
     assert 'Previous version v1' in changes
     assert 'beach 1 0 0' in changes and f'{MARKUP} 0 1 1' in changes and 'all classes 1 1 1' in changes
     pruning = _section(page, 'pruning')
-    assert '--keep_versions 1' in pruning and 'deleted once this one was published: none' in pruning  # v1 is previous
-    assert report.recorded_pruning(v2) == report.Pruning(1, ())
+    assert '--keep_versions 2' in pruning and 'deleted once this one was published: none' in pruning  # v1 is kept
+    assert report.recorded_pruning(v2) == report.Pruning(2, ())
     assert report.main([v2]) == 0 and _page(v2) == page  # a re-render keeps what was recorded
 
 
@@ -149,9 +149,9 @@ def test_the_versions_pruning_deletes_are_named(tmp_path):
         os.makedirs(tmp_path / name)
         (tmp_path / name / layout.DATASET_JSON).write_text('{}')
         os.utime(tmp_path / name / layout.DATASET_JSON, (1000 + age, 1000 + age))
-    assert report.pruning_plan(str(tmp_path), 'v4', 'v3', 2) == report.Pruning(2, ('v1', 'v2'))
-    assert report.pruning_plan(str(tmp_path), 'v4', 'v1', 2) == report.Pruning(2, ('v2',))
-    assert report.pruning_plan(str(tmp_path), 'v4', 'v3', None) == report.Pruning(None, ())
+    assert report.pruning_plan(str(tmp_path), 'v4', 2) == report.Pruning(2, ('v1', 'v2'))
+    assert report.pruning_plan(str(tmp_path), 'v4', 3) == report.Pruning(3, ('v1',))
+    assert report.pruning_plan(str(tmp_path), 'v4', None) == report.Pruning(None, ())
 
 
 @requires_chromium

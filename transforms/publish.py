@@ -1,13 +1,20 @@
-"""Checks the accounting and the error rate, writes the version's metadata, then publishes it.
+"""Publication in five steps, each a DoFn handing one ``publication.Publication`` summary to the next:
+account for every image, write the metadata and the report, promote, move LATEST, prune.
 
 Runs on the gathered per-shard and per-index-part stats, so it starts only after every shard and the
-index are written. Everything is written into the staging folder; publishing deletes the spill files,
-makes the staging folder its version (dataset.json last) and moves LATEST, then prunes
-(``imgrec_storage.publication``, docs/publication.md). A reader that follows LATEST never sees a
-half-written version, and a build that fails a check never moves LATEST.
+index are written. Everything is written into the staging folder; promotion deletes the spill files and
+makes the staging folder its version (dataset.json last), then LATEST moves and older versions are
+pruned (``imgrec_storage.publication``, docs/publication.md). A reader that follows LATEST never sees a
+half-written version, and a build that fails a check never moves LATEST. Every step may run again (a
+retried bundle): each ends in the same published state.
 """
+from __future__ import annotations
+
 import collections
+import dataclasses
 import json
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
@@ -17,19 +24,20 @@ from contract import counters, index, layout, metadata
 from contract.reasons import NOT_ERRORS
 from imgrec_console.errors import BuildFailed
 from imgrec_imaging import image_ops
-from imgrec_storage import fileio, publication
+from imgrec_storage import fileio, publication, retries
 from imgrec_versions import failed_build, report, tfds_metadata
 from imgrec_versions.version import Version
 
 
-def account(shard_stats, listed_per_split, rejected, duplicates):
+def account(shard_stats: Iterable[Mapping[str, Any]], listed_per_split: Mapping[str, int], rejected: Sequence[Any],
+            duplicates: Sequence[Any]) -> tuple[dict[str, dict[str, int]], dict[str, int]]:
     """Checks images listed = written + quarantined + duplicates, per split and in total.
 
     Returns (per split counts, total counts). ``rejected`` items without a split were refused before
     split assignment (bad manifest lines, unknown classes): they count in the total only, so the total
     holds whenever every split does.
     """
-    written = collections.Counter()
+    written: collections.Counter[str] = collections.Counter()
     for stats in shard_stats:
         written[stats['split']] += stats['records']
     quarantined = collections.Counter(item.split for item in rejected)
@@ -51,18 +59,19 @@ def account(shard_stats, listed_per_split, rejected, duplicates):
     return per_split, totals
 
 
-def top_reasons(rejected, limit=3):
+def top_reasons(rejected: Iterable[Any], limit: int = 3) -> str:
     """'truncated (4), corrupt (2), empty (1)': the commonest reasons, ties by name."""
     return ranked_reasons(collections.Counter(item.reason for item in rejected), limit)
 
 
-def ranked_reasons(by_reason, limit=3):
+def ranked_reasons(by_reason: Mapping[str, int], limit: int = 3) -> str:
     """``top_reasons`` of the counts {reason: inputs} (dataset.json's ``quarantine.by_reason``)."""
     ranked = sorted(by_reason.items(), key=lambda pair: (-pair[1], pair[0]))
     return ', '.join(f'{reason} ({n})' for reason, n in ranked[:limit])
 
 
-def check_error_rate(totals, rejected, max_error_rate, quarantine_path):
+def check_error_rate(totals: Mapping[str, int], rejected: Iterable[Any], max_error_rate: float,
+                     quarantine_path: str) -> None:
     """Raises BuildFailed when more of the input was quarantined for errors than ``max_error_rate``."""
     errors = [item for item in rejected if item.reason not in NOT_ERRORS]
     if totals['inputs'] and len(errors) / totals['inputs'] > max_error_rate:
@@ -71,69 +80,101 @@ def check_error_rate(totals, rejected, max_error_rate, quarantine_path):
                           f'top reasons: {top_reasons(errors)}; LATEST not updated; see {quarantine_path}')
 
 
-def jsonl(items):
+def jsonl(items: Iterable[Any]) -> bytes:
     """One JSON object a line, fields sorted: the bytes depend on the items only."""
     return ''.join(json.dumps(item._asdict(), ensure_ascii=False, sort_keys=True) + '\n' for item in items).encode()
 
 
-# The versions --keep_versions deleted, and those it kept because a reader holds a lease on them: Beam
-# string sets, which the summary names (``pruning``).
-VERSIONS_PRUNED = ('publish', 'versions_pruned')
-VERSIONS_IN_USE = ('publish', 'versions_in_use')
+# What pruning kept and deleted (a publication.Retention, as JSON) and whether an earlier run of the same
+# command had published the version: Beam metrics, which the summary reads (``retention``, ``earlier_run``).
+RETENTION = ('publish', 'retention')
+EARLIER_RUN = ('publish', 'earlier_run')
 
 
-def pruning(result):
-    """(versions pruned, versions kept in use), each sorted, from a finished PipelineResult."""
-    found = []
-    for namespace, name in (VERSIONS_PRUNED, VERSIONS_IN_USE):
-        names = set()
-        query = result.metrics().query(MetricsFilter().with_namespace(namespace).with_name(name))
-        for metric in query.get('string_sets', ()):
-            names |= set(metric.committed if metric.committed is not None else metric.attempted or ())
-        found.append(sorted(names))
-    return tuple(found)
+def _string_set(result: Any, namespace: str, name: str) -> set[str]:
+    found: set[str] = set()
+    for metric in result.metrics().query(MetricsFilter().with_namespace(namespace).with_name(name)).get(
+            'string_sets', ()):
+        found |= set(metric.committed if metric.committed is not None else metric.attempted or ())
+    return found
 
 
-class _PublishFn(beam.DoFn):
-    def __init__(self, output, version, staging_dir, previous, describe, max_error_rate, refresh, keep_versions,
-                 policy):
-        self._output = output
-        self._version = version
-        self._staging_dir = staging_dir
-        self._previous = previous  # publication.Latest: what LATEST held when the build started
-        self._describe = describe  # name, created, options, image_size, record_options, label_order
+def retention(result: Any) -> publication.Retention | None:
+    """What --keep_versions kept and deleted, from a finished PipelineResult (None: no pruning ran)."""
+    found = sorted(_string_set(result, *RETENTION))
+    if not found:
+        return None
+    recorded = json.loads(found[-1])
+    return publication.Retention(recorded['keep_versions'],
+                                 tuple(publication.Kept(version, why) for version, why in recorded['kept']),
+                                 tuple(recorded['deleted']))
+
+
+def earlier_run(result: Any) -> bool:
+    """Whether the build found its version published by an earlier run of the same command (and so
+    published nothing of its own), from a finished PipelineResult."""
+    return bool(_string_set(result, *EARLIER_RUN))
+
+
+class _Account(beam.DoFn):
+    """Step 1: every listed image written, quarantined or a duplicate, and the error rate within
+    ``max_error_rate``. A build that fails here writes quarantine.jsonl into its staging folder, to be
+    diagnosed, and publishes nothing. Writes nothing else: it may run again at any time."""
+
+    def __init__(self, start: publication.Publication, max_error_rate: float) -> None:
+        self._start = start  # the build's Publication, before anything is known
         self._max_error_rate = max_error_rate
-        self._refresh = refresh  # RefreshPlan.describe(): previous, mode, full_reason
-        self._keep_versions = keep_versions
-        self._policy = policy  # retries.RetryPolicy of every write
         self.unchanged = Metrics.counter(*counters.UNCHANGED)
-        self.pruned = Metrics.string_set(*VERSIONS_PRUNED)
-        self.in_use = Metrics.string_set(*VERSIONS_IN_USE)
 
-    def process(self, _, shard_stats, labels, listed_per_split, tallies, rejected, duplicates, decisions, index_parts,
-                refresh_counts, unchanged, near_duplicates, near_summary):
-        ignored, decoded, upscaled = (tallies.get(name, 0) for name in (IGNORED, DECODED, UPSCALED))
+    def process(self, _: Any, shard_stats: Sequence[Mapping[str, Any]], listed_per_split: Mapping[str, int],
+                tallies: Mapping[str, int], rejected: Sequence[Any], duplicates: Sequence[Any],
+                unchanged: bool) -> Iterator[publication.Publication]:
         rejected = sorted(rejected, key=lambda item: (item.source, item.reason))
         duplicates = sorted(duplicates)
         per_split, totals = account(shard_stats, listed_per_split, rejected, duplicates)
         if unchanged:
-            publication.discard(self._output, self._staging_dir, self._policy)
             self.unchanged.inc()
+            yield dataclasses.replace(self._start, unchanged=True)
             return
-        refresh = dict(self._refresh, decoded=decoded, **refresh_counts)
+        quarantine_path = layout.join(self._start.staging_dir, layout.QUARANTINE_JSONL)
+        ignored = tallies.get(IGNORED, 0)
+        facts = {'counts': dict(totals, ignored=ignored), 'splits': per_split}  # for a failed build's report
+        try:
+            with failed_build.known(self._start.staging_dir, facts, self._start.policy):
+                check_error_rate(totals, rejected, self._max_error_rate, quarantine_path)
+                if totals['written'] == 0:
+                    raise BuildFailed(f"no image was written: {totals['inputs']} input(s), {ignored} non-image "
+                                      f"file(s) ignored, {totals['quarantined']} quarantined "
+                                      f"({top_reasons(rejected) or 'none'})")
+        except BuildFailed:
+            fileio.write_bytes(quarantine_path, jsonl(rejected), self._start.policy)
+            raise
+        yield dataclasses.replace(self._start, accounting={
+            'shard_stats': sorted(shard_stats, key=lambda s: (s['split'], s['index'])), 'per_split': per_split,
+            'totals': totals, 'rejected': tuple(rejected), 'duplicates': tuple(duplicates),
+            'ignored': ignored, 'decoded': tallies.get(DECODED, 0), 'upscaled': tallies.get(UPSCALED, 0)})
+
+
+class _WriteMetadata(beam.DoFn):
+    """Step 2: dataset.json and the files beside it (labels, quarantine, duplicates, near-duplicates,
+    TFDS's metadata), then the report, into the staging folder. Written whole again when run again,
+    unless the version was promoted already (a retried bundle): then only the summary is rebuilt."""
+
+    def __init__(self, describe: Mapping[str, Any], refresh: Mapping[str, Any]) -> None:
+        self._describe = describe  # name, created, options, image_size, record_options, label_order
+        self._refresh = refresh  # RefreshPlan.describe(): previous, mode, full_reason
+
+    def _document(self, accounting: Mapping[str, Any], version: str, labels: Sequence[str],
+                  decisions: Mapping[str, int], index_parts: Sequence[Mapping[str, Any]],
+                  refresh_counts: Mapping[str, Any], near_summary: Mapping[str, Any]) -> dict[str, Any]:
+        shard_stats, per_split, rejected = accounting['shard_stats'], accounting['per_split'], accounting['rejected']
+        refresh = dict(self._refresh, decoded=accounting['decoded'], **refresh_counts)
         # Frames of the previous version found damaged as they were copied were decoded again, not reused.
         damaged = sum(stats.get('reuse_damaged', 0) for stats in shard_stats)
-        refresh.update(reused=refresh['reused'] - damaged, decoded=decoded + damaged, reuse_damaged=damaged)
-        staging = self._staging_dir
-        quarantine_path = layout.join(staging, layout.QUARANTINE_JSONL)
-        fileio.write_bytes(quarantine_path, jsonl(rejected), self._policy)  # first, so a failed build can be diagnosed
-        with failed_build.known(staging, {'counts': dict(totals, ignored=ignored), 'splits': per_split}, self._policy):
-            check_error_rate(totals, rejected, self._max_error_rate, quarantine_path)
-            if totals['written'] == 0:
-                raise BuildFailed(f"no image was written: {totals['inputs']} input(s), {ignored} non-image file(s) "
-                                  f"ignored, {totals['quarantined']} quarantined ({top_reasons(rejected) or 'none'})")
-        splits = {}
-        for stats in sorted(shard_stats, key=lambda s: (s['split'], s['index'])):
+        refresh.update(reused=refresh['reused'] - damaged, decoded=accounting['decoded'] + damaged,
+                       reuse_damaged=damaged)
+        splits: dict[str, dict[str, Any]] = {}
+        for stats in shard_stats:
             split = splits.setdefault(stats['split'], {'shards': [], 'class_counts': collections.Counter()})
             metadata.add_shard(split, stats)  # its TFRecord shard, and its ArrayRecord shard if written
             for label, n in stats['label_counts'].items():
@@ -141,38 +182,78 @@ class _PublishFn(beam.DoFn):
         for name, split in splits.items():
             for key in ('inputs', 'quarantined', 'duplicates'):
                 split[key] = per_split.get(name, {}).get(key, 0)
-        document = metadata.build_metadata(
-            version=self._version, labels=labels, splits=splits,
-            counts=dict(totals, ignored=ignored),
+        return metadata.build_metadata(
+            version=version, labels=labels, splits=splits,
+            counts=dict(accounting['totals'], ignored=accounting['ignored']),
             quarantine={'file': layout.QUARANTINE_JSONL,
                         'by_reason': dict(sorted(collections.Counter(r.reason for r in rejected).items()))},
-            duplicates={'file': layout.DUPLICATES_JSONL, 'count': len(duplicates)},
+            duplicates={'file': layout.DUPLICATES_JSONL, 'count': len(accounting['duplicates'])},
             decoding={'background': list(image_ops.BACKGROUND), 'decisions': dict(sorted(decisions.items())),
-                      'upscaled': upscaled},
+                      'upscaled': accounting['upscaled']},
             near_duplicates=dict(near_summary, file=layout.NEAR_DUPLICATES_JSONL),
             index=index.describe([part['file'] for part in sorted(index_parts, key=lambda p: p['file'])],
                                  sum(part['rows'] for part in index_parts)),
             refresh=refresh, **self._describe)
+
+    def process(self, started: publication.Publication, labels: Sequence[str], decisions: Mapping[str, int],
+                index_parts: Sequence[Mapping[str, Any]], refresh_counts: Mapping[str, Any],
+                near_rows: Sequence[Any], near_summary: Mapping[str, Any]) -> Iterator[publication.Publication]:
+        if started.unchanged:
+            yield started
+            return
+        accounting, staging, policy = started.accounting, started.staging_dir, started.policy
+        document = self._document(accounting, started.version, labels, decisions, index_parts, refresh_counts,
+                                  near_summary)
+        written = dataclasses.replace(started, accounting={}, document=document,
+                                      dataset_json=metadata.dumps(document).encode())
+        if publication.published_by(written) is not None:
+            yield written  # promoted already: the staging folder is gone, or going
+            return
         # Written side by side (each a round trip on gs://); their order does not matter: the staging folder
         # is published only once everything is in it.
         fileio.write_all({
+            layout.join(staging, layout.QUARANTINE_JSONL): jsonl(accounting['rejected']),
             layout.join(staging, layout.LABELS_TXT): ''.join(f'{l}\n' for l in labels).encode(),
-            layout.join(staging, layout.DUPLICATES_JSONL): jsonl(duplicates),
+            layout.join(staging, layout.DUPLICATES_JSONL): jsonl(accounting['duplicates']),
             layout.join(staging, layout.NEAR_DUPLICATES_JSONL):
-                jsonl(sorted(near_duplicates, key=lambda row: (row.group, row.source))),
-            layout.join(staging, layout.DATASET_JSON): metadata.dumps(document).encode(),
+                jsonl(sorted(near_rows, key=lambda row: (row.group, row.source))),
+            layout.join(staging, layout.DATASET_JSON): written.dataset_json,
             **{layout.join(staging, name): data for name, data in tfds_metadata.files(document).items()},
-        }, self._policy)
+        }, policy)
+        publication.crash_point('metadata:after_files')
         report.write_report(staging, report.seconds_since(document['created']),
-                            Version(staging, document, list(labels)), self._policy,
-                            report.pruning_plan(self._output, self._version, self._previous.version, self._keep_versions))
-        pruned = publication.publish(self._output, self._version, staging, document, self._previous,
-                                     self._keep_versions, self._policy)
-        for version in pruned.deleted:
-            self.pruned.add(version)
-        for version in pruned.in_use:
-            self.in_use.add(version)
-        yield document
+                            Version(staging, document, list(labels)), policy,
+                            report.pruning_plan(started.output, started.version, started.keep_versions))
+        yield written
+
+
+class _Step(beam.DoFn):
+    """One of the publication's own steps (``publication.promote``, ``move_latest``, ``prune``)."""
+
+    def __init__(self, step: Callable[[publication.Publication], publication.Publication]) -> None:
+        self._step = step
+
+    def process(self, started: publication.Publication) -> Iterator[publication.Publication]:
+        yield self._step(started)
+
+
+class _Report(beam.DoFn):
+    """The end: what pruning did and whether an earlier run had published the version, as metrics for the
+    summary; the published dataset.json, when the build published one."""
+
+    def __init__(self) -> None:
+        self.retention = Metrics.string_set(*RETENTION)
+        self.earlier_run = Metrics.string_set(*EARLIER_RUN)
+
+    def process(self, done: publication.Publication) -> Iterator[Mapping[str, Any]]:
+        if done.retention is not None:
+            self.retention.add(json.dumps({'keep_versions': done.retention.keep_versions,
+                                           'kept': [[kept.version, kept.why] for kept in done.retention.kept],
+                                           'deleted': list(done.retention.deleted)}, sort_keys=True))
+        if done.earlier_run:
+            self.earlier_run.add(done.version)
+        if done.document is not None and not done.earlier_run:
+            yield done.document
 
 
 # The names of the counts Publish takes as one side input of (name, count) pairs (``tallies``).
@@ -184,40 +265,48 @@ class Publish(beam.PTransform):
 
     ``previous`` is the ``publication.Latest`` read when the build started: LATEST moves only if it still
     holds it. Side inputs:
-    - ``labels`` (singleton list), ``listed_per_split`` ((split, count)), ``tallies`` ((name, count) for
-      IGNORED, DECODED and UPSCALED, each summed once; a name not there is 0);
-    - ``rejected`` (Rejected) and ``duplicates`` (Duplicate), gathered here on one worker: the first are
-      bounded by ``max_error_rate``, the second take ~200 bytes each;
-    - ``decisions`` ((decision, count) of the written images), ``index_parts`` ({'file', 'rows'});
-    - ``refresh``: (``RefreshPlan.describe()``, singleton of its counts, singleton of
-      ``previous.nothing_changed``);
-    - ``near_duplicates``: (NearDuplicate rows, one a written image in a group, gathered here like the
-      duplicates; singleton of the near-duplicates summary).
+    - of the accounting: ``listed_per_split`` ((split, count)), ``tallies`` ((name, count) for IGNORED,
+      DECODED and UPSCALED, each summed once; a name not there is 0), ``rejected`` (Rejected) and
+      ``duplicates`` (Duplicate), gathered here on one worker: the first are bounded by
+      ``max_error_rate``, the second take ~200 bytes each; ``refresh``'s singleton of
+      ``previous.nothing_changed``;
+    - of the metadata: ``labels`` (singleton list), ``decisions`` ((decision, count) of the written
+      images), ``index_parts`` ({'file', 'rows'}), ``refresh``: (``RefreshPlan.describe()``, singleton of
+      its counts), ``near_duplicates``: (NearDuplicate rows, one a written image in a group, gathered
+      here like the duplicates; singleton of the near-duplicates summary).
     Fails the build, before LATEST, when the accounting does not add up or more than ``max_error_rate``
     of the inputs were quarantined. Publishes nothing when nothing changed since the previous version,
-    and prunes to ``keep_versions`` once LATEST has moved: the versions deleted and those kept because a
-    reader uses them are the string sets VERSIONS_PRUNED and VERSIONS_IN_USE (``pruning``).
+    and prunes to ``keep_versions`` once LATEST has moved (or stayed): the metrics RETENTION and
+    EARLIER_RUN say what it did (``retention``, ``earlier_run``).
     """
 
-    def __init__(self, output, version, staging_dir, previous, describe, *, labels, listed_per_split, tallies,
-                 rejected, duplicates, decisions, index_parts, refresh, keep_versions, max_error_rate,
-                 near_duplicates, retry_policy=None):
+    def __init__(self, output: str, version: str, staging_dir: str, previous: publication.Latest,
+                 describe: Mapping[str, Any], *, labels: Any, listed_per_split: Any, tallies: Any, rejected: Any,
+                 duplicates: Any, decisions: Any, index_parts: Any, refresh: tuple[Mapping[str, Any], Any, Any],
+                 keep_versions: int | None, max_error_rate: float, near_duplicates: tuple[Any, Any],
+                 retry_policy: retries.RetryPolicy | None = None) -> None:
         super().__init__()
         described, counts, unchanged = refresh
         near_rows, near_summary = near_duplicates
-        self._fn_args = (output, version, staging_dir, previous, describe, max_error_rate, described, keep_versions,
-                         retry_policy)
-        self._sides = (beam.pvalue.AsSingleton(labels), beam.pvalue.AsDict(listed_per_split),
-                       beam.pvalue.AsDict(tallies), beam.pvalue.AsList(rejected),
-                       beam.pvalue.AsList(duplicates), beam.pvalue.AsDict(decisions),
-                       beam.pvalue.AsList(index_parts), beam.pvalue.AsSingleton(counts),
-                       beam.pvalue.AsSingleton(unchanged),
-                       beam.pvalue.AsList(near_rows), beam.pvalue.AsSingleton(near_summary))
+        self._start = publication.Publication(output, version, staging_dir, previous, keep_versions, retry_policy)
+        self._max_error_rate = max_error_rate
+        self._describe, self._refresh = describe, described
+        self._accounting = (beam.pvalue.AsDict(listed_per_split), beam.pvalue.AsDict(tallies),
+                            beam.pvalue.AsList(rejected), beam.pvalue.AsList(duplicates),
+                            beam.pvalue.AsSingleton(unchanged))
+        self._metadata = (beam.pvalue.AsSingleton(labels), beam.pvalue.AsDict(decisions),
+                          beam.pvalue.AsList(index_parts), beam.pvalue.AsSingleton(counts),
+                          beam.pvalue.AsList(near_rows), beam.pvalue.AsSingleton(near_summary))
 
-    def expand(self, shard_stats):
+    def expand(self, shard_stats: beam.PCollection) -> beam.PCollection:
         # One element, run once every side input is complete: the stats gathered as a side input cost the
         # graph one step, where a ToList costs nine (graph construction is most of a small build's start).
         return (shard_stats.pipeline
                 | 'Once' >> beam.Impulse()
-                | 'WriteMetadata' >> beam.ParDo(_PublishFn(*self._fn_args), beam.pvalue.AsList(shard_stats),
-                                                *self._sides))
+                | 'Account' >> beam.ParDo(_Account(self._start, self._max_error_rate),
+                                          beam.pvalue.AsList(shard_stats), *self._accounting)
+                | 'WriteMetadata' >> beam.ParDo(_WriteMetadata(self._describe, self._refresh), *self._metadata)
+                | 'Promote' >> beam.ParDo(_Step(publication.promote))
+                | 'MoveLatest' >> beam.ParDo(_Step(publication.move_latest))
+                | 'Prune' >> beam.ParDo(_Step(publication.prune))
+                | 'Summary' >> beam.ParDo(_Report()))

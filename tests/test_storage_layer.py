@@ -1,0 +1,150 @@
+"""The storage layer's one interface, run alike on local folders and on gs:// against the real emulator."""
+import pickle
+import uuid
+
+import pytest
+from google.api_core import exceptions as api_exceptions
+
+from imgrec_console.errors import BuildFailed
+from imgrec_storage import gcs_storage, retries, storage
+from imgrec_storage.byte_ranges import TruncatedRead
+from imgrec_storage.local_storage import LocalStorage
+from tests.gcs_emulator import gcs_emulator  # noqa: F401  (fixture)
+
+QUICK = retries.RetryPolicy(deadline_s=2.0, initial_delay_s=0.01, max_delay_s=0.05)
+
+
+@pytest.fixture(scope='module')
+def bucket(gcs_emulator):
+    return gcs_emulator.create_bucket('storage-layer')
+
+
+@pytest.fixture(params=['local', 'gcs'])
+def root(request, tmp_path):
+    """A fresh folder: local, or a fresh prefix of the emulator's bucket."""
+    if request.param == 'local':
+        return str(tmp_path / 'root')
+    return f"{request.getfixturevalue('bucket')}/{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def store(root):
+    return storage.storage_for(root, QUICK)
+
+
+def _missing(error):
+    return isinstance(error, (FileNotFoundError, api_exceptions.NotFound))
+
+
+def test_the_scheme_picks_the_implementation_and_other_schemes_are_refused(tmp_path):
+    assert isinstance(storage.storage_for(str(tmp_path)), LocalStorage)
+    assert isinstance(storage.storage_for('relative/path'), LocalStorage)
+    assert isinstance(storage.storage_for('gs://bucket/x'), gcs_storage.GcsStorage)
+    with pytest.raises(ValueError, match='s3://b/x: only local paths and gs:// URLs are supported'):
+        storage.storage_for('s3://b/x')
+
+
+def test_a_storage_object_owns_its_retry_policy_and_survives_pickling(root):
+    store = storage.storage_for(root, QUICK)
+    assert store.retry == QUICK
+    assert storage.storage_for(root).retry == retries.default_policy()
+    again = pickle.loads(pickle.dumps(store))
+    assert again.retry == QUICK and type(again) is type(store)
+    assert isinstance(again, storage.Storage)
+
+
+def test_write_then_read_whole_and_ranged(store, root):
+    path = f'{root}/a/b/one.bin'  # local parent folders are made
+    store.write(path, b'0123456789')
+    assert store.read(path) == b'0123456789'
+    assert store.read_range(path, 2, 5) == b'234'
+    with pytest.raises(TruncatedRead, match='ends at 10, before byte 12'):
+        store.read_range(path, 8, 12)
+    with pytest.raises(Exception) as missing:
+        store.read(f'{root}/a/none.bin')
+    assert _missing(missing.value)
+
+
+def test_stat_exists_and_versioned_reads_agree_on_the_generation(store, root):
+    path = f'{root}/x.json'
+    assert store.stat(path) is None and not store.exists(path) and store.read_versioned(path) is None
+    generation = store.write(path, b'{}')
+    entry = store.stat(path)
+    assert store.exists(path) and entry.size == 2 and entry.generation == generation and entry.path == path
+    assert store.read_versioned(path) == storage.Versioned(b'{}', generation)
+    assert store.write(path, b'{"a": 1}') != generation
+
+
+def test_create_only_writes_once(tmp_path):
+    store, root = storage.storage_for(str(tmp_path), QUICK), str(tmp_path)
+    path = f'{root}/lease.json'
+    first = store.write(path, b'mine', if_generation=0)
+    with pytest.raises(storage.Conflict):
+        store.write(path, b'theirs', if_generation=0)
+    assert store.read(path) == b'mine'
+    # An attempt that landed but whose answer was lost, tried again: it finds its own bytes there.
+    assert store.write(path, b'mine', if_generation=0) == first
+
+
+def test_a_generation_precondition_refuses_a_changed_file(tmp_path):
+    store, root = storage.storage_for(str(tmp_path), QUICK), str(tmp_path)
+    path = f'{root}/LATEST'
+    with store.locked(root):
+        seen = store.write(path, b'v1\n')
+        moved = store.write(path, b'v2\n', if_generation=seen)
+        with pytest.raises(storage.Conflict):
+            store.write(path, b'v3\n', if_generation=seen)
+        assert store.read_versioned(path) == storage.Versioned(b'v2\n', moved)
+
+
+def test_listings_at_any_depth_and_one_level(store, root):
+    store.write_all({f'{root}/b/2.bin': b'22', f'{root}/a.bin': b'1', f'{root}/b/c/3.bin': b'333',
+                     f'{root}x/outside.bin': b'not below root'})
+    assert [(entry.path, entry.size) for entry in store.list(root)] == [
+        (f'{root}/a.bin', 1), (f'{root}/b/2.bin', 2), (f'{root}/b/c/3.bin', 3)]
+    level = sorted((entry.path, entry.is_folder) for entry in store.list_level(root))
+    assert level == [(f'{root}/a.bin', False), (f'{root}/b', True)]
+    assert list(store.list(f'{root}/nothing')) == [] and list(store.list_level(f'{root}/nothing')) == []
+
+
+def test_copy_delete_and_delete_tree(store, root):
+    store.write(f'{root}/v/a.bin', b'a')
+    store.write(f'{root}/v/sub/b.bin', b'b')
+    store.copy(f'{root}/v/a.bin', f'{root}/w/a.bin')
+    assert store.read(f'{root}/w/a.bin') == b'a'
+    store.delete(f'{root}/w/a.bin')
+    store.delete(f'{root}/w/a.bin')  # already gone: done
+    assert not store.exists(f'{root}/w/a.bin')
+    store.delete_tree(f'{root}/v')
+    store.delete_tree(f'{root}/v')
+    assert list(store.list(root)) == []
+
+
+def test_a_failed_copy_is_one_line_naming_both_files(store, root):
+    with pytest.raises(BuildFailed, match=f'cannot copy {root}/none.bin to {root}/t.bin: '):
+        store.copy(f'{root}/none.bin', f'{root}/t.bin')
+
+
+def test_streamed_writes_appear_whole_on_close_and_not_when_the_block_fails(store, root):
+    path = f'{root}/s/shard.bin'
+    with store.open_write(path) as stream:
+        for _ in range(3):
+            stream.write(b'abc')
+    with store.open_read(path) as stream:
+        assert stream.read(4) == b'abca' and stream.read() == b'bcabc' and stream.read() == b''
+    failed = f'{root}/s/failed.bin'
+    with pytest.raises(RuntimeError):
+        with store.open_write(failed) as stream:
+            stream.write(b'part')
+            raise RuntimeError('the bundle failed')
+    if store.remote:  # an object never appears; a local file keeps its part, in a staging folder
+        assert not store.exists(failed)
+
+
+def test_gcs_streamed_reads_go_in_chunks(bucket):
+    store = storage.storage_for(bucket, QUICK)
+    url = f'{bucket}/chunks/{uuid.uuid4().hex[:8]}.bin'
+    data = bytes(range(256)) * 40
+    store.write(url, data)
+    with gcs_storage._ObjectReader(store, url, chunk=1000) as stream:
+        assert b''.join(iter(lambda: stream.read(333), b'')) == data
