@@ -14,8 +14,12 @@ The rules (docs/versions.md):
   pruned: docs/publication.md);
 - a version is never named ``_leases`` (the output's lease folder, in any case);
 - ``dataset.json`` must be the ``format_version`` this code reads.
+
+Each version also has a semantic version, for TFDS (``tfds.load(NAME, data_dir=OUT)`` picks the highest):
+``1.0.0`` for an output's first, one patch above the previous version's for each one published after it.
 """
 import json
+import re
 import typing
 import unicodedata
 
@@ -24,6 +28,22 @@ from contract import layout, metadata
 # Unicode categories a folder name may not hold: control characters (line breaks, tabs, NUL...) and
 # the line and paragraph separators that text tools also split lines on.
 _FORBIDDEN_CATEGORIES = ('Cc', 'Zl', 'Zp')
+
+
+FIRST_SEMANTIC_VERSION = '1.0.0'
+_SEMANTIC_VERSION = re.compile(r'^(\d+)\.(\d+)\.(\d+)$')
+
+
+def next_semantic_version(previous):
+    """The semantic version of the version published after one numbered ``previous`` (None: there was none).
+
+    A previous number that is not ``MAJOR.MINOR.PATCH`` counts as none: numbering starts again.
+    """
+    match = _SEMANTIC_VERSION.match(previous or '')
+    if not match:
+        return FIRST_SEMANTIC_VERSION
+    major, minor, patch = (int(part) for part in match.groups())
+    return f'{major}.{minor}.{patch + 1}'
 
 
 class VersionError(ValueError):
