@@ -34,6 +34,11 @@ FIRST_SEMANTIC_VERSION = '1.0.0'
 _SEMANTIC_VERSION = re.compile(r'^(\d+)\.(\d+)\.(\d+)$')
 
 
+def is_semantic_version(name):
+    """Whether ``name`` is a semantic version as ``next_semantic_version`` writes them (``1.0.3``)."""
+    return bool(_SEMANTIC_VERSION.match(name))
+
+
 def next_semantic_version(previous):
     """The semantic version of the version published after one numbered ``previous`` (None: there was none).
 

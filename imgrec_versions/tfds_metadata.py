@@ -159,7 +159,7 @@ def write_view(output, version, policy=None):
     fileio.write_bytes(layout.join(view_dir, layout.TFDS_FEATURES),
                        fileio.read_bytes(layout.join(version_dir, layout.TFDS_FEATURES), policy), policy)
     views = os.path.dirname(view_dir)
-    for name in sorted(os.listdir(views)):
+    for name in sorted(filter(version_ref.is_semantic_version, os.listdir(views))):
         target = _view_target(os.path.join(views, name))
         if target and not os.path.exists(os.path.join(output, target, layout.DATASET_JSON)):
             shutil.rmtree(os.path.join(views, name))

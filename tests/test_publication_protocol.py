@@ -20,7 +20,7 @@ from imgrec_storage import leases, publication
 from imgrec_versions import verify
 from pipelines import build_dataset
 from samples.generate import write_images
-from tests.conftest import SMALL
+from tests.conftest import SMALL, listing
 from tests.contract_checks import check_version
 from tests.gcs_emulator import gcs_emulator  # noqa: F401  (the fixture)
 
@@ -163,7 +163,7 @@ def test_a_lease_from_another_machine_lives_until_it_expires(tmp_path):
     assert (output / staging).is_dir() and (output / 'v2').is_dir()
     path.write_bytes(leases.encode(dict(lease, expires_at=time.time() - 1)))
     assert publication.tidy(str(output)).staging_removed == 1
-    assert sorted(os.listdir(output)) == [layout.LATEST, 'v1']  # v1 is published: kept
+    assert listing(output) == [layout.LATEST, 'v1']  # v1 is published: kept
 
 
 def test_a_staging_folder_without_a_lease_goes_with_clean_or_once_a_newer_version_is_published(tmp_path):
@@ -203,12 +203,12 @@ def test_a_reader_lease_blocks_pruning_and_pruning_unpublishes_first(tmp_path):
     files = leases.LocalFiles()
     reader = leases.hold_reader(files, str(output), 'v1')
     assert publication.prune_versions(str(output), 1, keep={'v3'}) == publication.Pruned(('v2',), ('v1',))
-    assert sorted(os.listdir(output)) == [layout.LATEST, layout.LEASES_DIR, 'v1', 'v3']
+    assert listing(output) == [layout.LATEST, layout.LEASES_DIR, 'v1', 'v3']
     reader.release()
     assert publication.prune_versions(str(output), 1, keep={'v3'}) == publication.Pruned(('v1',), ())
-    assert sorted(os.listdir(output)) == [layout.LATEST, 'v3']
+    assert listing(output) == [layout.LATEST, 'v3']
     # A reader that comes after the pruning finds nothing to lease.
-    assert leases.hold_reader(files, str(output), 'v1') is None and os.listdir(output) == [layout.LATEST, 'v3']
+    assert leases.hold_reader(files, str(output), 'v1') is None and listing(output) == [layout.LATEST, 'v3']
 
 
 def test_the_lease_folder_is_never_a_version_or_a_staging_folder(tmp_path):
@@ -253,7 +253,7 @@ def test_clean_during_a_paused_build_leaves_it_to_publish_a_whole_version(pause,
     assert (output / layout.LATEST).read_text() == 'v3\n'
     document, _ = check_version(str(output), input_root=str(edited))
     assert document['refresh']['new'] == 1
-    assert sorted(os.listdir(output)) == [layout.LATEST, 'v1', 'v2', 'v3']
+    assert listing(output) == [layout.LATEST, 'v1', 'v2', 'v3']
 
 
 # -- case 4: a crash mid-pruning ---------------------------------------------------------------------------
@@ -273,7 +273,7 @@ def test_a_crash_mid_pruning_is_finished_by_the_next_build_even_when_nothing_cha
     assert _build(images, output, '--version', 'v4') == 0
     out = capsys.readouterr().out
     assert 'finished an interrupted pruning: deleted version(s) v1' in out and 'nothing changed since version v3' in out
-    assert sorted(os.listdir(output)) == [layout.LATEST, 'v2', 'v3']
+    assert listing(output) == [layout.LATEST, 'v2', 'v3']
 
 
 # -- case 5: pruning never deletes the version a training run reads ----------------------------------------
@@ -298,11 +298,11 @@ def test_a_training_run_holds_its_version_and_the_summary_names_what_pruning_kep
     assert train.main(['--data', str(output), '--version', 'v1', '--model_dir', str(tmp_path / 'model')]) == 0
     assert 'kept version(s) v1: in use' in seen['v3'] and 'deleted' not in seen['v3']
     assert 'kept version(s) v1: in use' in seen['v4'] and 'deleted version(s) v2' in seen['v4']
-    assert sorted(os.listdir(output)) == [layout.LATEST, 'v1', 'v3', 'v4']  # the lease went with the run
+    assert listing(output) == [layout.LATEST, 'v1', 'v3', 'v4']  # the lease went with the run
     capsys.readouterr()
     assert _build(images, output, '--version', 'v5', '--force', '--keep_versions', '1') == 0
     assert 'deleted version(s) v1, v3' in capsys.readouterr().out
-    assert sorted(os.listdir(output)) == [layout.LATEST, 'v4', 'v5']
+    assert listing(output) == [layout.LATEST, 'v4', 'v5']
 
 
 # -- gs://: promotion writes dataset.json last; crashes at each step ---------------------------------------
