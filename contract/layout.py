@@ -14,9 +14,10 @@
 <output>/<version>/dataset_info.json, features.json, image.class.label.labels.txt
                                       TFDS's metadata, so tfds.builder_from_directory reads the version
 <output>/<tfds name>/<semantic version>/dataset_info.json, features.json, image.class.label.labels.txt
-                                      local outputs: the same metadata for each published version, its
+                                      local outputs: a published version's view, the same metadata numbered
+                                      one above the views before (version_ref.next_semantic_version), its
                                       shard names leading to ../../<version>/, so tfds.load(NAME,
-                                      data_dir=OUT) finds the version by name (docs/versions.md)
+                                      data_dir=OUT) finds the newest by name (docs/versions.md)
 
 A build writes its version under a staging name, ``<version>.incomplete-<build id>``, which holds the
 spill files (``spill/``: encoded records before they are dealt into shards) too; publishing removes the

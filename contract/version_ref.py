@@ -15,8 +15,9 @@ The rules (docs/versions.md):
 - a version is never named ``_leases`` (the output's lease folder, in any case);
 - ``dataset.json`` must be the ``format_version`` this code reads.
 
-Each version also has a semantic version, for TFDS (``tfds.load(NAME, data_dir=OUT)`` picks the highest):
-``1.0.0`` for an output's first, one patch above the previous version's for each one published after it.
+Each version published into a local output also gets a semantic version, for TFDS
+(``tfds.load(NAME, data_dir=OUT)`` picks the highest): one patch above the highest given in the output
+before, ``1.0.0`` for the first.
 """
 import json
 import re
@@ -39,15 +40,14 @@ def is_semantic_version(name):
     return bool(_SEMANTIC_VERSION.match(name))
 
 
-def next_semantic_version(previous):
-    """The semantic version of the version published after one numbered ``previous`` (None: there was none).
-
-    A previous number that is not ``MAJOR.MINOR.PATCH`` counts as none: numbering starts again.
-    """
-    match = _SEMANTIC_VERSION.match(previous or '')
-    if not match:
+def next_semantic_version(taken):
+    """The semantic version after the highest of ``taken`` (folder names; others are skipped), or
+    ``FIRST_SEMANTIC_VERSION`` when none of them is one."""
+    numbers = [tuple(int(part) for part in match.groups())
+               for match in map(_SEMANTIC_VERSION.match, taken) if match]
+    if not numbers:
         return FIRST_SEMANTIC_VERSION
-    major, minor, patch = (int(part) for part in match.groups())
+    major, minor, patch = max(numbers)
     return f'{major}.{minor}.{patch + 1}'
 
 

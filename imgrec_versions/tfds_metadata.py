@@ -21,10 +21,12 @@ one builder for each (``builder_from_directory(..., file_format='array_record')`
 4.9.10, as the primary format is already set).
 
 By name: TFDS looks for ``data_dir/NAME/VERSION/`` with VERSION a semantic version and takes the highest
-(``read_only_builder._find_builder_dir``). Each version's dataset_info.json carries its semantic version
-(``contract.version_ref.next_semantic_version``), and once LATEST names a local version, its view
-``OUT/<tfds name>/<semantic version>/`` holds the same metadata with shard templates that lead to
-``../../<version>/``: so ``tfds.load(NAME, data_dir=OUT)`` reads the version's own shards. Not on gs://:
+(``read_only_builder._find_builder_dir``). Once LATEST names a new local version, its view
+``OUT/<tfds name>/<semantic version>/`` holds the same metadata, numbered one above the views already
+there (``contract.version_ref.next_semantic_version``), with shard templates that lead to
+``../../<version>/``: so ``tfds.load(NAME, data_dir=OUT)`` reads the version's own shards. The version
+folder's own dataset_info.json stays ``TFDS_VERSION``, so its bytes depend on the inputs and options
+alone, not on the output's history. Not on gs://:
 TFDS joins a template to the view folder without resolving ``..`` (and an absolute URL becomes a
 sub-path), so a gs:// view could not reach the shards; there ``builder_from_directory(OUT/<version>)``.
 """
@@ -33,8 +35,6 @@ import os
 import re
 import shutil
 
-from apache_beam.io.filesystems import FileSystems
-
 from contract import features as F, layout, metadata, version_ref
 from imgrec_storage import fileio, gcs
 
@@ -42,6 +42,8 @@ from imgrec_storage import fileio, gcs
 # shards a split (TFDS pads to the digits of the shard count, at least 5), for either format.
 SHARD_TEMPLATE = '{SPLIT}-{SHARD_X_OF_Y}.{FILEFORMAT}'
 FILE_FORMAT = layout.TFRECORD
+# The version folder's own semantic version; by name, a version is its view's number (write_view).
+TFDS_VERSION = version_ref.FIRST_SEMANTIC_VERSION
 SUPERVISED_KEYS = (F.IMAGE_ENCODED, F.LABEL)
 _PACKAGE = 'tensorflow_datasets.core.features.'
 _DICT = _PACKAGE + 'features_dict.FeaturesDict'
@@ -85,11 +87,11 @@ def _split(name, info):
             'numBytes': str(sum(shard['bytes'] for shard in info['shards']))}
 
 
-def dataset_info_json(document, semantic_version):
+def dataset_info_json(document):
     """The DatasetInfo of a version: its splits' shard lengths and bytes, shard name template and formats."""
     info = {
         'name': tfds_name(document['name']),
-        'version': semantic_version,
+        'version': TFDS_VERSION,
         'description': f"{document['name']} version {document['version']}, built by build-dataset "
                        f'(see dataset.json and report.html).',
         'fileFormat': FILE_FORMAT,
@@ -107,26 +109,13 @@ def _as_json(value):
     return (json.dumps(value, indent=2, sort_keys=True) + '\n').encode()
 
 
-def files(document, semantic_version=version_ref.FIRST_SEMANTIC_VERSION):
+def files(document):
     """{file name: bytes} of TFDS's metadata for the version ``document`` (dataset.json) describes."""
     return {
-        layout.TFDS_DATASET_INFO: _as_json(dataset_info_json(document, semantic_version)),
+        layout.TFDS_DATASET_INFO: _as_json(dataset_info_json(document)),
         layout.TFDS_FEATURES: _as_json(features_json(document)),
         labels_file_name(): ''.join(f'{label}\n' for label in document['labels']).encode('utf-8'),
     }
-
-
-def semantic_version(output, previous, policy=None):
-    """The semantic version of the version a build publishes into ``output`` after version ``previous``
-    (what LATEST named when it started; None for none): one above the previous one's."""
-    info_path = previous and layout.join(output, previous, layout.TFDS_DATASET_INFO)
-    if not info_path or not FileSystems.exists(info_path):
-        return version_ref.next_semantic_version(None)
-    try:
-        found = json.loads(fileio.read_bytes(info_path, policy)).get('version')
-    except (ValueError, AttributeError):  # not JSON, or not an object: numbering starts again
-        found = None
-    return version_ref.next_semantic_version(found)
 
 
 def _view_target(view_dir):
@@ -140,8 +129,9 @@ def _view_target(view_dir):
 
 
 def write_view(output, version, policy=None):
-    """Publishes the TFDS view of the published local ``version`` and removes the views of versions
-    since deleted (pruned), so ``tfds.load(NAME, data_dir=output)`` reads the newest by name.
+    """Publishes the TFDS view of the published local ``version``, numbered one above the views there,
+    and removes the views of versions since deleted (pruned): ``tfds.load(NAME, data_dir=output)`` reads
+    the newest by name.
 
     Written after LATEST moved, features.json last: TFDS takes a folder holding it for a dataset.
     A gs:// output gets none (the module's docstring says why).
@@ -152,13 +142,14 @@ def write_view(output, version, policy=None):
     info = json.loads(fileio.read_bytes(layout.join(version_dir, layout.TFDS_DATASET_INFO), policy))
     for split in info['splits']:
         split['filepathTemplate'] = layout.TFDS_VIEW_TO_VERSION.format(version=version) + split['filepathTemplate']
+    views = layout.join(output, info['name'])
+    info['version'] = version_ref.next_semantic_version(os.listdir(views) if os.path.isdir(views) else ())
     view_dir = layout.tfds_view_dir(output, info['name'], info['version'])
     fileio.write_bytes(layout.join(view_dir, labels_file_name()),
                        fileio.read_bytes(layout.join(version_dir, labels_file_name()), policy), policy)
     fileio.write_bytes(layout.join(view_dir, layout.TFDS_DATASET_INFO), _as_json(info), policy)
     fileio.write_bytes(layout.join(view_dir, layout.TFDS_FEATURES),
                        fileio.read_bytes(layout.join(version_dir, layout.TFDS_FEATURES), policy), policy)
-    views = os.path.dirname(view_dir)
     for name in sorted(filter(version_ref.is_semantic_version, os.listdir(views))):
         target = _view_target(os.path.join(views, name))
         if target and not os.path.exists(os.path.join(output, target, layout.DATASET_JSON)):

@@ -152,7 +152,6 @@ class _PublishFn(beam.DoFn):
             index=index.describe([part['file'] for part in sorted(index_parts, key=lambda p: p['file'])],
                                  sum(part['rows'] for part in index_parts)),
             refresh=refresh, **self._describe)
-        tfds_version = tfds_metadata.semantic_version(self._output, self._previous.version, self._policy)
         # Written side by side (each a round trip on gs://); their order does not matter: the staging folder
         # is published only once everything is in it.
         fileio.write_all({
@@ -161,7 +160,7 @@ class _PublishFn(beam.DoFn):
             layout.join(staging, layout.NEAR_DUPLICATES_JSONL):
                 jsonl(sorted(near_duplicates, key=lambda row: (row.group, row.source))),
             layout.join(staging, layout.DATASET_JSON): metadata.dumps(document).encode(),
-            **{layout.join(staging, name): data for name, data in tfds_metadata.files(document, tfds_version).items()},
+            **{layout.join(staging, name): data for name, data in tfds_metadata.files(document).items()},
         }, self._policy)
         report.write_report(staging, report.seconds_since(document['created']),
                             Version(staging, document, list(labels)), self._policy,
