@@ -13,6 +13,11 @@
 <output>/<version>/report.html        the build report: one self-contained page (imgrec_versions.report)
 <output>/<version>/dataset_info.json, features.json, image.class.label.labels.txt
                                       TFDS's metadata, so tfds.builder_from_directory reads the version
+<output>/<tfds name>/<semantic version>/dataset_info.json, features.json, image.class.label.labels.txt
+                                      local outputs: a published version's view, the same metadata numbered
+                                      one above the views before (version_ref.next_semantic_version), its
+                                      shard names leading to ../../<version>/, so tfds.load(NAME,
+                                      data_dir=OUT) finds the newest by name (docs/versions.md)
 
 A build writes its version under a staging name, ``<version>.incomplete-<build id>``, which holds the
 spill files (``spill/``: encoded records before they are dealt into shards) too; publishing removes the
@@ -45,6 +50,8 @@ LEASE_KINDS = (BUILD_LEASE, READER_LEASE, PRUNE_LEASE)
 _LEASE_NAME = re.compile(r'^(?P<kind>[a-z]+)-(?P<id>[A-Za-z0-9_]+)\.json$')
 TFDS_DATASET_INFO = 'dataset_info.json'
 TFDS_FEATURES = 'features.json'
+# TFDS by name reads <output>/<tfds name>/<semantic version>/; the view's shard template starts with this.
+TFDS_VIEW_TO_VERSION = '../../{version}/'
 
 # Shard file formats (--formats), each the suffix of its shard files. TFRecord shards are always written:
 # the record index, a refresh and training read them; ArrayRecord shards hold the same records besides.
@@ -68,6 +75,20 @@ def shard_file_name(split, index, count, file_format=TFRECORD):
 def array_record_file_name(shard_file):
     """The ArrayRecord shard that holds the records of TFRecord shard ``shard_file`` (a name or path)."""
     return shard_file[:-len(TFRECORD)] + ARRAY_RECORD
+
+
+def tfds_view_dir(output, tfds_name, semantic_version):
+    """The folder TFDS reads as ``tfds.load(tfds_name, data_dir=output)`` at ``semantic_version``."""
+    return join(output, tfds_name, semantic_version)
+
+
+def tfds_view_version(shard_template):
+    """The version folder a view's shard template (``TFDS_VIEW_TO_VERSION`` + names) leads to, or None."""
+    prefix, _, rest = TFDS_VIEW_TO_VERSION.partition('{version}')
+    if not shard_template.startswith(prefix):
+        return None
+    version, slash, _ = shard_template[len(prefix):].partition('/')
+    return version if slash else None
 
 
 def index_file_name(index, count):

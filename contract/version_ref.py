@@ -14,8 +14,13 @@ The rules (docs/versions.md):
   pruned: docs/publication.md);
 - a version is never named ``_leases`` (the output's lease folder, in any case);
 - ``dataset.json`` must be the ``format_version`` this code reads.
+
+Each version published into a local output also gets a semantic version, for TFDS
+(``tfds.load(NAME, data_dir=OUT)`` picks the highest): one patch above the highest given in the output
+before, ``1.0.0`` for the first.
 """
 import json
+import re
 import typing
 import unicodedata
 
@@ -24,6 +29,26 @@ from contract import layout, metadata
 # Unicode categories a folder name may not hold: control characters (line breaks, tabs, NUL...) and
 # the line and paragraph separators that text tools also split lines on.
 _FORBIDDEN_CATEGORIES = ('Cc', 'Zl', 'Zp')
+
+
+FIRST_SEMANTIC_VERSION = '1.0.0'
+_SEMANTIC_VERSION = re.compile(r'^(\d+)\.(\d+)\.(\d+)$')
+
+
+def is_semantic_version(name):
+    """Whether ``name`` is a semantic version as ``next_semantic_version`` writes them (``1.0.3``)."""
+    return bool(_SEMANTIC_VERSION.match(name))
+
+
+def next_semantic_version(taken):
+    """The semantic version after the highest of ``taken`` (folder names; others are skipped), or
+    ``FIRST_SEMANTIC_VERSION`` when none of them is one."""
+    numbers = [tuple(int(part) for part in match.groups())
+               for match in map(_SEMANTIC_VERSION.match, taken) if match]
+    if not numbers:
+        return FIRST_SEMANTIC_VERSION
+    major, minor, patch = max(numbers)
+    return f'{major}.{minor}.{patch + 1}'
 
 
 class VersionError(ValueError):

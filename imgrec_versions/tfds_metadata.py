@@ -19,19 +19,31 @@ the TFRecord shards; with ArrayRecord shards, ``alternativeFileFormats`` names t
 ``as_data_source`` switches that builder to ArrayRecord for good, so its ``as_dataset`` then fails; use
 one builder for each (``builder_from_directory(..., file_format='array_record')`` is refused by TFDS
 4.9.10, as the primary format is already set).
+
+By name: TFDS looks for ``data_dir/NAME/VERSION/`` with VERSION a semantic version and takes the highest
+(``read_only_builder._find_builder_dir``). Once LATEST names a new local version, its view
+``OUT/<tfds name>/<semantic version>/`` holds the same metadata, numbered one above the views already
+there (``contract.version_ref.next_semantic_version``), with shard templates that lead to
+``../../<version>/``: so ``tfds.load(NAME, data_dir=OUT)`` reads the version's own shards. The version
+folder's own dataset_info.json stays ``TFDS_VERSION``, so its bytes depend on the inputs and options
+alone, not on the output's history. Not on gs://:
+TFDS joins a template to the view folder without resolving ``..`` (and an absolute URL becomes a
+sub-path), so a gs:// view could not reach the shards; there ``builder_from_directory(OUT/<version>)``.
 """
 import json
+import os
 import re
+import shutil
 
-from contract import features as F, layout, metadata
-from imgrec_storage import fileio
+from contract import features as F, layout, metadata, version_ref
+from imgrec_storage import fileio, gcs
 
 # The shards' names (layout.shard_file_name) in TFDS's template language: the same names up to 99,999
 # shards a split (TFDS pads to the digits of the shard count, at least 5), for either format.
 SHARD_TEMPLATE = '{SPLIT}-{SHARD_X_OF_Y}.{FILEFORMAT}'
 FILE_FORMAT = layout.TFRECORD
-# TFDS needs a semantic version; ours (a folder name) is in the description.
-TFDS_VERSION = '1.0.0'
+# The version folder's own semantic version; by name, a version is its view's number (write_view).
+TFDS_VERSION = version_ref.FIRST_SEMANTIC_VERSION
 SUPERVISED_KEYS = (F.IMAGE_ENCODED, F.LABEL)
 _PACKAGE = 'tensorflow_datasets.core.features.'
 _DICT = _PACKAGE + 'features_dict.FeaturesDict'
@@ -93,17 +105,72 @@ def dataset_info_json(document):
     return info
 
 
+def _as_json(value):
+    return (json.dumps(value, indent=2, sort_keys=True) + '\n').encode()
+
+
 def files(document):
     """{file name: bytes} of TFDS's metadata for the version ``document`` (dataset.json) describes."""
-    as_json = lambda value: (json.dumps(value, indent=2, sort_keys=True) + '\n').encode()  # noqa: E731
     return {
-        layout.TFDS_DATASET_INFO: as_json(dataset_info_json(document)),
-        layout.TFDS_FEATURES: as_json(features_json(document)),
+        layout.TFDS_DATASET_INFO: _as_json(dataset_info_json(document)),
+        layout.TFDS_FEATURES: _as_json(features_json(document)),
         labels_file_name(): ''.join(f'{label}\n' for label in document['labels']).encode('utf-8'),
     }
 
 
-def write(version_dir, document, policy=None):
-    """Writes TFDS's metadata files into ``version_dir`` (local or gs://)."""
-    for name, data in files(document).items():
-        fileio.write_bytes(layout.join(version_dir, name), data, policy)
+def _view_target(view_dir):
+    """The version a view folder leads to, from its dataset_info.json (None when it holds none)."""
+    try:
+        with open(os.path.join(view_dir, layout.TFDS_DATASET_INFO), 'rb') as stream:
+            splits = json.load(stream).get('splits') or [{}]
+    except (OSError, ValueError, AttributeError):
+        return None
+    return layout.tfds_view_version(splits[0].get('filepathTemplate', ''))
+
+
+def write_view(output, version, policy=None):
+    """Publishes the TFDS view of the published local ``version``, numbered one above the views there,
+    and removes the views of versions since deleted (pruned): ``tfds.load(NAME, data_dir=output)`` reads
+    the newest by name.
+
+    Written after LATEST moved, features.json last: TFDS takes a folder holding it for a dataset.
+    A gs:// output gets none (the module's docstring says why).
+    """
+    if gcs.is_gcs(output):
+        return
+    views = layout.join(output, metadata_name(output, version, policy))
+    published = sorted(filter(version_ref.is_semantic_version, os.listdir(views))) if os.path.isdir(views) else []
+    # Once: a retried publication finds its whole view there (features.json is written last).
+    if not any(_view_target(os.path.join(views, name)) == version
+               and os.path.exists(os.path.join(views, name, layout.TFDS_FEATURES)) for name in published):
+        _write_view(output, version, policy)
+    _remove_stale_views(output, views)
+
+
+def metadata_name(output, version, policy=None):
+    """The dataset's TFDS name, from the version's dataset_info.json."""
+    info = json.loads(fileio.read_bytes(layout.join(output, version, layout.TFDS_DATASET_INFO), policy))
+    return info['name']
+
+
+def _write_view(output, version, policy):
+    version_dir = layout.join(output, version)
+    info = json.loads(fileio.read_bytes(layout.join(version_dir, layout.TFDS_DATASET_INFO), policy))
+    for split in info['splits']:
+        split['filepathTemplate'] = layout.TFDS_VIEW_TO_VERSION.format(version=version) + split['filepathTemplate']
+    views = layout.join(output, info['name'])
+    info['version'] = version_ref.next_semantic_version(os.listdir(views) if os.path.isdir(views) else ())
+    view_dir = layout.tfds_view_dir(output, info['name'], info['version'])
+    fileio.write_bytes(layout.join(view_dir, labels_file_name()),
+                       fileio.read_bytes(layout.join(version_dir, labels_file_name()), policy), policy)
+    fileio.write_bytes(layout.join(view_dir, layout.TFDS_DATASET_INFO), _as_json(info), policy)
+    fileio.write_bytes(layout.join(view_dir, layout.TFDS_FEATURES),
+                       fileio.read_bytes(layout.join(version_dir, layout.TFDS_FEATURES), policy), policy)
+
+
+def _remove_stale_views(output, views):
+    """The views of versions deleted since (pruned) go with them."""
+    for name in sorted(filter(version_ref.is_semantic_version, os.listdir(views))):
+        target = _view_target(os.path.join(views, name))
+        if target and not os.path.exists(os.path.join(output, target, layout.DATASET_JSON)):
+            shutil.rmtree(os.path.join(views, name))

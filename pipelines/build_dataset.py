@@ -33,6 +33,7 @@ from imgrec_console.supervisor import supervise
 from imgrec_storage import fileio, gcs, publication, retries
 from imgrec_versions import failed_build
 from pipelines import preflight, progress, refresh
+from pipelines.build_result import BuildResult
 from pipelines.graph import build_pipeline
 from pipelines.local import internals, workers
 from pipelines.options import (
@@ -461,7 +462,8 @@ def build(input=None, output=None, *, beam_options=None, **options):  # pylint: 
                     held.replay()  # an unexpected failure: the workers' own lines may say why
                     raise
                 raise BuildFailed(message) from None
-    return _published(config, facts, result, pipeline)
+    document = _published(config, facts, result, pipeline)
+    return None if document is None else BuildResult(document, report(config, facts, result, pipeline))
 
 
 def _published(config, facts, result, options):

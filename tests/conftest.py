@@ -3,6 +3,7 @@ import os
 
 import pytest
 
+from contract import layout, version_ref
 from pipelines import build_dataset
 from samples.generate import write_images
 
@@ -39,5 +40,17 @@ def built_dataset(sample_images, tmp_path_factory):
                  '--num_shards', 'train=3,validation=2', '--version', 'v1')
 
 
+def _tfds_views(folder):
+    """Whether ``folder`` holds TFDS's views of versions (imgrec_versions.tfds_metadata.write_view) alone."""
+    names = os.listdir(folder) if os.path.isdir(folder) else []
+    return bool(names) and all(version_ref.is_semantic_version(name) and
+                               os.path.isfile(os.path.join(folder, name, layout.TFDS_DATASET_INFO)) for name in names)
+
+
+def listing(output):
+    """The names in ``output``, but for the folder of TFDS's views: the versions, LATEST, staging folders..."""
+    return sorted(name for name in os.listdir(output) if not _tfds_views(os.path.join(output, name)))
+
+
 def versions(output):
-    return sorted(name for name in os.listdir(output) if name != 'LATEST')
+    return [name for name in listing(output) if name != 'LATEST']

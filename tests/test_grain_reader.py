@@ -1,8 +1,8 @@
-"""examples/grain_reader.py: a version's ArrayRecord shards through Grain, every record once an epoch in a
-global shuffle, resumed mid-epoch from Grain's own iterator state, without TensorFlow."""
+"""training.grain_source (training/grain_input.py) and its caller examples/grain_reader.py: a version's
+ArrayRecord shards through Grain, every record once an epoch in a global shuffle, resumed mid-epoch from
+Grain's own iterator state, without TensorFlow."""
 import collections
 import hashlib
-import importlib.util
 import json
 import pathlib
 import subprocess
@@ -10,22 +10,15 @@ import sys
 
 import pytest
 
+import training
 from contract import layout
 from contract.tfrecord import read_records
+from imgrec_console.errors import UserError
 from tests.conftest import build
+from training import grain_input
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / 'examples' / 'grain_reader.py'
-
-
-def _example():
-    spec = importlib.util.spec_from_file_location('grain_reader', EXAMPLE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-grain_reader = _example()
 
 
 @pytest.fixture(scope='module')
@@ -33,7 +26,7 @@ def version(sample_images, tmp_path_factory):
     """``sample_images`` built with both formats: 3 train shards."""
     output = build(sample_images, tmp_path_factory.mktemp('grain'), '--splits', 'train=75,validation=25',
                    '--num_shards', 'train=3,validation=1', '--version', 'v1', '--formats', 'tfrecord,array_record')
-    return grain_reader.open_version(output)
+    return grain_input.open_version(output)
 
 
 def _key(image, label):
@@ -47,7 +40,7 @@ def _stream(batches):
 
 def _tfrecord_elements(ref, split):
     """{key: shard number} of the records of the TFRecord shards, parsed the example's way."""
-    parse = grain_reader.ParseExample()
+    parse = grain_input.ParseExample()
     found = {}
     for number, shard in enumerate(ref.document['splits'][split]['shards']):
         with open(layout.join(ref.directory, shard['file']), 'rb') as stream:
@@ -57,11 +50,11 @@ def _tfrecord_elements(ref, split):
 
 
 def test_every_record_once_an_epoch_in_a_new_global_shuffle(version):
-    paths = grain_reader.array_record_paths(version, 'train')
+    paths = grain_input.array_record_paths(version, 'train')
     shard_of = _tfrecord_elements(version, 'train')
     in_shards, count = list(shard_of), len(shard_of)
     assert count == version.document['splits']['train']['num_examples'] and len(paths) == 3
-    batches = list(grain_reader.dataset(paths, batch_size=8, seed=7, num_epochs=2))
+    batches = list(grain_input.batches(paths, batch_size=8, seed=7, num_epochs=2))
     images, labels = batches[0]
     assert images.dtype.name == 'uint8' and images.shape == (8, 32, 32, 3) and labels.shape == (8,)
     stream = _stream(batches)
@@ -73,12 +66,12 @@ def test_every_record_once_an_epoch_in_a_new_global_shuffle(version):
 
 
 def test_a_new_iterator_resumes_mid_epoch_from_grains_state(version):
-    paths = grain_reader.array_record_paths(version, 'train')
-    whole = _stream(grain_reader.dataset(paths, batch_size=4, seed=3))
-    iterator = iter(grain_reader.dataset(paths, batch_size=4, seed=3))
+    paths = grain_input.array_record_paths(version, 'train')
+    whole = _stream(grain_input.batches(paths, batch_size=4, seed=3))
+    iterator = iter(grain_input.batches(paths, batch_size=4, seed=3))
     start = _stream(next(iterator) for _ in range(3))
     state = json.loads(json.dumps(iterator.get_state()))  # as a checkpoint would keep it
-    resumed = iter(grain_reader.dataset(paths, batch_size=4, seed=3))
+    resumed = iter(grain_input.batches(paths, batch_size=4, seed=3))
     resumed.set_state(state)
     assert start + _stream(resumed) == whole
     assert len(whole) == len(set(whole)) == version.document['splits']['train']['num_examples']
@@ -100,6 +93,26 @@ def test_the_example_runs_without_tensorflow_and_resumes_from_its_state_file(ver
     assert 'nothing left to read' in again  # the state said the epoch was done
 
 
+def test_grain_source_is_importable_and_reads_a_version_by_its_path(version):
+    code = ('import sys, training\n'
+            f'batches = training.grain_source({version.output!r}, "validation", batch_size=2, seed=4)\n'
+            'print(sum(len(labels) for _, labels in batches), "tensorflow" in sys.modules)\n')
+    run = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, check=True, cwd=REPO)
+    assert run.stdout.split() == [str(version.document['splits']['validation']['num_examples']), 'False']
+    by_path = _stream(training.grain_source(version.directory, 'train', batch_size=4, seed=3))
+    assert by_path == _stream(grain_input.batches(grain_input.array_record_paths(version, 'train'), batch_size=4,
+                                                   seed=3))
+
+
+@pytest.mark.parametrize('call, message', [
+    (dict(split='test'), "split 'test' is not in"),
+    (dict(version='v9'), "dataset version 'v9' not found"),
+])
+def test_grain_source_mistakes_are_one_line_user_errors(version, call, message):
+    with pytest.raises(UserError, match=message):
+        training.grain_source(version.output, **call)
+
+
 def test_a_version_without_array_record_shards_is_named(built_dataset):
-    with pytest.raises(ValueError, match='--formats tfrecord,array_record'):
-        grain_reader.array_record_paths(grain_reader.open_version(built_dataset), 'train')
+    with pytest.raises(UserError, match='--formats tfrecord,array_record'):
+        training.grain_source(built_dataset)

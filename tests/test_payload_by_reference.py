@@ -11,7 +11,7 @@ from contract.tfrecord import frame, read_records
 from imgrec_console.errors import build_failure_message
 from imgrec_storage import frames
 from imgrec_storage.spill import SpillFile
-from tests.conftest import build
+from tests.conftest import build, listing
 from tests.contract_checks import check_index, load_version
 from transforms import write
 from transforms.elements import RecordRef
@@ -92,7 +92,7 @@ def test_windows_bound_bytes_and_records():
 
 def test_publishing_removes_the_spill_files_and_staging(sample_images, tmp_path):
     output = build(sample_images, tmp_path / 'out', '--version', 'v1')
-    assert sorted(os.listdir(output)) == [layout.LATEST, 'v1']
+    assert listing(output) == [layout.LATEST, 'v1']
     version_dir, document = load_version(output)
     assert not os.path.exists(os.path.join(version_dir, layout.SPILL_DIR))
     rows = check_index(version_dir, document, sample_images)
@@ -114,7 +114,7 @@ def test_a_failed_build_leaves_its_spill_files_out_of_every_version(sample_image
     with pytest.raises(Exception) as failure:  # fails at publication, after every Example was spilled
         build(str(images), tmp_path / 'out', '--version', 'v2', '--max_error_rate', '0', '--full')
     assert 'over --max_error_rate' in build_failure_message(failure.value)
-    names = sorted(os.listdir(output))
+    names = listing(output)
     assert (tmp_path / 'out' / layout.LATEST).read_text() == 'v1\n'
     staging = [name for name in names if layout.is_staging_name(name)]
     assert names == sorted([layout.LATEST, 'v1', *staging]) and len(staging) == 1

@@ -21,7 +21,7 @@ from imgrec_storage import leases, publication
 from imgrec_versions import verify
 from pipelines import build_dataset
 from samples.generate import write_images
-from tests.conftest import SMALL
+from tests.conftest import SMALL, listing
 from tests.contract_checks import check_version
 from tests.gcs_emulator import gcs_emulator  # noqa: F401  (the fixture)
 
@@ -143,7 +143,7 @@ def test_a_build_lease_protects_its_staging_folder_while_its_process_lives(tmp_p
         holder.wait()
     # Killed: the lease is dead at once (the same machine sees the process gone), --clean or not.
     assert publication.tidy(str(output)) == publication.Tidied(1, ())
-    assert sorted(os.listdir(output)) == []  # the staging folder, the lease and the lease folder
+    assert listing(output) == []  # the staging folder, the lease and the lease folder
 
 
 def test_a_lease_from_another_machine_lives_until_it_expires(tmp_path):
@@ -164,7 +164,7 @@ def test_a_lease_from_another_machine_lives_until_it_expires(tmp_path):
     assert (output / staging).is_dir() and (output / 'v2').is_dir()
     path.write_bytes(leases.encode(dict(lease, expires_at=time.time() - 1)))
     assert publication.tidy(str(output)).staging_removed == 1
-    assert sorted(os.listdir(output)) == [layout.LATEST, 'v1']  # v1 is published: kept
+    assert listing(output) == [layout.LATEST, 'v1']  # v1 is published: kept
 
 
 def test_a_staging_folder_without_a_lease_goes_with_clean_or_once_a_newer_version_is_published(tmp_path):
@@ -207,13 +207,13 @@ def test_a_reader_lease_blocks_pruning_and_pruning_unpublishes_first(tmp_path):
     assert kept.deleted == ('v2',) and [entry.version for entry in kept.kept] == ['v3', 'v1']
     assert kept.kept[0].why == 'LATEST' and kept.kept[1].why == f'leased by a reader (pid {os.getpid()} on ' \
                                                                 f'{socket.gethostname()}, lease {reader.id})'
-    assert sorted(os.listdir(output)) == [layout.LATEST, layout.LEASES_DIR, 'v1', 'v3']
+    assert listing(output) == [layout.LATEST, layout.LEASES_DIR, 'v1', 'v3']
     reader.release()
     assert publication.keep_newest(str(output), 1) == publication.Retention(1, (publication.Kept('v3', 'LATEST'),),
                                                                             ('v1',))
-    assert sorted(os.listdir(output)) == [layout.LATEST, 'v3']
+    assert listing(output) == [layout.LATEST, 'v3']
     # A reader that comes after the pruning finds nothing to lease.
-    assert leases.hold_reader(files, str(output), 'v1') is None and os.listdir(output) == [layout.LATEST, 'v3']
+    assert leases.hold_reader(files, str(output), 'v1') is None and listing(output) == [layout.LATEST, 'v3']
 
 
 def test_the_lease_folder_is_never_a_version_or_a_staging_folder(tmp_path):
@@ -258,7 +258,7 @@ def test_clean_during_a_paused_build_leaves_it_to_publish_a_whole_version(pause,
     assert (output / layout.LATEST).read_text() == 'v3\n'
     document, _ = check_version(str(output), input_root=str(edited))
     assert document['refresh']['new'] == 1
-    assert sorted(os.listdir(output)) == [layout.LATEST, 'v1', 'v2', 'v3']
+    assert listing(output) == [layout.LATEST, 'v1', 'v2', 'v3']
 
 
 # -- case 4: a crash mid-pruning ---------------------------------------------------------------------------
@@ -278,7 +278,7 @@ def test_a_crash_mid_pruning_is_finished_by_the_next_build_even_when_nothing_cha
     assert _build(images, output, '--version', 'v4') == 0
     out = capsys.readouterr().out
     assert 'finished an interrupted pruning: deleted version(s) v1' in out and 'nothing changed since version v3' in out
-    assert sorted(os.listdir(output)) == [layout.LATEST, 'v2', 'v3']
+    assert listing(output) == [layout.LATEST, 'v2', 'v3']
 
 
 def test_a_build_that_finds_nothing_changed_still_prunes_to_exactly_keep_versions(images, published, tmp_path,
@@ -289,7 +289,7 @@ def test_a_build_that_finds_nothing_changed_still_prunes_to_exactly_keep_version
     out = capsys.readouterr().out
     assert 'nothing changed since version v2' in out
     assert 'pruned to --keep_versions 1: kept v2 (LATEST); deleted v1' in out
-    assert sorted(os.listdir(output)) == [layout.LATEST, 'v2']
+    assert listing(output) == [layout.LATEST, 'v2']
 
 
 # -- case 5: pruning never deletes the version a training run reads ----------------------------------------
@@ -318,11 +318,11 @@ def test_a_training_run_holds_its_version_and_the_summary_names_what_pruning_kep
     assert '; deleted v2' in seen['v3']
     assert f'pruned to --keep_versions 1: kept v4 (LATEST), v1 ({reader}' in seen['v4']
     assert '; deleted v3' in seen['v4']
-    assert sorted(os.listdir(output)) == [layout.LATEST, 'v1', 'v4']  # the lease went with the run
+    assert listing(output) == [layout.LATEST, 'v1', 'v4']  # the lease went with the run
     capsys.readouterr()
     assert _build(images, output, '--version', 'v5', '--force', '--keep_versions', '1') == 0
     assert 'pruned to --keep_versions 1: kept v5 (LATEST); deleted v1, v4' in capsys.readouterr().out
-    assert sorted(os.listdir(output)) == [layout.LATEST, 'v5']
+    assert listing(output) == [layout.LATEST, 'v5']
 
 
 # -- gs://: a crash mid-pruning (crashes at each step: tests/test_publication_crashes.py) ----------------------

@@ -6,15 +6,21 @@ import logging
 import os
 import pathlib
 import re
+import subprocess
+import sys
 
+import numpy as np
 import pytest
 import tensorflow as tf
 
 from contract import layout
 from imgrec_console.errors import BuildFailed, CommandError, UserError
 from pipelines import build_dataset, options
-from tests.conftest import build as cli_build
+from pipelines.build_result import BuildResult
+from tests.conftest import build as cli_build, listing
+import training
 from training import dataset, dataset_version
+from training.dataset_info import DatasetInfo
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 PAGE = REPO / 'docs' / 'python-api.md'
@@ -76,7 +82,28 @@ def test_build_returns_the_published_dataset_json_and_shows_nothing_of_beams(sam
     # Nothing changed: no new version, and the one LATEST names comes back.
     again = build_dataset.build(input=sample_images, output=output, image_size=32, version='v2', progress=False,
                                 beam_options=['--direct_running_mode=in_memory'])
-    assert again == document and sorted(os.listdir(output)) == [layout.LATEST, 'v1']
+    assert again == document and listing(output) == [layout.LATEST, 'v1']
+
+
+def test_build_returns_a_result_that_shows_the_command_lines_summary(sample_images, tmp_path, capsys):
+    cli_output, api_output = str(tmp_path / 'cli'), str(tmp_path / 'api')
+    assert build_dataset.main(['--input', sample_images, '--output', cli_output, '--image_size', '32', '--version',
+                               'v1', '--splits', 'train=75,validation=25', '--progress', 'off',
+                               '--direct_running_mode', 'in_memory']) == 0
+    printed = capsys.readouterr().out
+    options = dict(image_size=32, version='v1', splits={'train': 75, 'validation': 25}, progress=False,
+                   beam_options=['--direct_running_mode=in_memory'])
+    result = build_dataset.build(input=sample_images, output=api_output, **options)
+    assert isinstance(result, BuildResult) and isinstance(result, dict) and result['version'] == 'v1'
+    assert repr(result) == str(result) == printed.replace(cli_output, api_output).rstrip('\n')
+    assert 'asked 75.0%' in repr(result)
+    page = result._repr_html_()
+    for name, split in result['splits'].items():
+        assert (f"<tr><td>{name}</td><td>{split['num_examples']}</td><td>{split['share']:.1%}</td>"
+                f"<td>{split['requested_share']:.1%}</td><td>{split['num_shards']}</td></tr>") in page
+    assert f"wrote {result['counts']['written']} of {result['counts']['inputs']} images" in page
+    again = build_dataset.build(input=sample_images, output=api_output, **dict(options, version='v2'))
+    assert again == result and repr(again).startswith('build-dataset: nothing changed since version v1')
 
 
 def test_a_build_that_cannot_publish_raises_build_failed(tmp_path):
@@ -143,10 +170,60 @@ def test_load_reads_a_url_through_tensorflows_file_system(built_dataset):
     (dict(split='test'), UserError, "split 'test' is not in dataset"),
     (dict(version='v9'), UserError, "dataset version 'v9' not found"),
     (dict(batch_size=0), UserError, 'batch_size must be a positive whole number'),
+    (dict(image_size=(0, 5)), UserError, 'image_size must be N or (height, width) of positive whole numbers'),
+    (dict(image_size=32, crop_to_aspect_ratio=True, pad_to_aspect_ratio=True), UserError, 'cannot both be set'),
+    (dict(label_mode='binary'), UserError, "label_mode must be one of int, categorical, got 'binary'"),
 ])
 def test_load_mistakes_are_one_line(built_dataset, call, error, message):
     with pytest.raises(error, match=re.escape(message)):
         dataset.load(built_dataset, **call)
+
+
+def test_load_gives_class_names_and_with_info_as_keras_and_tfds_do(built_dataset, capsys):
+    version = dataset_version.open_version(built_dataset)
+    loaded = training.load(built_dataset, 'validation', batch_size=4)
+    assert loaded.class_names == version.labels
+    assert capsys.readouterr().out == (f"Found {version.num_examples('validation')} images belonging to "
+                                       f"{len(version.labels)} classes in split 'validation' of {version.directory}.\n")
+    data, info = training.load(built_dataset, 'train', with_info=True, verbose=False)
+    assert capsys.readouterr().out == ''
+    assert isinstance(info, DatasetInfo) and info.class_names == data.class_names == version.labels
+    assert (info.version, info.directory, info.num_classes, info.image_shape) == ('v1', version.directory, 4, (32, 32, 3))
+    assert info.splits == {split: version.num_examples(split) for split in ('train', 'validation')}
+    assert info.document == version.metadata
+
+
+def _first_batch(**options):
+    images, labels = next(iter(dataset.load(**options)))
+    return images.numpy(), labels.numpy()
+
+
+def test_load_resizes_and_one_hot_encodes_as_image_dataset_from_directory(built_dataset):
+    common = dict(data=built_dataset, split='validation', batch_size=8, shuffle=False, verbose=False)
+    stored, labels = _first_batch(**common)
+    assert stored.shape == (8, 32, 32, 3)
+    same, _ = _first_batch(**common, image_size=32)
+    assert (same == stored).all()  # the stored size: no resampling
+    stretched, _ = _first_batch(**common, image_size=(16, 24))
+    cropped, _ = _first_batch(**common, image_size=(16, 24), crop_to_aspect_ratio=True)
+    padded, _ = _first_batch(**common, image_size=(16, 24), pad_to_aspect_ratio=True)
+    assert stretched.shape == cropped.shape == padded.shape == (8, 16, 24, 3) and stretched.dtype == np.uint8
+    assert padded[:, :, :4].max() == padded[:, :, -4:].max() == 0  # a square fitted inside 16x24: black sides
+    assert cropped[:, :, :4].max() > 0 and (cropped != stretched).any()
+    _, one_hot = _first_batch(**common, label_mode='categorical')
+    assert one_hot.dtype == np.float32 and (one_hot.sum(axis=1) == 1).all() and (one_hot.argmax(axis=1) == labels).all()
+
+
+def test_load_keeps_tensorflows_log_lines_off_stderr(built_dataset):
+    code = ('import training\n'
+            f'data = training.load({built_dataset!r}, "validation", batch_size=4, image_size=16, verbose=False)\n'
+            'print(sum(int(labels.shape[0]) for _, labels in data))\n')
+    environment = {name: value for name, value in os.environ.items() if name != 'TF_CPP_MIN_LOG_LEVEL'}
+    run = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, check=True, cwd=REPO,
+                         env=environment, timeout=300)
+    assert int(run.stdout) == dataset_version.open_version(built_dataset).num_examples('validation')
+    tensorflow_lines = re.compile(r'^[IWEF]\d{4} |tensorflow|oneDNN|absl|cpu_feature_guard', re.MULTILINE)
+    assert not tensorflow_lines.search(run.stderr), run.stderr
 
 
 # The page shows a notebook's sizes; here they shrink, as tests/test_docs_commands.py shrinks commands.
@@ -165,4 +242,5 @@ def test_the_pages_notebook_example_runs(tmp_path, monkeypatch):
     exec(compile(block, str(PAGE), 'exec'), scope)  # pylint: disable=exec-used
     assert scope['document']['formats'] == ['tfrecord', 'array_record']
     assert scope['images'].dtype == tf.uint8 and len(scope['history'].history['loss']) == 1
+    assert scope['train'].class_names == scope['info'].class_names == scope['document']['labels']
     assert (tmp_path / 'data' / 'notebook' / 'records' / layout.LATEST).is_file()

@@ -10,6 +10,7 @@ import pytest
 from apache_beam.metrics.metric import MetricsFilter
 
 from contract import layout
+from tests.conftest import listing
 from tests.contract_checks import shard_files
 from tests.torture_fixtures import OPTIONS, build, check_every_fate, torture_build, torture_corpus  # noqa: F401
 
@@ -73,7 +74,7 @@ def test_too_many_errors_fail_the_build_in_one_line_and_leave_latest(torture_cor
     # The failed version stays in its staging folder, where no reader looks.
     (staging,) = [name for name in os.listdir(output) if layout.is_staging_name(name)]
     assert staging.startswith('v2' + layout.STAGING_MARK)
-    assert sorted(os.listdir(output)) == [layout.LATEST, 'v1', staging]
+    assert listing(output) == [layout.LATEST, 'v1', staging]
     assert lines[0].endswith(f"see {os.path.join(output, staging, layout.QUARANTINE_JSONL)} "
                              f"(report: {os.path.join(output, staging, layout.REPORT_HTML)})")
     assert not os.path.exists(os.path.join(output, staging, layout.DATASET_JSON))

@@ -17,7 +17,7 @@ from imgrec_storage.publication import Latest
 from pipelines import build_dataset
 from pipelines.preflight import read_latest
 from samples.generate import write_images
-from tests.conftest import SMALL
+from tests.conftest import SMALL, listing
 from tests.contract_checks import check_version, load_version
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -150,7 +150,7 @@ def test_nothing_changed_publishes_nothing_unless_forced(tmp_path, capsys):
     out = capsys.readouterr().out.strip().splitlines()
     assert out == ['build-dataset: nothing changed since version v1: no new version published, LATEST stays '
                    '(--force publishes anyway)']
-    assert sorted(os.listdir(output)) == [layout.LATEST, 'v1']
+    assert listing(output) == [layout.LATEST, 'v1']
     _, result = _refresh(images, output, '--version', 'v2')  # the shard writers copied nothing either
     assert build_dataset.counter(result, 'unchanged') == 1 and build_dataset.counter(result, 'bytes_written') == 0
     assert build_dataset.counter(result, 'records_written') == build_dataset.counter(result, 'images_reused') > 0
@@ -164,7 +164,7 @@ def test_nothing_changed_publishes_nothing_unless_forced(tmp_path, capsys):
 
 
 def _versions_and_latest(output):
-    return sorted(name for name in os.listdir(output) if not layout.is_staging_name(name))
+    return [name for name in listing(output) if not layout.is_staging_name(name)]
 
 
 def test_keep_versions_prunes_the_oldest_after_publishing_even_the_version_started_from(tmp_path):
@@ -173,7 +173,7 @@ def test_keep_versions_prunes_the_oldest_after_publishing_even_the_version_start
     for version in ('v1', 'v2'):
         _refresh(images, output, '--version', version, '--force')
     _refresh(images, output, '--version', 'v3', '--force', '--keep_versions', '2')
-    assert sorted(os.listdir(output)) == [layout.LATEST, 'v2', 'v3']
+    assert listing(output) == [layout.LATEST, 'v2', 'v3']
     # A failed build deletes nothing.
     with pytest.raises(Exception) as failure:  # the runner wraps our BuildFailed in its own type
         _refresh(images, output, '--version', 'v4', '--force', '--keep_versions', '1', '--max_pixels', '1')
@@ -249,7 +249,7 @@ def test_a_refresh_killed_before_publishing_leaves_latest_and_the_next_one_succe
     assert document['version'] == 'v2' and document['refresh']['mode'] == 'incremental'
     # The killed build's staging folder was older than v2's publication: the build after removes it.
     _refresh(images, output, '--version', 'v3', '--force')
-    assert sorted(os.listdir(output)) == [layout.LATEST, 'v1', 'v2', 'v3']
+    assert listing(output) == [layout.LATEST, 'v1', 'v2', 'v3']
 
 
 def test_clean_removes_every_staging_folder(tmp_path):
@@ -261,7 +261,7 @@ def test_clean_removes_every_staging_folder(tmp_path):
     _refresh(images, output, '--version', 'v2', '--force')
     assert layout.staging_name('v9', 'deadbeef') in os.listdir(output)  # newer than v1: maybe still running
     _refresh(images, output, '--version', 'v3', '--force', '--clean')
-    assert sorted(os.listdir(output)) == [layout.LATEST, 'v1', 'v2', 'v3']
+    assert listing(output) == [layout.LATEST, 'v1', 'v2', 'v3']
 
 
 def test_a_quarantined_image_fixed_in_place_is_decoded_and_written(tmp_path):
@@ -327,4 +327,4 @@ def test_a_staging_folder_killed_before_its_first_file_is_removed_too(tmp_path):
     os.utime(output / layout.staging_name('v1', 'killed0001'), ns=(stat.st_atime_ns, stat.st_mtime_ns - 10**9))
     _refresh(images, output, '--version', 'v1')
     _refresh(images, output, '--version', 'v2', '--force')
-    assert sorted(os.listdir(output)) == [layout.LATEST, 'v1', 'v2']
+    assert listing(output) == [layout.LATEST, 'v1', 'v2']

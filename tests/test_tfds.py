@@ -1,5 +1,6 @@
 """TFDS reads a built version folder as is: tfds.builder_from_directory, and the same images and labels as
-training.dataset; as_supervised and show_examples work on the contract's own feature keys."""
+training.dataset; as_supervised and show_examples work on the contract's own feature keys. By name,
+tfds.load, tfds.builder and tfds.data_source open an output's latest version."""
 import collections
 import os
 
@@ -8,8 +9,10 @@ import tensorflow_datasets as tfds
 from tensorflow_datasets.core import naming
 from tensorflow_datasets.core.features.feature import convert_feature_name_to_filename
 
-from contract import features as F, layout
+from contract import features as F, layout, version_ref
 from imgrec_versions import tfds_metadata
+from samples.generate import CLASSES, write_images
+from tests.conftest import SMALL, build
 from tests.contract_checks import load_version
 from training import dataset, dataset_version
 from training.dataset import PAD_LABEL
@@ -68,3 +71,60 @@ def test_tfds_template_gives_our_shard_names_and_names_are_tfds_names():
             'train', index, count)
     for name in ('My Flowers-2026', '2026 photos'):
         assert naming.DatasetName(tfds_metadata.tfds_name(name)).name == tfds_metadata.tfds_name(name)
+
+
+def _counts(pairs):
+    return collections.Counter((int(label), image.tobytes()) for image, label in pairs)
+
+
+def test_tfds_opens_the_latest_version_by_name_after_two_builds(tmp_path):
+    images, output = str(tmp_path / 'images'), str(tmp_path / 'out')
+    write_images(images, 6, classes=CLASSES[:2], **SMALL)
+    build(images, output, '--version', 'v1', '--name', 'My Shapes', '--formats', 'tfrecord,array_record')
+    write_images(images, 6, classes=CLASSES[2:3], seed=1, **SMALL)  # a third class: the second version differs
+    build(images, output, '--version', 'v2', '--name', 'My Shapes', '--formats', 'tfrecord,array_record')
+    _, document = load_version(output)
+    name, versions = 'my_shapes', ('1.0.0', '1.0.1')
+    assert document['version'] == 'v2' and len(document['labels']) == 3
+    assert sorted(os.listdir(os.path.join(output, name))) == list(versions)
+
+    builder = tfds.builder(name, data_dir=output)
+    assert str(builder.info.version) == versions[1] and builder.info.features[F.LABEL].names == document['labels']
+    for split, info in document['splits'].items():
+        expected = _training_examples(output, split)
+        assert builder.info.splits[split].num_examples == info['num_examples']
+        assert _counts((image.numpy(), label) for image, label in builder.as_dataset(split=split, as_supervised=True)) \
+            == expected
+        loaded, loaded_info = tfds.load(name, data_dir=output, split=split, as_supervised=True, with_info=True)
+        assert str(loaded_info.version) == versions[1]
+        assert _counts((image.numpy(), label) for image, label in loaded) == expected
+        # Random access decodes with another JPEG decoder than tf.data's: the records are told by their source.
+        by_source = lambda records: collections.Counter((int(r[F.LABEL]), bytes(r[F.SOURCE])) for r in records)  # noqa: E731
+        source = tfds.data_source(name, data_dir=output, split=split)
+        assert len(source) == info['num_examples'] and source[0][F.IMAGE_ENCODED].shape == (32, 32, 3)
+        assert by_source(source) == by_source(tfds.as_numpy(builder.as_dataset(split=split)))
+    older = tfds.builder(f'{name}:{versions[0]}', data_dir=output)  # the first version, by its number
+    assert older.info.features[F.LABEL].names == document['labels'][:2]
+
+
+def test_a_pruned_version_leaves_no_tfds_view(tmp_path):
+    """The view of a version --keep_versions deleted goes with it; the others stay."""
+    images, output = str(tmp_path / 'images'), str(tmp_path / 'out')
+    write_images(images, 4, classes=CLASSES[:2], **SMALL)
+    build(images, output, '--version', 'v1')
+    write_images(images, 4, classes=CLASSES[2:3], seed=1, **SMALL)
+    build(images, output, '--version', 'v2')
+    write_images(images, 4, classes=CLASSES[3:4], seed=2, **SMALL)
+    build(images, output, '--version', 'v3', '--keep_versions', '1')  # deletes v1 (v2 was LATEST at the start)
+    assert sorted(os.listdir(output)) == ['LATEST', 'images', 'v2', 'v3']
+    assert sorted(os.listdir(os.path.join(output, 'images'))) == ['1.0.1', '1.0.2']
+    assert tfds.builder('images', data_dir=output).info.splits.total_num_examples == 16
+
+
+def test_semantic_versions_count_up_from_the_previous_one():
+    assert version_ref.next_semantic_version([]) == version_ref.FIRST_SEMANTIC_VERSION == '1.0.0'
+    assert version_ref.next_semantic_version(['1.0.9', '1.0.10', '1.0.2']) == '1.0.11'  # by number, not by text
+    assert version_ref.next_semantic_version(['20261201T090000Z', 'notes']) == '1.0.0'
+    assert layout.tfds_view_version(layout.TFDS_VIEW_TO_VERSION.format(version='v7') + tfds_metadata.SHARD_TEMPLATE) \
+        == 'v7'
+    assert layout.tfds_view_version(tfds_metadata.SHARD_TEMPLATE) is None

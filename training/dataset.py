@@ -31,6 +31,7 @@ import tensorflow as tf
 
 from imgrec_console.errors import UserError
 from training import dataset_version, example_parsing, images
+from training.dataset_info import DatasetInfo
 
 PAD_LABEL = -1
 MAX_CYCLE_LENGTH = 16
@@ -190,18 +191,45 @@ class InputReader:
         return self._decoded(shards).concatenate(padding).take(total)
 
 
-def load(data, split='train', *, version=None, batch_size=None, shuffle=True, seed=None, as_supervised=True):
+LABEL_MODES = ('int', 'categorical')
+
+
+def _image_size(image_size):
+    """``image_size`` (N or (height, width)) as (height, width); a mistake is a one-line UserError."""
+    size = (image_size, image_size) if isinstance(image_size, int) and not isinstance(image_size, bool) else image_size
+    try:
+        height, width = size
+    except (TypeError, ValueError):
+        height = width = None
+    if not all(isinstance(side, int) and not isinstance(side, bool) and side >= 1 for side in (height, width)):
+        raise UserError(f'image_size must be N or (height, width) of positive whole numbers, got {image_size!r}')
+    return height, width
+
+
+def load(data, split='train', *, version=None, batch_size=None, image_size=None, crop_to_aspect_ratio=False,
+         pad_to_aspect_ratio=False, label_mode='int', shuffle=True, seed=None, as_supervised=True, with_info=False,
+         verbose=True):
     """A version's split as a ``tf.data.Dataset`` of (uint8 image [H, W, 3], int32 label), for a notebook or
-    ``model.fit``: the reader training uses, every record once a pass.
+    ``model.fit``: the reader training uses, every record once a pass. Its ``class_names`` are the labels'
+    names, as ``image_dataset_from_directory``'s.
 
     ``data``: OUT (the version LATEST names) or OUT/VERSION, local or gs://; ``version``: a version of OUT.
-    ``batch_size``: batches of that many (the last one smaller); ``shuffle``: the shard order and a window of
+    ``batch_size``: batches of that many (the last one smaller); ``image_size``: N or (height, width) to
+    resize to (stretched, or ``crop_to_aspect_ratio``/``pad_to_aspect_ratio``), default the stored size;
+    ``label_mode='categorical'``: one-hot float32 labels; ``shuffle``: the shard order and a window of
     records (``InputConfig.shuffle_buffer_size``), anew each pass, by ``seed`` when given;
-    ``as_supervised=False``: {'image': ..., 'label': ...} dicts. A mistake (no such version or split, a
-    damaged shard listing) raises UserError or DataError with a one-line message.
+    ``as_supervised=False``: {'image': ..., 'label': ...} dicts; ``with_info``: returns (dataset,
+    ``DatasetInfo``), as ``tfds.load``; ``verbose``: prints one line of what was found. A mistake (no such
+    version or split, a damaged shard listing, a bad argument) raises UserError or DataError with a
+    one-line message.
     """
     if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
         raise UserError(f'batch_size must be a positive whole number, got {batch_size!r}')
+    size = None if image_size is None else _image_size(image_size)
+    if crop_to_aspect_ratio and pad_to_aspect_ratio:
+        raise UserError('crop_to_aspect_ratio and pad_to_aspect_ratio cannot both be set')
+    if label_mode not in LABEL_MODES:
+        raise UserError(f"label_mode must be one of {', '.join(LABEL_MODES)}, got {label_mode!r}")
     source = dataset_version.open_version(data, version)
     source.check_split(split)
     source.check_shards([split])
@@ -210,11 +238,23 @@ def load(data, split='train', *, version=None, batch_size=None, shuffle=True, se
     # A known length: len() works, Keras counts its steps, and a split with fewer records fails the pass.
     examples = reader.examples(shuffle=shuffle, seed=seed).apply(
         tf.data.experimental.assert_cardinality(reader.num_examples))
+    if size is not None and size != tuple(source.image_shape[:2]):
+        mode = 'crop' if crop_to_aspect_ratio else 'pad' if pad_to_aspect_ratio else 'stretch'
+        examples = examples.map(lambda image, label: (images.fit(image, size, mode), label),
+                                num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    if label_mode == 'categorical':
+        depth = len(source.labels)
+        examples = examples.map(lambda image, label: (image, tf.one_hot(label, depth)))
     if not as_supervised:
         examples = examples.map(lambda image, label: {'image': image, 'label': label})
     if batch_size is not None:
         examples = examples.batch(batch_size)
-    return examples.prefetch(tf.data.AUTOTUNE)
+    examples = examples.prefetch(tf.data.AUTOTUNE)
+    examples.class_names = source.labels
+    if verbose:
+        print(f'Found {reader.num_examples} images belonging to {len(source.labels)} classes in split {split!r} '
+              f'of {source.directory}.')
+    return (examples, DatasetInfo.of(source)) if with_info else examples
 
 
 def _counted_records(path, records):

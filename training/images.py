@@ -17,12 +17,16 @@ def augment(image, seed):
 
 
 def decode_and_fit(encoded, size, mode='crop'):
-    """Decodes any-size image bytes and fits them to ``size`` (height, width) as the build job does.
+    """Decodes any-size image bytes and fits them to ``size`` (height, width) as the build job does."""
+    return fit(tf.io.decode_image(encoded, channels=3, expand_animations=False), size, mode)
+
+
+def fit(image, size, mode='crop'):
+    """A uint8 image [h, w, 3] fitted to ``size`` (height, width) as the build job fits one.
 
     ``crop`` keeps the aspect ratio, fills the target and centre-crops; ``pad`` fits inside and pads
     with black; ``stretch`` ignores the aspect ratio. Returns uint8 [height, width, 3].
     """
-    image = tf.io.decode_image(encoded, channels=3, expand_animations=False)
     height, width = size
     if mode == 'stretch':
         resized = tf.image.resize(image, size, antialias=True)

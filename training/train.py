@@ -24,7 +24,7 @@ from imgrec_console.command import Command, run_command
 from imgrec_console.supervisor import supervise
 from imgrec_console.errors import UserError
 from imgrec_storage import leases
-from training import dataset_version, run_state
+from training import dataset_version, quiet, run_state
 from training.batching import DEFAULT_PER_REPLICA_BATCH, TPU_PER_REPLICA_BATCH, TPU_STEPS_PER_EXECUTION
 from training.config import TrainConfig
 
@@ -109,6 +109,8 @@ def main(argv=None):
         with Command('train-model') as command:
             config = parse_config(argv)
             log.setLevel(logging.WARNING if config.quiet else logging.INFO)
+            if config.verbose:
+                quiet.restore()  # TensorFlow's own lines too
             command.begin(verbose=config.verbose)  # TensorFlow's log lines, shown only with --verbose
             source = check_data(config)
             from training import trainer  # pylint: disable=import-outside-toplevel  # TensorFlow: once all is good

@@ -237,6 +237,14 @@ class _Step(beam.DoFn):
         yield self._step(started)
 
 
+def publish_tfds_view(done: publication.Publication) -> publication.Publication:
+    """After LATEST moved and pruning: the view that lets ``tfds.load(NAME, data_dir=OUT)`` find the newest
+    version (``tfds_metadata.write_view``; idempotent, so a retried bundle writes none twice)."""
+    if not done.unchanged:
+        tfds_metadata.write_view(done.output, done.version, done.policy)
+    return done
+
+
 class _Report(beam.DoFn):
     """The end: what pruning did and whether an earlier run had published the version, as metrics for the
     summary; the published dataset.json, when the build published one."""
@@ -309,4 +317,5 @@ class Publish(beam.PTransform):
                 | 'Promote' >> beam.ParDo(_Step(publication.promote))
                 | 'MoveLatest' >> beam.ParDo(_Step(publication.move_latest))
                 | 'Prune' >> beam.ParDo(_Step(publication.prune))
+                | 'TfdsView' >> beam.ParDo(_Step(publish_tfds_view))
                 | 'Summary' >> beam.ParDo(_Report()))
