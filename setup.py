@@ -26,7 +26,7 @@ setuptools.setup(
     extras_require={'train': _requirements('train'), 'test': _requirements('test')},
     entry_points={
         'console_scripts': [
-            'build-dataset=pipelines.build_dataset:cli',
+            'build-dataset=pipelines.command_line:cli',
             'train-model=training.train:cli',
             'make-sample-images=samples.generate:main',
             'dataset-report=imgrec_versions.report:cli',

@@ -45,6 +45,8 @@ REPORT_HTML = 'report.html'
 BUILD_FAILURE_JSON = 'build_failure.json'  # in a failed build's staging folder only
 # The folder of lease objects (imgrec_storage.leases), and their kinds.
 LEASES_DIR = '_leases'
+# The most shards a split may have (a shard's name counts them in five digits).
+MAX_SHARDS = 10_000
 BUILD_LEASE, READER_LEASE, PRUNE_LEASE = 'build', 'reader', 'prune'
 LEASE_KINDS = (BUILD_LEASE, READER_LEASE, PRUNE_LEASE)
 _LEASE_NAME = re.compile(r'^(?P<kind>[a-z]+)-(?P<id>[A-Za-z0-9_]+)\.json$')

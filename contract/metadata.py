@@ -8,6 +8,8 @@ import json
 from contract import features as F, layout
 
 FORMAT_VERSION = 1
+# dataset.json's near_duplicates.mode, and --near_duplicates: group them into one split, report them, or off.
+NEAR_DUPLICATE_MODES = ('group', 'report', 'off')
 # A split's ArrayRecord shards (--formats ...,array_record): [{'file', 'records', 'bytes'}], one for each
 # TFRecord shard, in the same order and holding the same records. Absent when the format was not built.
 ARRAY_RECORD_SHARDS = 'array_record_shards'

@@ -149,7 +149,7 @@ class Parser(argparse.ArgumentParser):
             if arg == '--':
                 break
             name = arg.split('=', 1)[0]
-            if arg[:1] in self.prefix_chars and len(arg) > 1 and name not in known and not _number(arg):
+            if arg[:1] in self.prefix_chars and len(arg) > 1 and name not in known and not is_number(arg):
                 found.append(name)
         return found
 
@@ -168,7 +168,7 @@ class Parser(argparse.ArgumentParser):
         """The parsed arguments; an unknown option or a stray argument is a UserError."""
         parsed, extras = self.parse_known_args(args, namespace)
         for arg in extras:
-            if arg[:1] in self.prefix_chars and not _number(arg):
+            if arg[:1] in self.prefix_chars and not is_number(arg):
                 raise self.unknown_option(arg.split('=', 1)[0])
         if extras:
             raise UserError(f'unexpected argument {extras[0]!r}')
@@ -187,7 +187,8 @@ class Parser(argparse.ArgumentParser):
         setattr(parsed, dest, positional if positional is not None else option)
 
 
-def _number(arg):
+def is_number(arg):
+    """Whether ``arg`` reads as a number (a negative value, not an option)."""
     try:
         float(arg)
     except ValueError:

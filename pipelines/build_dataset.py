@@ -19,6 +19,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import (
     DirectOptions,
     GoogleCloudOptions,
+    PipelineOptions,
     SetupOptions,
     StandardOptions,
     TypeOptions,
@@ -26,20 +27,19 @@ from apache_beam.options.pipeline_options import (
 )
 
 from contract import counters, layout, metadata, version_ref
-from imgrec_console.command import Command, run_command, was_interrupted
+from imgrec_console.command import Command, was_interrupted
 from imgrec_console.errors import BuildFailed, CommandError, Interrupted, UserError, build_failure_message
 from imgrec_console.held_stderr import held_stderr
-from imgrec_console.supervisor import supervise
 from imgrec_storage import fileio, gcs, publication, retries
 from imgrec_versions import failed_build
-from pipelines import preflight, progress, refresh
+from pipelines import beam_names, preflight, progress, refresh
 from pipelines.build_result import BuildResult
 from pipelines.graph import build_pipeline
-from pipelines.local import internals, workers
+from pipelines.command_line import cli  # noqa: F401  # the command (and an older install's entry point)
+from pipelines.local import internals
 from pipelines.options import (
     DATAFLOW_RUNNER,
     DIRECT_RUNNER,
-    BeamOptions,
     RunFacts,
     own_options,
     parse_args,
@@ -47,11 +47,43 @@ from pipelines.options import (
     utc_now,
 )
 from transforms.labels import listed_names
+from transforms.listing import is_image_name
 from transforms.publish import earlier_run, ranked_reasons, retention
 
 # Dataflow workers install the project from this file (with requirements/worker.txt only: no TensorFlow).
 TOP_REASONS = 3  # quarantine reasons the summary names
 SETUP_FILE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'setup.py')
+
+
+class BeamOptions(PipelineOptions):
+    """Beam's options, each view (``view_as``) made once.
+
+    Beam asks the options for a view on every transform it applies, about a thousand times a build, and
+    each new view parses the command line again: a third of building the graph. Views of one options
+    object share their values (``PipelineOptions.view_as``: a change made through one is seen by all),
+    so one view of each class serves every ask. Adds no option.
+    """
+
+    def view_as(self, cls):
+        views = self.__dict__.get('_views')
+        if views is None:
+            views = {}
+            object.__setattr__(self, '_views', views)  # PipelineOptions.__setattr__ takes options only
+        if cls not in views:
+            views[cls] = super().view_as(cls)
+        return views[cls]
+
+
+def check_beam_values(beam_args):
+    """Beam's own parser over the arguments left for Beam: a value it refuses is a one-line UserError.
+
+    Their names were checked before Beam was loaded (``pipelines.options``); this also catches one that
+    Beam no longer takes, should the names kept there be of another Beam release.
+    """
+    _, unknown = beam_names.parser().parse_known_args(beam_args)
+    for arg in unknown:
+        raise UserError(f"unknown option {arg.split('=', 1)[0]}" if arg.startswith('-')
+                        else f'unexpected argument {arg!r}')
 
 
 def _dataflow_defaults(options):
@@ -89,25 +121,32 @@ def _given(args, flag):
 # (one process, decoding on a thread per core) used less CPU and memory, but its progress lines move only
 # when a step ends; multi_threading lost or garbled elements at 20,000 images (docs/benchmarks.md).
 LOCAL_RUNNING_MODE = 'multi_processing'
+# A local build of fewer images than this runs in_memory instead, unless --direct_running_mode names a mode:
+# below it, starting worker processes costs more than the second core gains, and the bytes are the same.
+# Measured with benchmarks/startup.py --threshold (docs/benchmarks.md).
+SMALL_BUILD_IMAGES = 400
 # Beam's multi_threading mode, refused: in 3 of 3 builds of 20,000 photos (with and without our patches, with
 # and without decode threads) it lost or garbled elements, which the accounting caught only at the end.
 REFUSED_MODE = 'multi_threading'
 
 
-def pipeline_options(beam_args):
+def pipeline_options(beam_args, config=None):
     """Beam options from the leftover arguments, defaulting to the DirectRunner in ``LOCAL_RUNNING_MODE``
-    with a worker per core; refuses ``REFUSED_MODE`` in one line.
+    with a worker per core (in_memory for a ``config`` of fewer than ``SMALL_BUILD_IMAGES`` images);
+    refuses ``REFUSED_MODE`` in one line.
 
     With DataflowRunner, checks the options Dataflow needs and sets ``--setup_file``. (Against a GCS
     emulator, local worker processes get their plugin from the runner: ``internals.local_run``.)
     """
+    check_beam_values(beam_args)
     options = BeamOptions(beam_args)
     standard = options.view_as(StandardOptions)
     standard.runner = runner_name(beam_args)
     direct = options.view_as(DirectOptions)
     if is_local(options):
         if not _given(beam_args, '--direct_running_mode'):
-            direct.direct_running_mode = LOCAL_RUNNING_MODE
+            small = config is not None and counted_images(config, SMALL_BUILD_IMAGES) < SMALL_BUILD_IMAGES
+            direct.direct_running_mode = 'in_memory' if small else LOCAL_RUNNING_MODE
         if direct.direct_running_mode == REFUSED_MODE:
             raise UserError(f'--direct_running_mode {REFUSED_MODE} is refused: in Beam {beam.__version__} it lost or '
                             'garbled elements of large builds; use multi_processing (the default) or in_memory')
@@ -123,6 +162,27 @@ def pipeline_options(beam_args):
     if standard.runner == DATAFLOW_RUNNER:
         _dataflow_defaults(options)
     return options
+
+
+def counted_images(config, limit):
+    """The images a local --input (or local manifest) lists, counted up to ``limit`` by name only; ``limit``
+    for a gs:// one or one that cannot be read (its listing costs requests; the pre-flight checks say why)."""
+    source = config.input or config.manifest
+    if gcs.is_gcs(source) or (config.input and not os.path.isdir(config.input)):
+        return limit
+    count = 0
+    try:
+        if config.manifest:
+            with open(config.manifest, 'rb') as stream:
+                count = sum(1 for line, _ in zip(stream, range(limit + 1)) if line.strip())  # a header line too
+        else:
+            for folder, _, names in os.walk(config.input):
+                count += sum(1 for name in names if is_image_name(name)) if folder != config.input else 0
+                if count >= limit:
+                    break
+    except OSError:
+        return limit
+    return min(count, limit)
 
 
 def is_local(options):
@@ -150,7 +210,7 @@ def parse(argv):
         internals.selected()  # IMGREC_BEAM_PATCHES
     except ValueError as error:
         raise UserError(str(error)) from None
-    options = pipeline_options(beam_args)
+    options = pipeline_options(beam_args, config)
     facts = dataclasses.replace(RunFacts.start(now), decode_threads=decode_threads(options, beam_args))
     return config, facts, options
 
@@ -175,6 +235,10 @@ def launch(config, facts, options):
         facts = dataclasses.replace(facts, previous=latest, refresh=refresh.plan(config, latest))
         if facts.refresh.full_reason:
             print(f'build-dataset: full build: {facts.refresh.full_reason}', flush=True)
+        # Known from a listing, before any pipeline starts; a template runs nothing now, so it is always written.
+        if not options.view_as(GoogleCloudOptions).template_location and \
+                refresh.nothing_changed(config, facts.refresh, options):
+            return config, facts, NothingChanged(prune(config))
         with (internals.local_run(local_worker_count(options), config.progress) if local
               else contextlib.nullcontext()) as run:
             try:
@@ -188,6 +252,19 @@ def launch(config, facts, options):
                 if not options.view_as(StandardOptions).no_wait_until_finish:
                     watch.wait(result)
     return config, facts, result
+
+
+@dataclasses.dataclass(frozen=True)
+class NothingChanged:
+    """The result of a refresh found to change nothing before any pipeline started: what pruning did."""
+    retention: publication.Retention | None
+
+
+def prune(config):
+    """--keep_versions after a build that published nothing (the prune step's rule); None without it."""
+    if not config.keep_versions:
+        return None
+    return publication.keep_newest(config.output, config.keep_versions, config.retry_policy())
 
 
 def build_lease(config, facts, options):
@@ -236,21 +313,27 @@ def report(config, facts, result, options):
     if getattr(result, 'has_job', False) and options.view_as(StandardOptions).no_wait_until_finish:
         return (f'build-dataset: submitted Dataflow job {result.job_id()}: https://console.cloud.google.com/'
                 f'dataflow/jobs/{cloud.region}/{result.job_id()}?project={cloud.project}')
-    if counter(result, counters.UNCHANGED):
+    if unchanged(result):
         lines = [f'build-dataset: nothing changed since version {facts.refresh.previous}: no new version '
                  f'published, LATEST stays (--force publishes anyway)']
     else:
         lines = [summary(config)]
-    if earlier_run(result):
+    built = not isinstance(result, NothingChanged)
+    if built and earlier_run(result):
         lines.append(f'  version {config.version} stands as an earlier run of this build published it: this run '
                      f'published nothing new')
-    kept = retention(result)
+    kept = retention(result) if built else result.retention
     if kept:
         lines.append(f'  pruned to {kept.describe()}')
-    retried = retries.summary_line(result)
+    retried = retries.summary_line(result) if built else None
     if retried:
         lines.append(f'  {retried}')
     return '\n'.join(lines)
+
+
+def unchanged(result):
+    """Whether the build found nothing changed and published nothing: before the job ran, or in it."""
+    return isinstance(result, NothingChanged) or bool(counter(result, counters.UNCHANGED))
 
 
 def counter(result, name):
@@ -472,18 +555,10 @@ def _published(config, facts, result, options):
             getattr(result, 'has_job', False) and options.view_as(StandardOptions).no_wait_until_finish):
         return None
     version_dir = config.version_dir
-    if counter(result, counters.UNCHANGED):
+    if unchanged(result):
         version_dir = layout.join(config.output, facts.refresh.previous)
     path = layout.join(version_dir, layout.DATASET_JSON)
     return version_ref.parse_document(fileio.read_bytes(path), path)
-
-
-def cli():
-    """The ``build-dataset`` command: run in a child process, so that even its death by a signal (out of
-    memory) ends in one line (``imgrec_console.supervisor``)."""
-    workers.tune_malloc()
-    supervise('build-dataset')
-    run_command(main)
 
 
 if __name__ == '__main__':

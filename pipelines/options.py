@@ -1,31 +1,33 @@
-"""Command-line options of the build job, parsed apart from the graph and from any I/O.
+"""Command-line options of the build job, parsed apart from the graph, from any I/O, and before Beam is
+loaded (``build-dataset --help`` and a mistake in the options take no second of Beam's imports).
 
 Every option the job does not know is left for Beam (``--runner``, ``--direct_num_workers``,
-Dataflow's options...). A mistake raises UserError with a one-line message. Checks that need the
-file system or the network (inputs, outputs, buckets, the labels file) are ``pipelines.preflight``'s.
+Dataflow's options...): its name is checked here against Beam's (``pipelines.beam_names``), its value by
+Beam's own parser once Beam is loaded (``pipelines.build_dataset``). A mistake raises UserError with a
+one-line message. Checks that need the file system or the network (inputs, outputs, buckets, the labels
+file) are ``pipelines.preflight``'s.
 """
-import argparse
 import dataclasses
 import datetime
 import difflib
 import math
 import os
 import re
-import sys
 import uuid
 
-from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
-
 from contract import layout, version_ref
-from imgrec_console.arguments import Parser
+from contract.layout import MAX_SHARDS
+from contract.metadata import NEAR_DUPLICATE_MODES
+from imgrec_console.arguments import Parser, is_number
 from imgrec_console.errors import UserError
 from imgrec_imaging import image_ops
 from imgrec_imaging.record_options import RecordOptions
-from imgrec_storage import retries
-from transforms.near_duplicates import MODES as NEAR_DUPLICATE_MODES
-from transforms.sharding import MAX_SHARDS, ShardConfig
+from pipelines import beam_names
 
 DEFAULT_SPLITS = 'train=90,validation=10'
+# --retry_deadline's default as --help states it: the storage layer's (``retries.DEFAULT_DEADLINE_S``, which
+# is not imported here: it loads Google's clients; tests/test_cli_errors.py holds the two to each other).
+RETRY_DEADLINE_HELP = 300
 MAX_IMAGE_SIDE = 8192
 _VERSION = re.compile(r'[A-Za-z0-9][A-Za-z0-9_.-]*')  # fullmatch: '$' would let 'v2\n' through
 # Runner names, compared case-insensitively, and the name Beam is given for each.
@@ -33,25 +35,6 @@ _RUNNERS = {'directrunner': 'DirectRunner', 'direct': 'DirectRunner',
             'dataflowrunner': 'DataflowRunner', 'dataflow': 'DataflowRunner'}
 DIRECT_RUNNER = 'DirectRunner'
 DATAFLOW_RUNNER = 'DataflowRunner'
-
-
-class BeamOptions(PipelineOptions):
-    """Beam's options, each view (``view_as``) made once.
-
-    Beam asks the options for a view on every transform it applies, about a thousand times a build, and
-    each new view parses the command line again: a third of building the graph. Views of one options
-    object share their values (``PipelineOptions.view_as``: a change made through one is seen by all),
-    so one view of each class serves every ask. Adds no option.
-    """
-
-    def view_as(self, cls):
-        views = self.__dict__.get('_views')
-        if views is None:
-            views = {}
-            object.__setattr__(self, '_views', views)  # PipelineOptions.__setattr__ takes options only
-        if cls not in views:
-            views[cls] = super().view_as(cls)
-        return views[cls]
 
 
 # Marks an option that says how the build runs, reports, retries or cleans up: it never shapes the
@@ -92,11 +75,12 @@ class BuildConfig:
     keep_versions: int = _run_option(None)  # after publishing, delete all but this many newest versions
     clean: bool = _run_option(False)  # remove every staging folder a failed or killed build left
     verbose: bool = _run_option(False)  # show Beam's and the workers' own messages, and tracebacks
-    retry_deadline: float = _run_option(retries.DEFAULT_DEADLINE_S)  # seconds a failing operation is retried for
+    retry_deadline: float = _run_option(None)  # seconds a failing operation is retried for; None: the storage layer's
     progress: bool = _run_option(True)  # print progress lines while the build runs
     progress_interval: float = _run_option(10.0)
 
     def retry_policy(self):
+        from imgrec_storage import retries  # pylint: disable=import-outside-toplevel  # Google's clients: 0.4 s
         return retries.default_policy(self.retry_deadline)
 
     @property
@@ -104,6 +88,7 @@ class BuildConfig:
         return layout.join(self.output, self.version)
 
     def shard_config(self):
+        from transforms.sharding import ShardConfig  # pylint: disable=import-outside-toplevel  # Beam's module
         return ShardConfig(fixed=dict(self.num_shards or {}), target_bytes=self.target_shard_mb * 1e6)
 
     def describe(self):
@@ -143,46 +128,23 @@ def utc_now():
     return datetime.datetime.now(datetime.timezone.utc)
 
 
-def _refuse(message):
-    raise UserError(message)
-
-
-def _beam_parser():
-    """Beam's own parser of every Beam option this process knows, or None if Beam no longer hands it over.
-
-    ``PipelineOptions.get_all_options`` (public) builds it from every options class and passes it to
-    ``add_extra_args_fn`` before parsing; a mistake in a Beam option is then a one-line UserError.
+def check_beam_names(beam_args, parser, beam_options):
+    """Refuses an option that neither the build (``parser``) nor Beam (``beam_options``, its '--NAME's) knows,
+    naming the closest of both, and an argument that follows no option. Beam's values are Beam's to check.
     """
-    handed = []
-    PipelineOptions([]).get_all_options(add_extra_args_fn=handed.append)
-    if not handed or not isinstance(handed[0], argparse.ArgumentParser):
-        return None
-    handed[0].error = _refuse
-    return handed[0]
-
-
-def check_beam_args(beam_args, parser):
-    """Refuses what neither the build (``parser``) nor Beam knows, naming a close match; checks Beam's values.
-
-    Should a Beam release stop handing its parser over, Beam's own handling stays (it warns about an
-    option it does not know and drops it), and one line says so.
-    """
-    beam = _beam_parser()
-    if beam is None:
-        print('build-dataset: option check off: PipelineOptions.get_all_options no longer hands over its '
-              'parser; Beam drops the options it does not know', file=sys.stderr)
-        return
-    _, unknown = beam.parse_known_args(beam_args)
-    for arg in unknown:
-        if not arg.startswith('-'):
+    follows_option = False
+    for arg in beam_args:
+        if arg == '--':
+            return
+        name = arg.split('=', 1)[0]
+        if arg.startswith('-') and not is_number(arg):
+            if name not in beam_options:
+                raise parser.unknown_option(name, sorted(beam_options))
+            follows_option = '=' not in arg  # the next argument may be its value
+        elif follows_option:
+            follows_option = False
+        else:
             raise UserError(f'unexpected argument {arg!r}')
-        raise parser.unknown_option(arg.split('=', 1)[0], beam_option_names())
-
-
-def beam_option_names():
-    """'--NAME' of every Beam option, by the names ``get_all_options`` gives (an alias or two missing: for
-    suggestions only)."""
-    return ['--' + name for name in PipelineOptions([]).get_all_options()]
 
 
 # Runners that hand the job to a job server: without --job_endpoint, Beam downloads one at run time (a Flink or
@@ -190,14 +152,15 @@ def beam_option_names():
 _JOB_SERVER_RUNNERS = ('FlinkRunner', 'SparkRunner', 'PrismRunner', 'PortableRunner', 'KafkaStreamsRunner')
 
 
-def check_runner(beam_args):
-    """Refuses, before anything runs, a runner Beam does not know and one that would download its job server."""
-    runner = runner_name(beam_args)
+def check_runner(beam_args, runners):
+    """Refuses, before anything runs, a runner Beam does not know (``runners``: its names) and one that would
+    download its job server."""
+    runner = runner_name(beam_args, runners)
     if '.' in runner:  # a PipelineRunner class by its module path: Beam imports it
         return
-    if runner not in StandardOptions.KNOWN_RUNNER_NAMES:
+    if runner not in runners:
         stem = lambda name: name.lower().removesuffix('runner')  # noqa: E731
-        known = {stem(name): name for name in StandardOptions.KNOWN_RUNNER_NAMES}
+        known = {stem(name): name for name in runners}
         close = difflib.get_close_matches(stem(runner), list(known), n=1)
         hint = f' (did you mean {known[close[0]]}?)' if close else ''
         raise UserError(f'--runner {runner} is not a Beam runner{hint}; this build runs on {DIRECT_RUNNER} or '
@@ -289,9 +252,9 @@ def _parser():
     parser.add_switch('--allow_unknown_labels',
                       help='with --labels: quarantine images of classes not in the file (unknown_label) '
                            'instead of failing the build')
-    parser.add_argument('--retry_deadline', type=float, default=retries.DEFAULT_DEADLINE_S,
+    parser.add_argument('--retry_deadline', type=float, metavar='SECONDS',
                         help='seconds a failing read, write or listing is retried for (timeouts, 5xx, 429, '
-                             'resets) before the build fails')
+                             f'resets) before the build fails (default: {RETRY_DEADLINE_HELP})')
     parser.add_switch('--progress', default=True,
                       help='progress lines (stage, counts, rate, ETA) on stderr; --no_progress: none')
     parser.add_argument('--progress_interval', type=float, default=10.0,
@@ -341,17 +304,18 @@ def parse_formats(text):
     return tuple(name for name in layout.FORMATS if name in names)
 
 
-def runner_name(beam_args):
+def runner_name(beam_args, runners=None):
     """The runner the job runs on, decided once: Beam's name for it, DirectRunner when none is given.
 
     Names are compared case-insensitively, with or without 'Runner' (``directrunner``, ``direct``,
-    ``Dataflow``, ``flink``), as Beam compares them; a name Beam does not know is returned as given.
+    ``Dataflow``, ``flink``), as Beam compares them; a name Beam does not know (``runners``, by default the
+    installed Beam's) is returned as given.
     """
     runner = _option_value(list(beam_args), '--runner')
     if runner is None:
         return DIRECT_RUNNER
     lower = runner.lower()
-    known = {name.lower(): name for name in StandardOptions.KNOWN_RUNNER_NAMES}
+    known = {name.lower(): name for name in (runners or beam_names.known()[1])}
     return _RUNNERS.get(lower) or known.get(lower) or known.get(lower + 'runner') or runner
 
 
@@ -359,8 +323,9 @@ def parse_args(argv, now=None):
     """Returns (BuildConfig, the arguments left for Beam); ``now`` names the version when --version does not."""
     parser = _parser()
     args, beam_args = parser.parse_known_args(argv)
-    check_beam_args(beam_args, parser)
-    check_runner(beam_args)
+    beam_options, runners = beam_names.known()
+    check_beam_names(beam_args, parser, beam_options)
+    check_runner(beam_args, runners)
     if not args.output.strip() or ('://' not in args.output and os.path.abspath(args.output) == '/'):
         raise UserError(f'--output must name a folder or gs:// prefix below the root, got {args.output!r}')
     try:
@@ -377,7 +342,7 @@ def parse_args(argv, now=None):
         raise UserError('--max_pixels and --min_size must be at least 1')
     if not 0 < args.progress_interval < math.inf:
         raise UserError(f'--progress_interval must be a positive number of seconds, got {args.progress_interval}')
-    if not 0 < args.retry_deadline < math.inf:
+    if args.retry_deadline is not None and not 0 < args.retry_deadline < math.inf:
         raise UserError(f'--retry_deadline must be a positive number of seconds, got {args.retry_deadline}')
     if args.keep_versions is not None and args.keep_versions < 1:
         raise UserError(f'--keep_versions must be at least 1, got {args.keep_versions}')

@@ -4,15 +4,27 @@ their numbers, and whether that version's records can be reused (an incremental 
 Reuse needs every option that shapes a record to be what it was (``RecordOptions``, and the encoder:
 this code's and Pillow's version), a record index, and labels that keep their numbers. Otherwise the
 build says why in one line and decodes everything.
+
+A refresh that would publish nothing (``nothing_changed``) is known before any pipeline starts: from one
+listing of the input against the previous version's index, by the rule the job applies
+(``transforms.previous``); the listing stops at the first difference.
 """
 import dataclasses
+import functools
+import os
+import posixpath
 
 from apache_beam.io.filesystems import FileSystems
 
 from contract import index, layout, version_ref
 from imgrec_console.errors import UserError
 from imgrec_imaging import perceptual_hash, record_options
-from imgrec_storage import fileio
+from imgrec_storage import fileio, gcs
+from transforms import previous as previous_version
+from transforms.elements import ImageRef
+from transforms.labels import is_plain_label, unmatched_labels_message
+from transforms.listing import (is_image_name, iter_files, list_top_level, manifest_lines, parse_manifest_line,
+                                relative_source, stat_file)
 
 # Index columns every reused record must have: facts of the image that a refresh carries over.
 _IMAGE_COLUMNS = (index.PERCEPTUAL_HASH, index.SOURCE_WIDTH, index.SOURCE_HEIGHT, index.UPSCALED)
@@ -41,6 +53,11 @@ class RefreshPlan:
     @property
     def incremental(self):
         return self.reuse_dir is not None
+
+    def may_publish_nothing(self, config):
+        """Whether a build of ``config`` publishes nothing if no image changed: it reuses the previous version
+        with every option as it was, and --force was not given."""
+        return self.incremental and self.same_options and not config.force
 
     def describe(self):
         """The ``refresh`` object of dataset.json, less the counts the job adds."""
@@ -129,3 +146,71 @@ def label_order(config, refresh):
         return f'version {refresh.previous}, new classes appended in sorted order'
     return 'sorted class names'
 
+
+
+def nothing_changed(config, plan, options):
+    """Whether the refresh ``plan`` of ``config`` publishes nothing new, decided before any pipeline starts: no
+    image is new, changed or removed (``transforms.previous.nothing_new_changed_or_removed``) and the labels
+    are the previous version's. ``options``: the job's, for a gs:// listing's client."""
+    if not plan.may_publish_nothing(config):
+        return False
+    policy = config.retry_policy()
+    classes = {}  # class name -> whether it has images, as the listing goes
+    fates = previous_version.read_fates(plan.reuse_dir, plan.document, lambda path: fileio.read_bytes(path, policy))
+    listed = (ref for ref in _listing(config, options, classes)
+              if config.labels is None or ref.label in config.labels)  # else quarantined as unknown_label
+    return (previous_version.nothing_new_changed_or_removed(listed, fates)
+            and _labels(config, classes, plan.keep_labels) == plan.keep_labels)
+
+
+def _labels(config, classes, keep):
+    """The class list ResolveLabels decides from ``classes`` after ``keep``; None when the build would fail on it."""
+    if config.labels is None:
+        return tuple(keep) + tuple(sorted(set(classes) - set(keep)))
+    found = [label for label, has_images in classes.items() if has_images]
+    empty = [label for label, has_images in classes.items() if not has_images]
+    if unmatched_labels_message(config.labels, found, empty) and not config.allow_unknown_labels:
+        return None
+    return tuple(config.labels)
+
+
+def _listing(config, options, classes):
+    """The ImageRefs ListImages and ResolveLabels leave (no split: the match does not compare it), noting
+    each class in ``classes``. Images of a class whose name labels.txt cannot hold are left out (quarantined
+    as bad_label)."""
+    policy = config.retry_policy()
+    client_of = functools.lru_cache(maxsize=None)(lambda: gcs.client(options))  # made at the first gs:// path
+    refs = (_manifest_refs(config.manifest, client_of, policy) if config.manifest
+            else _folder_refs(config.input, client_of() if gcs.is_gcs(config.input) else None, policy, classes))
+    for ref in refs:
+        if is_plain_label(ref.label):
+            classes[ref.label] = True
+            yield ref
+
+
+def _folder_refs(root, client, policy, classes):
+    for kind, folder in list_top_level(root, client, policy):
+        if kind != gcs.PREFIX:  # a file outside any class folder: ignored
+            continue
+        label = relative_source(root, folder)
+        if is_plain_label(label):
+            classes.setdefault(label, False)  # an empty class folder is a class
+        for listed in iter_files(folder, client, policy):
+            if is_image_name(listed.path):
+                yield ImageRef(path=listed.path, source=relative_source(root, listed.path), label=label,
+                               size=listed.size, mtime_ns=listed.mtime_ns, generation=listed.generation,
+                               ctime_ns=listed.ctime_ns, inode=listed.inode)
+
+
+def _manifest_refs(manifest, client_of, policy):
+    manifest_dir = posixpath.dirname(manifest) if gcs.is_gcs(manifest) else os.path.dirname(os.path.abspath(manifest))
+    for text_line in fileio.read_bytes(manifest, policy).decode('utf-8').split('\n'):  # as ReadFromText splits it
+        for line in manifest_lines(text_line.removesuffix('\r')):
+            try:
+                ref = parse_manifest_line(line, manifest_dir)
+            except ValueError:  # a bad line names no image
+                continue
+            if ref is not None:
+                listed = stat_file(ref.path, client_of)
+                yield ref._replace(size=listed.size, mtime_ns=listed.mtime_ns, generation=listed.generation,
+                                   ctime_ns=listed.ctime_ns, inode=listed.inode)

@@ -1,4 +1,5 @@
 """User mistakes end with one line naming the problem and a non-zero exit, never a traceback."""
+import json
 import os
 import re
 import subprocess
@@ -7,7 +8,9 @@ import sys
 import pytest
 
 from contract import layout
-from pipelines import build_dataset, options, preflight
+from imgrec_console.errors import UserError
+from imgrec_storage import retries
+from pipelines import beam_names, build_dataset, options, preflight
 from tests.contract_checks import check_version
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -106,6 +109,63 @@ def test_wrong_options_are_one_line_before_anything_runs(sample_images, tmp_path
     assert result.stderr.count('\n') == 1 and result.stderr.startswith('build-dataset: error: ')
     assert message in result.stderr
     assert not (tmp_path / 'out').exists()
+
+
+# Runs the command as its console script does, then says whether Beam (or TensorFlow) was ever imported.
+_BEFORE_BEAM = """
+import json, sys
+from pipelines import command_line
+try:
+    status = command_line.main(sys.argv[1:])
+except SystemExit as exit_:
+    status = exit_.code
+print(json.dumps({'status': status, 'loaded': [m for m in ('apache_beam', 'tensorflow') if m in sys.modules]}),
+      file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize('args, status, message', [
+    (['--help'], 0, None),
+    (['--input', 'in', '--output', 'out', '--imag_size', '32'], 2, 'unknown option --imag_size (did you mean --image_size?)'),
+    (['--input', 'in', '--output', 'out', '--direct_num_worker', '2'], 2,
+     'unknown option --direct_num_worker (did you mean --direct_num_workers?)'),
+    (['--input', 'in', '--output', 'out', '--image_size', '0'], 2, "--image_size must be at least 1x1, got '0'"),
+    (['--input', 'in', '--output', 'out', '--runner', 'Flinky'], 2, '--runner Flinky is not a Beam runner'),
+    (['--input', 'in', '--output', 'out', 'stray'], 2, "unexpected argument 'stray'"),
+])
+def test_help_and_mistakes_in_the_options_are_answered_before_beam_is_imported(tmp_path, args, status, message):
+    result = subprocess.run([sys.executable, '-c', _BEFORE_BEAM, *args], capture_output=True, text=True, cwd=tmp_path,
+                            env=dict(os.environ, PYTHONPATH=ROOT))
+    *lines, last = result.stderr.splitlines()
+    assert json.loads(last) == {'status': status, 'loaded': []}
+    if message is None:
+        assert 'usage: build-dataset' in result.stdout and not lines
+    else:
+        assert len(lines) == 1 and lines[0].startswith(f'build-dataset: error: {message}')
+
+
+def test_beams_own_options_are_taken_before_beam_is_imported_and_their_values_checked_after():
+    config, beam_args = options.parse_args(['--input', 'in', '--output', 'out', '--runner', 'direct',
+                                            '--direct_num_workers', '2', '--experiments=a', '--no_save_main_session'])
+    assert beam_args == ['--runner', 'direct', '--direct_num_workers', '2', '--experiments=a', '--no_save_main_session']
+    with pytest.raises(UserError, match=r"^argument --direct_num_workers: invalid int value: 'x'$"):
+        build_dataset.parse(['--input', 'in', '--output', 'out', '--direct_num_workers', 'x'])
+
+
+def test_the_beam_option_names_kept_are_the_installed_beams():
+    version, names, runners = beam_names.from_beam()
+    refresh = (f'Beam {version} is installed: set BEAM_VERSION, OPTIONS and RUNNERS in pipelines/beam_names.py to '
+               f'beam_names.from_beam()')
+    assert version == beam_names.BEAM_VERSION, refresh
+    assert names == beam_names.OPTIONS, (refresh, sorted(names ^ beam_names.OPTIONS))
+    assert runners == beam_names.RUNNERS, refresh
+    assert {'--runner', '--direct_num_workers', '--experiment', '--experiments', '--pubsub_root_url'} <= names
+
+
+def test_the_retry_deadline_help_states_the_storage_layers_default():
+    assert options.RETRY_DEADLINE_HELP == retries.DEFAULT_DEADLINE_S
+    config, _ = options.parse_args(['--input', 'in', '--output', 'out'])
+    assert config.retry_policy().deadline_s == retries.DEFAULT_DEADLINE_S
 
 
 @pytest.mark.parametrize('output', ['', '/', './/'])

@@ -31,10 +31,12 @@ def test_one_and_two_worker_processes_give_identical_bytes(sample_images, tmp_pa
 
 
 def test_the_default_mode_and_decode_threads_give_identical_bytes(sample_images, tmp_path):
-    """The default (a worker process per core), in_memory decoding on a thread per core, and in_memory
-    with one decode thread: the same shards, index and dataset.json."""
+    """The default at scale (a worker process per core: named here, a build this small runs in_memory by
+    default), in_memory decoding on a thread per core, and in_memory with one decode thread: the same
+    shards, index and dataset.json."""
     default = str(tmp_path / 'default')
-    build_dataset.run(['--input', sample_images, '--output', default, '--image_size', '32', *OPTIONS])
+    build_dataset.run(['--input', sample_images, '--output', default, '--image_size', '32', *OPTIONS,
+                       '--direct_running_mode', 'multi_processing'])
     threads = build(sample_images, tmp_path / 'threads', *OPTIONS)
     one = build(sample_images, tmp_path / 'one', *OPTIONS, '--direct_num_workers', '1')
     assert _outputs(default) == _outputs(threads) == _outputs(one)

@@ -14,7 +14,7 @@ from contract import layout
 from imgrec_console.errors import build_failure_message
 from imgrec_imaging.record_options import RecordOptions
 from imgrec_storage.publication import Latest
-from pipelines import build_dataset
+from pipelines import build_dataset, preflight, refresh
 from pipelines.preflight import read_latest
 from samples.generate import write_images
 from tests.conftest import SMALL, listing
@@ -151,9 +151,8 @@ def test_nothing_changed_publishes_nothing_unless_forced(tmp_path, capsys):
     assert out == ['build-dataset: nothing changed since version v1: no new version published, LATEST stays '
                    '(--force publishes anyway)']
     assert listing(output) == [layout.LATEST, 'v1']
-    _, result = _refresh(images, output, '--version', 'v2')  # the shard writers copied nothing either
-    assert build_dataset.counter(result, 'unchanged') == 1 and build_dataset.counter(result, 'bytes_written') == 0
-    assert build_dataset.counter(result, 'records_written') == build_dataset.counter(result, 'images_reused') > 0
+    _, result = _refresh(images, output, '--version', 'v2')  # decided before any pipeline: nothing was read
+    assert isinstance(result, build_dataset.NothingChanged)
     assert build_dataset.main(argv + ['--force']) == 0
     assert (output / layout.LATEST).read_text() == 'v2\n'
     # Another option (not one that shapes a record) is a change too: reuse, and publish.
@@ -328,3 +327,90 @@ def test_a_staging_folder_killed_before_its_first_file_is_removed_too(tmp_path):
     _refresh(images, output, '--version', 'v1')
     _refresh(images, output, '--version', 'v2', '--force')
     assert listing(output) == [layout.LATEST, 'v1', 'v2']
+
+
+# -- a refresh that changes nothing, decided before any pipeline starts -------------------------------------
+
+def _decides_nothing_changed(images, output, *extra):
+    """What the check before the job decides for a refresh of ``images`` into ``output`` (no pipeline runs)."""
+    config, _, options = build_dataset.parse(['--input', str(images), '--output', str(output), '--image_size', '32',
+                                              '--direct_running_mode', 'in_memory', *OPTIONS, *extra])
+    config, latest = preflight.check(config, options)
+    return refresh.nothing_changed(config, refresh.plan(config, latest), options)
+
+
+def test_a_refresh_that_changes_nothing_says_so_in_one_line_before_any_pipeline_starts(tmp_path, capsys, monkeypatch):
+    images = _images(tmp_path)
+    output = tmp_path / 'out'
+    _refresh(images, output, '--version', 'v1')
+    (images / 'notes.txt').write_text('not an image: ignored, as the job ignores it')
+    capsys.readouterr()
+
+    def no_pipeline(*args, **kwargs):
+        raise AssertionError('a pipeline was built for a refresh that changes nothing')
+    monkeypatch.setattr(build_dataset, 'build_pipeline', no_pipeline)
+    status = build_dataset.main(['--input', str(images), '--output', str(output), '--image_size', '32',
+                                 '--direct_running_mode', 'in_memory', *OPTIONS, '--version', 'v2'])
+    assert status == 0
+    assert capsys.readouterr().out.splitlines() == [
+        'build-dataset: nothing changed since version v1: no new version published, LATEST stays '
+        '(--force publishes anyway)']
+    assert (output / layout.LATEST).read_text() == 'v1\n' and listing(output) == [layout.LATEST, 'v1']
+    _, result = _refresh(images, output, '--version', 'v2')
+    assert isinstance(result, build_dataset.NothingChanged)
+
+
+def test_a_refresh_that_changes_nothing_still_prunes_to_keep_versions(tmp_path, capsys):
+    images = _images(tmp_path)
+    output = tmp_path / 'out'
+    for version in ('v1', 'v2'):
+        _refresh(images, output, '--version', version, '--force')
+    capsys.readouterr()
+    status = build_dataset.main(['--input', str(images), '--output', str(output), '--image_size', '32',
+                                 '--direct_running_mode', 'in_memory', *OPTIONS, '--version', 'v3',
+                                 '--keep_versions', '1'])
+    assert status == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith('build-dataset: nothing changed since version v2')
+    assert out[1:] == ['  pruned to --keep_versions 1: kept v2 (LATEST); deleted v1']
+    assert (output / layout.LATEST).read_text() == 'v2\n' and listing(output) == [layout.LATEST, 'v2']
+
+
+def _touch(images):
+    path = sorted((images / 'cross').iterdir())[0]
+    stat = path.stat()
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+
+
+@pytest.mark.parametrize('edit', [
+    pytest.param(lambda images: _change(sorted((images / 'cross').iterdir())[0], _fresh_image(images, 31, 'cross')),
+                 id='changed'),
+    pytest.param(_touch, id='touched'),
+    pytest.param(lambda images: (images / 'cross' / 'zz_new.jpg').write_bytes(_fresh_image(images, 32, 'cross')),
+                 id='added'),
+    pytest.param(lambda images: sorted((images / 'circle').iterdir())[0].unlink(), id='removed'),
+    pytest.param(lambda images: (images / 'zebra').mkdir(), id='new empty class'),
+    pytest.param(lambda images: shutil.move(str(sorted((images / 'circle').iterdir())[0]), str(images / 'cross')),
+                 id='moved to another class'),
+])
+def test_a_changed_added_or_removed_image_is_no_refresh_that_changes_nothing(tmp_path, edit):
+    images = _images(tmp_path)
+    output = tmp_path / 'out'
+    _refresh(images, output, '--version', 'v1')
+    assert _decides_nothing_changed(images, output, '--version', 'v2')
+    edit(images)
+    assert not _decides_nothing_changed(images, output, '--version', 'v2')
+    assert _decides_nothing_changed(images, output, '--version', 'v2', '--force') is False
+
+
+def test_an_edit_after_a_refresh_that_changed_nothing_is_published(tmp_path):
+    images = _images(tmp_path)
+    output = tmp_path / 'out'
+    _refresh(images, output, '--version', 'v1')
+    _, result = _refresh(images, output, '--version', 'v2')
+    assert isinstance(result, build_dataset.NothingChanged)
+    (images / 'cross' / 'zz_new.jpg').write_bytes(_fresh_image(images, 33, 'cross'))
+    _refresh(images, output, '--version', 'v2')
+    _, document = load_version(str(output))
+    assert document['version'] == 'v2' and document['refresh']['new'] == 1
+    check_version(str(output), input_root=str(images))

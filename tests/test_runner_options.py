@@ -17,6 +17,9 @@ from imgrec_console.errors import UserError
 from pipelines import build_dataset, options as options_module
 from pipelines.build_dataset import is_local, local_runner, local_worker_count, pipeline_options
 from pipelines.options import runner_name
+from samples.generate import write_images
+from tests.conftest import SMALL
+from tests.contract_checks import shard_files
 
 
 @pytest.mark.parametrize('args', [[], ['--runner', 'DirectRunner']])
@@ -116,3 +119,35 @@ def test_num_shards_and_target_size_together():
     shards = config.shard_config()
     assert shards.num_shards('train', 1000, 10**6) == 4  # fixed
     assert shards.num_shards('validation', 1000, 10**6) == 1000  # 1 kB a shard, capped at one record each
+
+
+def test_a_small_local_build_runs_in_memory_unless_a_running_mode_is_named(tmp_path):
+    small = tmp_path / 'small'
+    write_images(str(small), 3, **SMALL)
+    large = tmp_path / 'large'
+    (large / 'circle').mkdir(parents=True)
+    for i in range(build_dataset.SMALL_BUILD_IMAGES):  # counted by name: the files need no pixels
+        (large / 'circle' / f'{i}.jpg').touch()
+
+    def mode(images, *args):
+        return build_dataset.parse(['--input', str(images), '--output', 'out', *args])[2].view_as(
+            DirectOptions).direct_running_mode
+    assert mode(small) == 'in_memory'
+    assert mode(small, '--direct_running_mode', 'multi_processing') == 'multi_processing'
+    assert mode(small, '--direct_running_mode=multi_processing') == 'multi_processing'
+    assert mode(large) == 'multi_processing' and mode(large, '--direct_running_mode', 'in_memory') == 'in_memory'
+    assert mode('gs://bucket/images') == 'multi_processing'  # no listing requests to decide the mode
+
+
+def test_the_mode_chosen_for_a_small_build_writes_the_bytes_of_the_other_mode(tmp_path):
+    images = tmp_path / 'images'
+    write_images(str(images), 6, png_every=3, **SMALL)
+    chosen = build_dataset.parse(['--input', str(images), '--output', 'out'])[2]
+    assert chosen.view_as(DirectOptions).direct_running_mode == 'in_memory'
+    shards = {}
+    for name, extra in (('chosen', []), ('other', ['--direct_running_mode', 'multi_processing'])):
+        config, _ = build_dataset.run(['--input', str(images), '--output', str(tmp_path / name), '--image_size', '32',
+                                       '--num_shards', 'train=2,validation=1', '--version', 'v1', '--no_progress',
+                                       *extra])
+        shards[name] = shard_files(config.version_dir)
+    assert len(shards['chosen']) == 3 and shards['chosen'] == shards['other']

@@ -14,6 +14,7 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 
 from contract import counters
+from contract.metadata import NEAR_DUPLICATE_MODES as MODES
 from contract.reasons import NEAR_DUPLICATE_CONFLICT
 from imgrec_console.errors import BuildFailed
 from imgrec_imaging import perceptual_hash as ph
@@ -23,8 +24,7 @@ from transforms.elements import Rejected
 from transforms.near_duplicate_groups import FindGroups, Threshold
 from transforms.splits import GROUPS, MOVES, DealSplits, split_for
 
-GROUP, REPORT, OFF = 'group', 'report', 'off'
-MODES = (GROUP, REPORT, OFF)
+GROUP, REPORT, OFF = MODES
 MEMBERS, REJECTED = 'members', 'rejected'
 _GROUP_STATS = ('groups', 'images', 'images_moved', 'label_conflicts')
 _PAIR_STATS = ('pairs', 'pairs_across_splits', 'pairs_across_labels')

@@ -17,10 +17,12 @@ bytes, the record-shaping options (the same, or there is no refresh) and the lab
 is reused is byte for byte what decoding would give.
 """
 import hashlib
+import io
 import json
 import logging
 
 import apache_beam as beam
+import pyarrow.parquet
 from apache_beam.metrics import Metrics
 
 from contract import counters, features as F, index as I, layout, tfrecord
@@ -253,3 +255,38 @@ class ReuseCheck:
         height, width = self._options.image_size
         ref = ImageRef(record.path, record.source, record.label_text, record.split)
         return tfrecord.frame(to_example(EncodedImage(ref, digest, jpeg, height, width), record.label))
+
+
+def read_fates(version_dir, document, read_bytes):
+    """(source, (fate, facts)) of every input of the previous version that had a fate, as ReadPrevious gives
+    them, read here without a pipeline (a refresh that may change nothing, ``pipelines.refresh``).
+
+    ``read_bytes(path)`` reads one whole file; the index is read a part at a time.
+    """
+    labels = list(document['labels'])
+    for name in document['index']['files']:
+        # ParquetFile, not read_table: that loads pyarrow.dataset and pyarrow.compute (a second and more).
+        table = pyarrow.parquet.ParquetFile(io.BytesIO(read_bytes(layout.join(version_dir, name)))).read()
+        for row in table.to_pylist():
+            yield _written(row, version_dir, labels)
+    for lines, fates in ((document['quarantine']['file'], _quarantined),
+                         (document['duplicates']['file'], lambda line: [_duplicate(line)])):
+        for line in read_bytes(layout.join(version_dir, lines)).decode('utf-8').split('\n'):  # as ReadFromText
+            if line.strip():
+                yield from fates(line)
+
+
+def nothing_new_changed_or_removed(listed, fates):
+    """Whether MatchPrevious would count no image new, changed or removed: ``listed`` (ImageRefs, as the
+    listing and ResolveLabels leave them) against ``fates`` (``read_fates``), by ``_MatchFn``'s rule: every
+    source listed once, with one fate, of the same size, stamp and class. Stops at the first difference."""
+    previous = {}
+    for source, fate in fates:
+        if source in previous:  # two fates: _MatchFn decodes it again
+            return False
+        previous[source] = fate
+    for ref in listed:
+        fate = previous.pop(ref.source, None)
+        if fate is None or not _unchanged(ref, fate[1]):  # new, listed twice, or changed
+            return False
+    return not previous  # else removed

@@ -18,10 +18,10 @@ from apache_beam.metrics import Metrics
 from apache_beam.transforms.combiners import TupleCombineFn
 
 from contract import counters
+from contract.layout import MAX_SHARDS
 
 BUCKET_TARGET = 4096
 _HASH_BITS = 64
-MAX_SHARDS = 10_000
 
 
 def bucket_bits(count):

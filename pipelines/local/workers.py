@@ -24,10 +24,9 @@ the system (``MALLOC_SETTINGS``, put in the environment the workers inherit for 
 arena of its own, and the threshold above which a block is mapped apart (and unmapped when freed) rises
 to the largest block freed, up to 32 MB: after the first large message of Beam's data plane, every later
 one comes from the heap and stays with the process. At 20,000 images this cut the build's peak memory by
-a tenth (docs/beam-internals.md). That part uses no Beam internal.
+a tenth (docs/beam-internals.md). That part uses no Beam internal (``pipelines.local.malloc``).
 """
 import contextlib
-import ctypes
 import json
 import os
 import re
@@ -44,9 +43,9 @@ from apache_beam.runners.worker import sdk_worker_main
 from imgrec_console.errors import BuildFailed
 from imgrec_console.supervisor import signal_cause
 from pipelines.local.checks import Unusable, arity, attribute, code_constants, function, parameters, require, uses
+# The allocator's settings live apart, with no Beam import: build-dataset tunes its process before Beam loads.
+from pipelines.local.malloc import MALLOC_SETTINGS, malloc_env, tune_malloc  # noqa: F401  pylint: disable=unused-import
 
-# glibc's environment variable -> (mallopt's parameter number from malloc.h, value)
-MALLOC_SETTINGS = {'MALLOC_ARENA_MAX': (-8, 2), 'MALLOC_MMAP_THRESHOLD_': (-3, 1 << 20)}
 WARM_WORKER_MODULE = 'pipelines.local.warm_worker'
 _PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -244,25 +243,3 @@ def worker_deaths(run):  # pylint: disable=unused-argument
         watcher.stop()
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         signal.signal(signal.SIGUSR1, previous)
-
-
-@contextlib.contextmanager
-def malloc_env():
-    """MALLOC_SETTINGS in the environment the block's worker processes inherit, but for any the user set."""
-    added = [name for name in MALLOC_SETTINGS if name not in os.environ]
-    for name in added:
-        os.environ[name] = str(MALLOC_SETTINGS[name][1])
-    try:
-        yield
-    finally:
-        for name in added:
-            os.environ.pop(name, None)
-
-
-def tune_malloc():
-    """MALLOC_SETTINGS for this process, but for any the user set. For a process that only builds: a
-    library's caller may not want its allocator changed."""
-    for name, (parameter, value) in MALLOC_SETTINGS.items():
-        if name not in os.environ:
-            with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to tune
-                ctypes.CDLL(None).mallopt(parameter, value)
