@@ -1,8 +1,9 @@
 """The build job against its peers, in the same run: a hand-written 2-process Pillow script (the bar) and
 the naive one-process Pillow loop. Throughput, CPU per image and peak memory of each, as whole processes.
 
-    python benchmarks/build_throughput.py [--images 2400] [--rounds 3] [--modes default,multi_processing]
-    python benchmarks/build_throughput.py --images 20000    # 2,000 photos copied with distinct trailing bytes
+    python benchmarks/build_throughput.py                   # 3 rounds at 2,400 photos, 1 at 20,000 and at 100,000
+    python benchmarks/build_throughput.py --plan 2400x3,20000x1 [--modes default,in_memory] [--startup]
+    python benchmarks/build_throughput.py --images 2400 --rounds 3   # one size (above 2,400: copies of 2,000)
 
 The peer is ``benchmarks/pool_script.py``: a ``multiprocessing.Pool`` of 2 processes that decodes with
 Pillow's ``draft``, fits to the size, encodes JPEG and frames TFRecords by hand into 16 shards (no dedupe,
@@ -12,6 +13,11 @@ alternating with the pool script (A, B, A, B...), so a machine whose speed drift
 both alike. Each is timed from process start to exit; its CPU is that of its whole process tree, and its
 memory is sampled every 0.2 s over the process and all its descendants. The ratios are medians of the
 rounds' paired ratios. Three 40-image builds per mode, interleaved too, measure the fixed start-up cost.
+Beside them: the data-plane crossings an image makes (``crossings``: the elements entering each shuffle,
+counted in a build of 400 of the photos), and the cost of the perceptual fingerprint and the sha256 an
+image.
+``--startup`` then runs ``benchmarks/startup.py`` (the 40-image build, ``--help``, the no-op refresh),
+when that file exists.
 
 The naive loop does, for each file: Image.open -> convert('RGB') -> ImageOps.fit(size, BILINEAR) -> JPEG
 save at quality 90 (a full decode), in this process, on up to ``--naive_images`` of the images, once before
@@ -29,6 +35,7 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -47,8 +54,10 @@ from imgrec_imaging.image_ops import parse_image_size  # noqa: E402
 
 SMALL_RUN = 40
 SMALL_RUNS = 3
-# Each record's reference crosses three shuffles: to its sha256 group, its rank bucket, its shard.
+# Each record's reference crosses three shuffles: to its rank bucket, its shard, and into the ranking's stage.
 SHUFFLES_PER_RECORD = 3
+DEFAULT_PLAN = '2400x3,20000x1,100000x1'
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 POOL_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'pool_script.py')
 POOL_PROCESSES = 2
 PATCHES_OFF = {'IMGREC_BEAM_PATCHES': 'off'}  # stock Beam: no warm workers, no live progress (docs/beam-internals.md)
@@ -186,9 +195,101 @@ def describe(name, runs, images, pool_runs):
             f"{speed:6.2f}x {cpu:8.2f}x {memory:7.2f}x")
 
 
+def crossings(root, size_text, tree=ROOT):
+    """Elements entering each shuffle of one build of ``root``, per image: {shuffle: elements an image}.
+
+    Measured, through Beam's public API: ``storage_runs.tap_shuffles`` visits the build's graph and counts
+    every element entering each GroupByKey (a Reshuffle's, a CoGroupByKey's, a combine's: for a lifted
+    combine, what enters its partial combining, an upper bound of what crosses). Each such element is
+    encoded in one process and decoded in another: a crossing of the data plane. A batch is one element.
+    ``tree``: the source tree whose build runs (another checkout measures another version of the graph).
+    """
+    output = tempfile.mkdtemp(prefix='build-bench-crossings-')
+    try:
+        done = subprocess.run([sys.executable, '-m', 'benchmarks.storage_runs', '--_job', '--input', root,
+                               '--output', output, '--image_size', size_text, '--version', 'bench'],
+                              cwd=tree, env=dict(os.environ, PYTHONPATH=tree), capture_output=True, text=True,
+                              check=True)
+    finally:
+        shutil.rmtree(output, ignore_errors=True)
+    run = json.loads(done.stdout.strip().splitlines()[-1])
+    images = len(listed(root))
+    return {(shuffle['label'], shuffle['lifted']):
+            run['counters'].get(f"{counters.SHUFFLED_ELEMENTS}/{shuffle['label']}", 0) / images
+            for shuffle in run['shuffles']}
+
+
+def print_crossings(root, names, size_text, before_tree=None, count=400):
+    """The crossings an image makes in a build of ``count`` of the photos, by shuffle; with ``before_tree``,
+    those of the build in that source tree beside them."""
+    subset_root = subset(root, names[::max(1, len(names) // count)][:count])
+    try:
+        after = crossings(subset_root, size_text)
+        before = crossings(subset_root, size_text, before_tree) if before_tree else {}
+    finally:
+        shutil.rmtree(subset_root)
+    def total(found, lifted=None):
+        return sum(value for (_, is_lifted), value in found.items() if lifted is None or is_lifted == lifted)
+    print(f'data-plane crossings an image (elements entering shuffles, measured on {count} photos): '
+          f'{total(after):.2f}, {total(after, False):.2f} of them outside lifted combines'
+          + (f'; before ({before_tree}): {total(before):.2f}, {total(before, False):.2f}' if before else ''))
+    for (label, lifted), value in sorted(after.items(), key=lambda item: -item[1]):
+        if value >= 0.005:
+            print(f"  {value:6.2f}  {label}{' (lifted: partial results)' if lifted else ''}")
+    if before:
+        print('  before:')
+        for (label, lifted), value in sorted(before.items(), key=lambda item: -item[1]):
+            if value >= 0.005:
+                print(f"  {value:6.2f}  {label}{' (lifted: partial results)' if lifted else ''}")
+
+
+def guarantee_parts(root, names, size, count=200):
+    """ms an image of the sha256 of the source's bytes and of the perceptual fingerprint of the image
+    decoding holds (draft-decoded, before resizing), on ``count`` of the photos, one thread."""
+    import hashlib  # pylint: disable=import-outside-toplevel
+    from imgrec_imaging import image_ops, perceptual_hash  # pylint: disable=import-outside-toplevel
+    sample = names[::max(1, len(names) // count)][:count]
+    datas = [open(os.path.join(root, name), 'rb').read() for name in sample]
+    images = [image_ops.decode(data, size)[0] for data in datas]
+    start = time.perf_counter()
+    for data in datas:
+        hashlib.sha256(data).hexdigest()
+    sha_ms = (time.perf_counter() - start) / len(datas) * 1e3
+    start = time.perf_counter()
+    for image in images:
+        perceptual_hash.fingerprint(image)
+    fingerprint_ms = (time.perf_counter() - start) / len(images) * 1e3
+    print(f'guarantee work an image (one thread, {len(sample)} photos): sha256 of the source {sha_ms:.2f} ms, '
+          f'perceptual fingerprint (hash + colour thumbnail, from the draft-decoded image) {fingerprint_ms:.2f} ms')
+
+
+def startup_section():
+    """The start-up figures (benchmarks/startup.py: the 40-image build, --help, the no-op refresh), if there."""
+    if not os.path.exists(os.path.join(os.path.dirname(os.path.abspath(__file__)), 'startup.py')):
+        print('startup: benchmarks/startup.py is not here (yet); no start-up figures')
+        return
+    import startup  # pylint: disable=import-outside-toplevel
+    startup.main([])
+
+
+def parse_plan(text):
+    """'2400x3,20000x1' -> [(2400, 3), (20000, 1)]."""
+    plan = []
+    for item in text.split(','):
+        images, _, rounds = item.strip().partition('x')
+        plan.append((int(images), int(rounds or 1)))
+    return plan
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('--images', type=int, default=MAX_GENERATED)
+    parser.add_argument('--plan', default=None,
+                        help=f'sizes and rounds, IMAGESxROUNDS comma-separated (default {DEFAULT_PLAN}, '
+                        'unless --images is given)')
+    parser.add_argument('--images', type=int, help='one size: this many photos, --rounds rounds')
+    parser.add_argument('--crossings', type=int, default=1, help='0: leave out the crossings an image makes')
+    parser.add_argument('--crossings_before', help='a source tree (an older checkout) whose crossings to show beside')
+    parser.add_argument('--startup', action='store_true', help='also the start-up figures (benchmarks/startup.py)')
     parser.add_argument('--image_size', default='224')
     parser.add_argument('--workers', type=int, default=os.cpu_count(),
                         help='--direct_num_workers of the modes that name a running mode')
@@ -197,22 +298,35 @@ def main():
     parser.add_argument('--rounds', type=int, default=3, help='rounds of (each mode, the pool script)')
     parser.add_argument('--naive_images', type=int, default=1200, help='images the naive loop runs on')
     parser.add_argument('--memory_reference', type=int,
-                        help='also build this many photos once (the first mode) and compare the peak memory')
+                        help='at sizes of 5x this and more, also build this many photos once (the first mode) and '
+                        'compare the peak memory')
     parser.add_argument('--formats_ratio', action='store_true',
                         help='measure only the cost of --formats tfrecord,array_record against tfrecord alone')
     args = parser.parse_args()
-    root = corpus(args.images)
     if args.formats_ratio:
+        root = corpus(args.images or MAX_GENERATED)
         formats_ratio(root, args.image_size, args.workers, len(listed(root)))
         return
     known = modes(args.workers)
     chosen = [name.strip() for name in args.modes.split(',') if name.strip()]
     if not chosen or any(name not in known for name in chosen):
         parser.error(f"--modes: choose from {', '.join(known)}")
-    names = listed(root)
     size = parse_image_size(args.image_size)
     if size[0] != size[1]:
         parser.error('--image_size: the pool script makes square images; give one number')
+    plan = [(args.images, args.rounds)] if args.images and not args.plan else parse_plan(args.plan or DEFAULT_PLAN)
+    for images, rounds in plan:
+        one_size(args, known, chosen, size, images, rounds)
+        print(flush=True)
+    if args.startup:
+        startup_section()
+
+
+def one_size(args, known, chosen, size, images, rounds):
+    """The interleaved rounds at one size, and their table."""
+    root = corpus(images)
+    names = listed(root)
+    args = argparse.Namespace(**{**vars(args), 'rounds': rounds})
     cores = os.cpu_count()
     print(f"{len(names)} photos (640x480 to 1600x1200) -> {size[0]}x{size[1]}, {cores} core(s); build modes: "
           f"{', '.join(chosen)}; {args.rounds} round(s), each mode and the pool script alternating")
@@ -244,7 +358,7 @@ def main():
                                          known[name]))
         _, naive_after, naive_cpu_after = baseline(root, sample, size)
         reference = None
-        if args.memory_reference:
+        if args.memory_reference and images >= 5 * args.memory_reference:  # the large sizes only
             reference = build(corpus(args.memory_reference), args.image_size, os.path.join(output, 'reference'),
                               known[chosen[0]])
     finally:
@@ -287,6 +401,9 @@ def main():
           f"({ref_bytes:.0f} B a reference x {SHUFFLES_PER_RECORD} shuffles)")
     print("shards: " + ', '.join(f"{name} {split['num_shards']}" for name, split in document['splits'].items()))
     print(f'PSNR of the build vs the naive loop: mean {np.mean(scores):.1f} dB, min {np.min(scores):.1f} dB')
+    if args.crossings:
+        print_crossings(root, names, args.image_size, args.crossings_before)
+    guarantee_parts(root, names, size)
 
 
 if __name__ == '__main__':

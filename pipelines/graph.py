@@ -3,7 +3,10 @@
 Only light records cross the shuffles: each image's Example is appended to a spill file as soon as it
 is encoded, and the shard writers copy it from there by reference (``RecordRef``). On a refresh, the
 records of unchanged images are references into the previous version's shards: nothing is read or
-decoded for them (``transforms.previous``). Decoding also hashes each image (a perceptual hash), and
+decoded for them (``transforms.previous``). From the listing's stage to the end of encoding, and into
+``Dedupe``, images cross Beam in batches (``transforms.encode``); per image, only what a per-image key is
+for crosses a shuffle alone (a content key to find copies, band keys to find near-duplicates), and the
+shard dealing. Decoding also hashes each image (a perceptual hash), and
 ``NearDuplicates`` keeps each group of near-duplicates in one split before the shards are dealt
 (``transforms.near_duplicates``).
 """
@@ -16,7 +19,7 @@ from transforms.constants import Value
 from transforms.decode import CountDecisions
 from transforms.dedupe import Dedupe
 from transforms.elements import ImageRef
-from transforms.encode import Encode
+from transforms.encode import Encode, batched
 from transforms.labels import ResolveLabels
 from transforms.listing import ListImages
 from transforms.near_duplicates import OFF, NearDuplicates
@@ -69,6 +72,8 @@ def build_pipeline(pipeline, config, facts):
         counts = pipeline | 'NothingReused' >> Value({'new': None, 'changed': None, 'removed': None, 'reused': 0})
     encoded = to_decode | counters.ENCODE >> _encode(config, facts, labels, staging_dir)
     rejected.append(encoded['rejected'])
+    # Records reach Dedupe in batches, as encoding leaves them; reused ones are batched where they are matched.
+    reused = [records | f'BatchReused{i}' >> batched() for i, records in enumerate(reused)]
     deduped = [encoded['records'], *reused] | 'AllRecords' >> beam.Flatten() | counters.DEDUPE >> Dedupe()
     rejected.append(deduped['rejected'])
     kept, decode_inputs = deduped['images'], [to_decode]
@@ -79,7 +84,8 @@ def build_pipeline(pipeline, config, facts):
         encoded_promoted = promoted | 'EncodePromoted' >> _encode(config, facts, labels, staging_dir)
         rejected.append(encoded_promoted['rejected'])
         kept = ((kept | 'WithFrame' >> beam.Filter(lambda r: r.payload_file is not None),
-                 encoded_promoted['records']) | 'AllKept' >> beam.Flatten())
+                 encoded_promoted['records'] | 'PromotedRecords' >> beam.FlatMap(lambda batch: batch))
+                | 'AllKept' >> beam.Flatten())
         decode_inputs.append(promoted)
     decoded = [inputs | f'Decoded{i}' >> _tally(DECODED) for i, inputs in enumerate(decode_inputs)]
     if refresh.keeps_published:  # a refresh and a --full build read the published splits alike

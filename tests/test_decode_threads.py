@@ -46,11 +46,12 @@ def _decode(refs, log_dir, threads):
     log_dir.mkdir()
     p = TestPipeline()
     policy = RetryPolicy(deadline_s=60, initial_delay_s=0.01, max_delay_s=0.02)
-    result = p | beam.Create(refs) | DecodeResizeEncode(
+    batches = [refs[start:start + 4] for start in range(0, len(refs), 4)]
+    result = p | beam.Create(batches) | DecodeResizeEncode(
         RecordOptions((16, 16)), read=MissingOrFlaky(log_dir, failures=1), retry_policy=policy, with_hash=True,
         decode_threads=threads)
     kept = log_dir / 'kept'
-    (result['images'] | 'Images' >> beam.Map(lambda image: repr(image._replace(ref=image.ref.source)))
+    (result['images'] | 'OneByOne' >> beam.FlatMap(lambda batch: batch) | 'Images' >> beam.Map(lambda image: repr(image._replace(ref=image.ref.source)))
      | 'KeepImages' >> beam.Map(_append, str(kept) + '.images'))
     (result['rejected'] | 'Why' >> beam.Map(lambda r: repr((r.source, r.reason, r.bytes)))
      | 'KeepRejected' >> beam.Map(_append, str(kept) + '.rejected'))
@@ -83,3 +84,26 @@ def test_one_decode_thread_still_keeps_every_image(refs, tmp_path):
     one, _ = _decode(refs, tmp_path / 'one', 1)
     inline, _ = _decode(refs, tmp_path / 'inline', 0)
     assert one == inline
+
+
+@pytest.mark.parametrize('threads', [0, 2])
+def test_bad_files_inside_a_batch_are_quarantined_alone(refs, tmp_path, threads):
+    """A truncated JPEG, a text file and a missing file in the middle of one batch: each is rejected on its
+    own, and every photo around them comes out, in the batch's order."""
+    photos, bad = refs[:4], refs[12:]
+    batch = photos[:2] + bad + photos[2:]
+    p = TestPipeline()
+    policy = RetryPolicy(deadline_s=60, initial_delay_s=0.01, max_delay_s=0.02)
+    result = p | beam.Create([batch]) | DecodeResizeEncode(
+        RecordOptions((16, 16)), read=MissingOrFlaky(tmp_path, failures=0), retry_policy=policy,
+        decode_threads=threads)
+    kept = tmp_path / 'kept'
+    result['images'] | 'Sources' >> beam.Map(lambda images: repr([image.ref.source for image in images])) | (
+        'KeepImages' >> beam.Map(_append, f'{kept}.images'))
+    result['rejected'] | 'Why' >> beam.Map(lambda r: repr((r.source, r.reason))) | (
+        'KeepRejected' >> beam.Map(_append, f'{kept}.rejected'))
+    p.run().wait_until_finish()
+    assert open(f'{kept}.images').read().splitlines() == [repr([ref.source for ref in photos])]
+    assert sorted(open(f'{kept}.rejected').read().splitlines()) == sorted(
+        repr(pair) for pair in [('cat/cut.jpg', TRUNCATED), ('cat/notes.jpg', NOT_AN_IMAGE),
+                                ('cat/gone.jpg', READ_ERROR)])

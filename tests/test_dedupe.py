@@ -31,10 +31,11 @@ IMAGES = [
 
 def test_copies_are_resolved_by_content_and_name_only():
     with TestPipeline() as p:
-        for seed in (0, 1):  # the input order must not matter
+        for seed in (0, 1, 2):  # neither the input order nor how the records are batched must matter
             images = list(IMAGES)
             random.Random(seed).shuffle(images)
-            result = p | f'Images{seed}' >> beam.Create(images) | f'Dedupe{seed}' >> Dedupe()
+            batches = [images[start:start + seed + 1] for start in range(0, len(images), seed + 1)]
+            result = p | f'Images{seed}' >> beam.Create(batches) | f'Dedupe{seed}' >> Dedupe()
             assert_that(result['images'] | f'Kept{seed}' >> beam.Map(lambda record: record.source),
                         equal_to(['a/only.jpg', 'a/deeper/b.jpg']), label=f'Written{seed}')
             assert_that(result['duplicates'], equal_to([
@@ -52,7 +53,7 @@ def test_copies_are_resolved_by_content_and_name_only():
 def test_a_path_listed_twice_is_written_once():
     twice = [_image('a/same.jpg', 'a', '3'), _image('a/same.jpg', 'a', '3')]
     with TestPipeline() as p:
-        result = p | beam.Create(twice) | Dedupe()
+        result = p | beam.Create([twice[:1], twice[1:]]) | Dedupe()
         assert_that(result['images'] | 'Kept' >> beam.Map(lambda record: record.source), equal_to(['a/same.jpg']),
                     label='Written')
         assert_that(result['duplicates'] | 'Of' >> beam.Map(lambda d: (d.source, d.duplicate_of)),
@@ -62,7 +63,17 @@ def test_a_path_listed_twice_is_written_once():
 def test_many_conflicting_copies_are_named_in_a_short_message():
     copies = [_image(f'{label}/{i}.jpg', label, '4') for label in 'ab' for i in range(5)]
     with TestPipeline() as p:
-        result = p | beam.Create(copies) | Dedupe()
+        result = p | beam.Create([copies]) | Dedupe()
         assert_that(result['rejected'] | beam.Map(lambda r: (r.source, r.message)) | beam.Filter(
             lambda pair: pair[0] == 'a/0.jpg'), equal_to([
                 ('a/0.jpg', 'same bytes as a/1.jpg (a), a/2.jpg (a), a/3.jpg (a), a/4.jpg (a), b/0.jpg (b) and 4 more')]))
+
+
+def test_contents_that_only_share_a_content_key_are_not_copies():
+    one = _image('a/one.jpg', 'a', '5')
+    other = _image('b/other.jpg', 'b', '5')._replace(sha256='5' * 16 + '6' * 48)
+    with TestPipeline() as p:
+        result = p | beam.Create([[one], [other]]) | Dedupe()
+        assert_that(result['images'] | 'Kept' >> beam.Map(lambda record: record.source),
+                    equal_to(['a/one.jpg', 'b/other.jpg']), label='Written')
+        assert_that(result['rejected'], equal_to([]), label='NoConflicts')

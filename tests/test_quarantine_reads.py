@@ -56,8 +56,8 @@ def _run(ref, reader, deadline_s):
     """The decode step on one ref, retrying reads for ``deadline_s``; returns (pipeline, written, rejected)."""
     p = TestPipeline()
     policy = RetryPolicy(deadline_s=deadline_s, initial_delay_s=0.01, max_delay_s=0.02)
-    result = p | beam.Create([ref]) | DecodeResizeEncode(RecordOptions((16, 16)), read=reader, retry_policy=policy)
-    written = result['images'] | 'Sources' >> beam.Map(lambda image: image.ref.source)
+    result = p | beam.Create([[ref]]) | DecodeResizeEncode(RecordOptions((16, 16)), read=reader, retry_policy=policy)
+    written = result['images'] | 'Sources' >> beam.FlatMap(lambda images: [image.ref.source for image in images])
     rejected = result['rejected'] | 'Why' >> beam.Map(lambda r: (r.source, r.reason, r.bytes))
     return p, written, rejected
 

@@ -62,8 +62,8 @@ def test_to_example_spills_every_contract_feature_and_passes_a_reference(tmp_pat
                          'ab' * 32, b'\xff\xd8jpeg', 24, 48, source_bytes=7)
     spill_dir = str(tmp_path / 'spill')
 
-    def spilled(refs):
-        (ref,) = refs
+    def spilled(batches):
+        ((ref,),) = batches
         assert (ref.split, ref.label, ref.order_key[1], ref.sha256, ref.mtime_ns) == ('train', 1, 'dog/x.jpg',
                                                                                       'ab' * 32, 5)
         with open(ref.payload_file, 'rb') as stream:
@@ -72,7 +72,7 @@ def test_to_example_spills_every_contract_feature_and_passes_a_reference(tmp_pat
 
     with TestPipeline() as p:
         labels = p | 'Labels' >> beam.Create([['cat', 'dog']])
-        records = p | beam.Create([image]) | ToExample(beam.pvalue.AsSingleton(labels), spill_dir)
+        records = p | beam.Create([[image]]) | ToExample(beam.pvalue.AsSingleton(labels), spill_dir)
         assert_that(records, spilled)
     assert os.listdir(spill_dir)
     feature = tf.train.Example.FromString(to_example(image, 1)).features.feature

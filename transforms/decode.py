@@ -1,19 +1,23 @@
-"""Reads each image (retrying transient errors), decodes, resizes and re-encodes it.
+"""Reads a batch of images (retrying transient errors), decodes, resizes and re-encodes each of them.
 
-One bad input never fails the bundle: an input that cannot be used leaves through the ``rejected``
-side output with a reason code (``records.REASONS``), and the build goes on. A read that fails on a
+Images travel in batches (lists, ``transforms.encode``): each crossing of Beam's data plane costs an
+element's framing, coding and operations, so one element carries many images. The batch is only the
+unit of transport: every image in it is read, decoded and judged on its own, so one bad input never
+fails its batch. An input that cannot be used leaves alone through the ``rejected`` side output with a
+reason code (``records.REASONS``), and its neighbours go on in the batch. A read that fails on a
 transient error (timeout, reset, HTTP 429 or 5xx) is retried until the retry deadline
 (``imgrec_storage.retries``); if it still fails the build fails with BuildFailed, since the file itself may
 be fine and quarantining it would silently drop it. Only permanent read errors (missing, forbidden, a
 symlink loop) are quarantined, as ``read_error``; a path that is no regular file (a FIFO, a device) is
 never opened, and is quarantined as ``not_a_file`` (``fileio.read_local``).
 
-Reads run ahead of decoding, ``READ_AHEAD`` files a bundle, so a worker's core decodes while the next
-files come off the disk or out of the bucket. A ``gs://`` read (tens of milliseconds of waiting) runs on
-a thread of the DoFn's own, and is the read's first attempt; retries and their counters run in the
+Reads run ahead of decoding, ``READ_AHEAD`` files within a batch, so a worker's core decodes while the
+next files come off the disk or out of the bucket. A ``gs://`` read (tens of milliseconds of waiting) runs
+on a thread of the DoFn's own, and is the read's first attempt; retries and their counters run in the
 DoFn's thread, where Beam keeps metrics. A local file only gets a read-ahead hint to the kernel
-(``fileio.will_read``): a thread would cost more in Python's lock than the read itself. Outputs keep
-their inputs' order, timestamps and windows.
+(``fileio.will_read``): a thread would cost more in Python's lock than the read itself. The sha256 of a
+source is taken as its bytes come in, on the thread that read them. A batch's decoded images keep their
+order; everything is emitted from ``process``, so each output keeps its input's timestamp and window.
 
 With ``decode_threads`` (a local in_memory run, whose runner runs a stage on one thread), the pixel work
 of each image (read, decode, resize, encode, hashes: Pillow, hashlib and numpy let go of Python's lock
@@ -31,7 +35,6 @@ import typing
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
-from apache_beam.utils.windowed_value import WindowedValue
 
 from contract import counters
 from contract.reasons import READ_ERROR
@@ -41,7 +44,7 @@ from imgrec_storage import fileio, gcs, retries
 from transforms.elements import EncodedImage, Rejected
 
 REJECTED = 'rejected'
-READ_AHEAD = 8  # files read ahead of the decoder, per bundle: at most this many sources held at once
+READ_AHEAD = 8  # files read ahead of the decoder, within a batch: at most this many sources held at once
 # Images queued a decode thread, so none waits while the DoFn's thread hands the finished ones on.
 DECODE_QUEUE = 3
 # Finished images the DoFn's thread hands on each time it wakes (at most; always leaving each decode
@@ -67,20 +70,24 @@ class _DecodeResizeEncodeFn(beam.DoFn):
         if self._decode_threads:
             self._decoders = concurrent.futures.ThreadPoolExecutor(self._decode_threads, thread_name_prefix='decode')
 
-    def start_bundle(self):
+    def process(self, batch):
+        """One batch of ImageRefs -> its EncodedImages as one list (none when every image was rejected), and
+        each rejected image alone."""
         self._pending = collections.deque()
         self._decoding = collections.deque()
-
-    def process(self, ref, timestamp=beam.DoFn.TimestampParam, window=beam.DoFn.WindowParam):
-        self._pending.append((ref, self._start_read(ref.path), timestamp, window))
-        while self._pending and (len(self._pending) > READ_AHEAD or self._pending[0][1] is _READ_BY_DECODER):
-            yield from self._advance(*self._pending.popleft())
-
-    def finish_bundle(self):
+        images = []
+        for ref in batch:
+            self._pending.append((ref, self._start_read(ref.path)))
+            while self._pending and (len(self._pending) > READ_AHEAD or self._pending[0][1] is _READ_BY_DECODER):
+                self._advance(*self._pending.popleft(), images)
         while self._pending:
-            yield from self._advance(*self._pending.popleft())
+            self._advance(*self._pending.popleft(), images)
         while self._decoding:
-            yield from self._emit(*self._decoding.popleft())
+            self._emit(*self._decoding.popleft(), images)
+        rejected = [output for output in images if isinstance(output, beam.pvalue.TaggedOutput)]
+        yield from rejected
+        if len(rejected) < len(images):
+            yield [output for output in images if not isinstance(output, beam.pvalue.TaggedOutput)]
 
     def teardown(self):
         if self._pool is not None:
@@ -99,9 +106,9 @@ class _DecodeResizeEncodeFn(beam.DoFn):
         fileio.will_read(path)
         return lambda: self._read(path)
 
-    def _advance(self, ref, first_attempt, timestamp, window):
-        """Starts decoding ``ref`` (reading it first, here or on a decode thread) and emits, in input order,
-        what is decoded beyond the decoders' queue."""
+    def _advance(self, ref, first_attempt, outputs):
+        """Starts decoding ``ref`` (reading it first, here or on a decode thread) and appends to ``outputs``,
+        in input order, what is decoded beyond the decoders' queue."""
         if first_attempt is _READ_BY_DECODER:
             outcome = self._decoders.submit(self._read_and_image, ref.path)
         else:
@@ -112,23 +119,19 @@ class _DecodeResizeEncodeFn(beam.DoFn):
                 outcome = self._decoders.submit(self._with_image, data)
             else:
                 outcome = _Done(self._with_image(data))
-        self._decoding.append((ref, outcome, timestamp, window))
+        self._decoding.append((ref, outcome))
         if len(self._decoding) > DECODE_QUEUE * self._decode_threads:
             batch = max(1, min(EMIT_BATCH, len(self._decoding) - self._decode_threads))
             self._decoding[batch - 1][1].result()  # one wait for the batch: the older ones are done by then, mostly
             for _ in range(batch):
-                yield from self._emit(*self._decoding.popleft())
+                self._emit(*self._decoding.popleft(), outputs)
 
-    def _emit(self, ref, outcome, timestamp, window):
+    def _emit(self, ref, outcome, outputs):
         data, image = outcome.result()
         if isinstance(data, _FailedRead):  # a decode thread's read failed: retried (or quarantined) here
             data = self._read_data(ref, data.attempt)
             image = None if isinstance(data, beam.pvalue.TaggedOutput) else self._image(data)
-        output = self._output(ref, data, image)
-        if isinstance(output, beam.pvalue.TaggedOutput):
-            yield beam.pvalue.TaggedOutput(output.tag, WindowedValue(output.value, timestamp, (window,)))
-        else:
-            yield WindowedValue(output, timestamp, (window,))
+        outputs.append(self._output(ref, data, image))
 
     def _reject(self, ref, reason, message, size):
         self.rejected.inc()
@@ -162,12 +165,14 @@ class _DecodeResizeEncodeFn(beam.DoFn):
         return data, self._image(data)
 
     def _image(self, data):
-        """(jpeg, notes, sha256 hex) of ``data``, or the ImageRejected: plain work, on any thread."""
+        """(jpeg, notes, sha256 hex) of ``data``, or the ImageRejected: plain work, on any thread. The sha256
+        is taken first, as the bytes come in (an image rejected later is not written, so needs none)."""
+        digest = hashlib.sha256(data).hexdigest()
         try:
             jpeg, notes = image_ops.decode_resize_encode(data, self._options, with_hash=self._with_hash)
         except image_ops.ImageRejected as rejection:
             return rejection
-        return jpeg, notes, hashlib.sha256(data).hexdigest()
+        return jpeg, notes, digest
 
     def _output(self, ref, data, image):
         """The output of ``ref`` on the DoFn's thread, where its counters are kept."""
@@ -208,7 +213,8 @@ class _Done(typing.NamedTuple):
 
 
 class DecodeResizeEncode(beam.PTransform):
-    """ImageRef -> {'images': EncodedImage, 'rejected': Rejected}, under ``options`` (a RecordOptions).
+    """Batches (lists) of ImageRef -> {'images': lists of EncodedImage, a batch's in its order, 'rejected':
+    Rejected, one an image}, under ``options`` (a RecordOptions).
 
     ``read`` (path -> bytes, one attempt) is the read boundary, retried under ``retry_policy``
     (``retries.RetryPolicy``; default ``retries.default_policy()``: a deadline per file). Tests

@@ -2,8 +2,14 @@
 
 Same bytes under one label: the copy with the smallest source name is written, the others are recorded
 as duplicates. Same bytes under several labels: nobody can tell which label is right, so every copy is
-quarantined as ``label_conflict``. Records are grouped by their sha256 (a keyed GroupByKey of light
-references, so only the copies of one file meet on a worker, and no image bytes move).
+quarantined as ``label_conflict``.
+
+Records come in batches (lists) and most have no copy, so only a number per image crosses a shuffle: the
+first 64 bits of its sha256, counted per value by a combine that sums inside each worker first (Beam's
+combiner lifting). The values held more than once (a side input as small as the copies are few) pick
+out the records that may have a copy; only those are grouped by their whole sha256 (a shared prefix
+alone decides nothing), so only the copies of one file meet on a worker, and no image bytes move. Every
+other record leaves its batch as it is.
 """
 import apache_beam as beam
 from apache_beam.metrics import Metrics
@@ -14,6 +20,7 @@ from transforms.elements import Duplicate, Rejected
 
 REJECTED = 'rejected'
 DUPLICATES = 'duplicates'
+_COPIES = 'copies'
 _NAMES_IN_MESSAGE = 5
 
 
@@ -22,6 +29,24 @@ def _others(members, source):
     others = [f'{name} ({label})' for name, label in members if name != source]
     shown = ', '.join(others[:_NAMES_IN_MESSAGE])
     return shown + (f' and {len(others) - _NAMES_IN_MESSAGE} more' if len(others) > _NAMES_IN_MESSAGE else '')
+
+
+def content_key(sha256):
+    """The first 64 bits of a hex sha256, as a number: what is counted to find the contents held twice."""
+    return int(sha256[:16], 16)
+
+
+def _content_keys(batch):
+    return [(content_key(record.sha256), 1) for record in batch]
+
+
+def _sort_out(batch, repeated):
+    """A batch -> its records one by one; those whose content key is held twice, keyed by sha256."""
+    for record in batch:
+        if content_key(record.sha256) in repeated:
+            yield beam.pvalue.TaggedOutput(_COPIES, (record.sha256, record))
+        else:
+            yield record
 
 
 class _ResolveCopiesFn(beam.DoFn):
@@ -56,12 +81,19 @@ class _ResolveCopiesFn(beam.DoFn):
 
 
 class Dedupe(beam.PTransform):
-    """RecordRef -> {'images': one RecordRef per content, 'duplicates': Duplicate, 'rejected': Rejected}."""
+    """Lists of RecordRef -> {'images': one RecordRef per content, 'duplicates': Duplicate, 'rejected':
+    Rejected}."""
 
-    def expand(self, records):
-        results = (records
-                   | 'KeyBySha256' >> beam.Map(lambda record: (record.sha256, record))
+    def expand(self, batches):
+        repeated = beam.pvalue.AsDict(
+            batches
+            | 'ContentKeys' >> beam.FlatMap(_content_keys)
+            | 'CountPerContent' >> beam.CombinePerKey(sum)
+            | 'HeldTwice' >> beam.Filter(lambda counted: counted[1] > 1))
+        sorted_out = batches | 'SortOut' >> beam.FlatMap(_sort_out, repeated).with_outputs(_COPIES, main='alone')
+        results = (sorted_out[_COPIES]
                    | 'GroupCopies' >> beam.GroupByKey()
                    | 'ResolveCopies' >> beam.ParDo(_ResolveCopiesFn()).with_outputs(
                        REJECTED, DUPLICATES, main='images'))
-        return {'images': results.images, DUPLICATES: results[DUPLICATES], REJECTED: results[REJECTED]}
+        images = (sorted_out.alone, results.images) | 'AllImages' >> beam.Flatten()
+        return {'images': images, DUPLICATES: results[DUPLICATES], REJECTED: results[REJECTED]}

@@ -1,17 +1,35 @@
-"""Reads, decodes, resizes and re-encodes images, and spills their Examples: ImageRef -> RecordRef."""
+"""Reads, decodes, resizes and re-encodes images, and spills their Examples: ImageRef -> RecordRef batches.
+
+Images cross Beam in batches: each element crossing the data plane between the runner and its workers
+is framed, encoded and decoded in Python, a cost per element whatever it carries, so one element carries
+up to ``BATCH_SIZE`` images from the listing's stage to the end of encoding. The batches are made where
+the images are listed (``beam.BatchElements``: sizes start at one image and double, so a small build
+still spreads over the workers) and a Reshuffle spreads them over the workers. Which images share a batch
+varies from run to run; nothing written depends on it: every image is decoded and judged on its own,
+and the shards, their order and the index follow from each image alone.
+"""
 import apache_beam as beam
 
 from transforms.decode import DecodeResizeEncode
 from transforms.examples import ToExample
 
+# Images an element carries at most: beyond about a hundred, the cost per element is under 1% of an
+# image's decoding, while larger batches spread a small build over fewer workers (docs/benchmarks.md).
+BATCH_SIZE = 100
+
+
+def batched():
+    """Lists of at most ``BATCH_SIZE`` elements, as Beam's BatchElements makes them (its metrics off)."""
+    return beam.BatchElements(min_batch_size=1, max_batch_size=BATCH_SIZE, record_metrics=False)
+
 
 class Encode(beam.PTransform):
-    """ImageRef -> {'records': RecordRef with its frame spilled, 'rejected': Rejected}.
+    """ImageRef -> {'records': lists of RecordRef, each with its frame spilled, 'rejected': Rejected}.
 
-    A Reshuffle first spreads the images over the workers (listing fuses otherwise). ``options`` (a
-    RecordOptions) shape each record; ``labels`` is the singleton side input of the class list;
-    ``spill_dir`` where the frames go; ``with_hash``: each record also gets its perceptual hash;
-    ``decode_threads``: threads each decoding DoFn decodes on (``transforms.decode``; 0: its own).
+    ``options`` (a RecordOptions) shape each record; ``labels`` is the singleton side input of the class
+    list; ``spill_dir`` where the frames go; ``with_hash``: each record also gets its perceptual hash and
+    colour thumbnail; ``decode_threads``: threads each decoding DoFn decodes on (``transforms.decode``; 0:
+    its own).
     """
 
     def __init__(self, options, labels, spill_dir, retry_policy=None, with_hash=False, decode_threads=0):
@@ -21,6 +39,9 @@ class Encode(beam.PTransform):
         self._to_example = ToExample(labels, spill_dir, retry_policy)
 
     def expand(self, refs):
-        decoded = refs | 'Reshuffle' >> beam.Reshuffle() | 'DecodeResize' >> self._decode
+        decoded = (refs
+                   | 'Batch' >> batched()
+                   | 'Reshuffle' >> beam.Reshuffle()
+                   | 'DecodeResize' >> self._decode)
         records = decoded['images'] | 'ToExample' >> self._to_example
         return {'records': records, 'rejected': decoded['rejected']}

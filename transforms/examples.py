@@ -1,7 +1,8 @@
 """Turns encoded images into serialised ``tf.train.Example``s (deterministic bytes, no TensorFlow).
 
 The Examples leave the graph at once: each bundle appends their TFRecord frames to a spill file of its
-own, and only a light ``RecordRef`` (where the frame is) goes on through the shuffles.
+own, and only a light ``RecordRef`` (where the frame is) goes on through the shuffles. Images come in
+batches (lists) and their references leave in the same batches.
 """
 import apache_beam as beam
 from apache_beam.coders import coders
@@ -44,9 +45,12 @@ class _ToExampleFn(beam.DoFn):
     def start_bundle(self):
         self._spill = spill.SpillFile(self._spill_dir, self._policy)
 
-    def process(self, image, labels):
+    def process(self, images, labels):
         if labels is not self._labels:  # the side input is the same object for a whole bundle
             self._labels, self._index_of = labels, {label: i for i, label in enumerate(labels)}
+        yield [self._spilled(image) for image in images]
+
+    def _spilled(self, image):
         index = self._index_of[image.ref.label]
         example = to_example(image, index)
         self.examples.inc()
@@ -61,7 +65,7 @@ class _ToExampleFn(beam.DoFn):
             source_height=image.source_height, upscaled=image.upscaled, ctime_ns=ref.ctime_ns, inode=ref.inode,
             thumbnail=image.thumbnail)
         self.ref_bytes.inc(len(self._coder.encode(record)))
-        yield record
+        return record
 
     def finish_bundle(self):
         # Downstream reads the spill file only after this bundle is committed, so after this close.
@@ -70,7 +74,8 @@ class _ToExampleFn(beam.DoFn):
 
 
 class ToExample(beam.PTransform):
-    """EncodedImage -> RecordRef, the Example's frame appended to a spill file under ``spill_dir``.
+    """Lists of EncodedImage -> lists of RecordRef, each Example's frame appended to a spill file under
+    ``spill_dir``.
 
     ``labels`` is a singleton side input: the ordered class list.
     """

@@ -6,7 +6,9 @@ its (band, value) pairs, and only the hashes of one key meet on a worker, where 
 at once (vectorised) against the threshold. Every pair within the threshold shares a band
 (pigeonhole), and is kept from the first band it shares only. The threshold follows from the number of
 hashed images (``perceptual_hash.threshold_for``, a side input). Only light (hash, source) pairs cross
-this shuffle.
+this shuffle, and not one by one: a band has few values (2 to the band's bits), so the members of each
+(band, value) are gathered by a combine that Beam lifts, each worker sending one list a key, not one
+element an image and band.
 
 Confirmation: a candidate is a link only if the two images' colour thumbnails agree too
 (``perceptual_hash.same_picture``), a check on what the grey hash cannot see; each candidate meets its
@@ -93,6 +95,26 @@ def star_groups(links):
         for other, _ in links[source]:
             leader_of.setdefault(other, source)
     return leader_of
+
+
+class _MembersFn(beam.CombineFn):
+    """The (hash, source) members of one band value, as a list: gathered on each worker before the shuffle."""
+
+    def create_accumulator(self):
+        return []
+
+    def add_input(self, members, member):
+        members.append(member)
+        return members
+
+    def merge_accumulators(self, accumulators):
+        merged = []
+        for members in accumulators:
+            merged.extend(members)
+        return merged
+
+    def extract_output(self, members):
+        return members
 
 
 class _CompareFn(beam.DoFn):
@@ -249,7 +271,7 @@ class FindGroups(beam.PTransform):
             threshold = beam.pvalue.AsSingleton(threshold)
         links = (records
                  | 'BandKeys' >> beam.FlatMap(band_keys, threshold)
-                 | 'GroupBands' >> beam.GroupByKey()
+                 | 'GroupBands' >> beam.CombinePerKey(_MembersFn())
                  | 'CompareInBand' >> beam.ParDo(_CompareFn(), threshold)
                  | 'Confirm' >> Confirm(records))
         state = (links
