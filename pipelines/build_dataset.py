@@ -31,7 +31,7 @@ from imgrec_console.errors import BuildFailed, CommandError, Interrupted, UserEr
 from imgrec_console.held_stderr import held_stderr
 from imgrec_console.supervisor import supervise
 from imgrec_storage import fileio, gcs, publication, retries
-from pipelines import preflight, progress, refresh
+from pipelines import job_endpoint, preflight, progress, refresh
 from pipelines.graph import build_pipeline
 from pipelines.local import internals, workers
 from pipelines.options import (
@@ -168,6 +168,7 @@ def launch(config, facts, options):
     submission applies none.
     """
     local = is_local(options)
+    job_endpoint.check(options)
     with internals.gcs_emulator() if local else contextlib.nullcontext():
         config, latest = preflight.check(config, options)
         facts = dataclasses.replace(facts, previous=latest, refresh=refresh.plan(config, latest))
