@@ -32,7 +32,7 @@ from imgrec_console.errors import BuildFailed, CommandError, Interrupted, UserEr
 from imgrec_console.held_stderr import held_stderr
 from imgrec_storage import fileio, gcs, publication, retries
 from imgrec_versions import failed_build
-from pipelines import beam_names, preflight, progress, refresh
+from pipelines import beam_names, job_endpoint, preflight, progress, refresh
 from pipelines.build_result import BuildResult
 from pipelines.graph import build_pipeline
 from pipelines.command_line import cli  # noqa: F401  # the command (and an older install's entry point)
@@ -230,6 +230,7 @@ def launch(config, facts, options):
     submission applies none.
     """
     local = is_local(options)
+    job_endpoint.check(options)
     with internals.gcs_emulator() if local else contextlib.nullcontext():
         config, latest = preflight.check(config, options)
         facts = dataclasses.replace(facts, previous=latest, refresh=refresh.plan(config, latest))

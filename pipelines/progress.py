@@ -1,8 +1,9 @@
 """Live progress of a build: a line at least every ``--progress_interval`` seconds, and Dataflow's job URL.
 
-Local runs: the runner counts as it goes (``pipelines.local.live_counters``, feature live-counters, which
-puts a ``tally`` on the runner); ``Progress`` prints its counts from a thread while the job runs. With
-that feature off, a local build prints no progress lines.
+Local runs: the runner counts as it goes (feature live-counters, whose counts ``pipelines.local.internals.
+live_tally`` hands over once its check passed); ``Progress`` prints them from a thread while the job runs.
+With that feature off, a local build prints no progress lines; so does a portable runner's, whose
+counters (``PipelineResult.metrics()``) exist only once the job is done.
 
 Dataflow: ``Progress.wait`` prints the job's console URL, then waits in steps of the interval and prints
 the same counters from the job's metrics (the Dataflow API, read by ``contract.counters.read``) after
@@ -20,6 +21,7 @@ from apache_beam.options.pipeline_options import GoogleCloudOptions
 from apache_beam.runners.runner import PipelineState
 
 from contract import counters
+from pipelines.local import internals
 
 DEFAULT_INTERVAL = 10.0
 
@@ -73,7 +75,7 @@ class Progress:
     """
 
     def __init__(self, pipeline, options, on=True, interval=DEFAULT_INTERVAL, stream=None):
-        self._tally = getattr(pipeline.runner, 'tally', None)
+        self._tally = internals.live_tally(pipeline.runner)
         self._options = options
         self._on = on
         self._interval = interval

@@ -193,6 +193,14 @@ def runner(progress=True, worker_plugins=()):
     return fn_runner.FnApiRunner(provision_info=provision)
 
 
+def live_tally(runner):
+    """The live counts (``live_counters.Tally``) of ``runner`` when it is the counting runner of feature
+    live-counters and that feature is usable, else None: what a progress line may read while a run runs."""
+    if isinstance(runner, live_counters.CountingRunner) and usable(LIVE_COUNTERS):
+        return runner.tally
+    return None
+
+
 class LocalRun(typing.NamedTuple):
     workers: int  # worker processes (0: none, the runner is not multi-processing)
     runner: object
