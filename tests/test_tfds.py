@@ -115,7 +115,7 @@ def test_a_pruned_version_leaves_no_tfds_view(tmp_path):
     write_images(images, 4, classes=CLASSES[2:3], seed=1, **SMALL)
     build(images, output, '--version', 'v2')
     write_images(images, 4, classes=CLASSES[3:4], seed=2, **SMALL)
-    build(images, output, '--version', 'v3', '--keep_versions', '1')  # deletes v1 (v2 was LATEST at the start)
+    build(images, output, '--version', 'v3', '--keep_versions', '2')  # deletes v1
     assert sorted(os.listdir(output)) == ['LATEST', 'images', 'v2', 'v3']
     assert sorted(os.listdir(os.path.join(output, 'images'))) == ['1.0.1', '1.0.2']
     assert tfds.builder('images', data_dir=output).info.splits.total_num_examples == 16
