@@ -13,11 +13,14 @@ import difflib
 import logging
 import os
 import sys
+import typing
 
 import apache_beam as beam
+from apache_beam.runners.runner import PipelineResult
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import (
     DirectOptions,
+    PipelineOptions,
     GoogleCloudOptions,
     SetupOptions,
     StandardOptions,
@@ -38,6 +41,7 @@ from pipelines.options import (
     DATAFLOW_RUNNER,
     DIRECT_RUNNER,
     BeamOptions,
+    BuildConfig,
     RunFacts,
     own_options,
     parse_args,
@@ -92,7 +96,7 @@ LOCAL_RUNNING_MODE = 'multi_processing'
 REFUSED_MODE = 'multi_threading'
 
 
-def pipeline_options(beam_args):
+def pipeline_options(beam_args: list[str]) -> PipelineOptions:
     """Beam options from the leftover arguments, defaulting to the DirectRunner in ``LOCAL_RUNNING_MODE``
     with a worker per core; refuses ``REFUSED_MODE`` in one line.
 
@@ -123,7 +127,7 @@ def pipeline_options(beam_args):
     return options
 
 
-def is_local(options):
+def is_local(options: PipelineOptions) -> bool:
     return options.view_as(StandardOptions).runner == DIRECT_RUNNER
 
 
@@ -140,7 +144,7 @@ def local_runner(options, live_counters=True):
     return internals.runner(live_counters)
 
 
-def parse(argv):
+def parse(argv: typing.Sequence[str] | None) -> tuple[BuildConfig, RunFacts, PipelineOptions]:
     """(BuildConfig, RunFacts, PipelineOptions) of a command line; raises UserError."""
     now = utc_now()  # names the version (unless --version does) and is the run's 'created'
     config, beam_args = parse_args(argv, now)
@@ -153,14 +157,15 @@ def parse(argv):
     return config, facts, options
 
 
-def run(argv=None):
+def run(argv: typing.Sequence[str] | None = None) -> tuple[BuildConfig, PipelineResult]:
     """Builds a dataset; returns (BuildConfig, PipelineResult). Raises UserError, or the runner's error."""
     config, facts, options = parse(argv)
     config, _, result = launch(config, facts, options)
     return config, result
 
 
-def launch(config, facts, options):
+def launch(config: BuildConfig, facts: RunFacts,
+           options: PipelineOptions) -> tuple[BuildConfig, RunFacts, PipelineResult]:
     """Checks the destinations, then runs the job; returns (BuildConfig as run, RunFacts, PipelineResult).
 
     Waits for the job to finish unless ``--no_wait_until_finish`` (Beam's option) is given. A local run
@@ -171,9 +176,10 @@ def launch(config, facts, options):
     job_endpoint.check(options)
     with internals.gcs_emulator() if local else contextlib.nullcontext():
         config, latest = preflight.check(config, options)
-        facts = dataclasses.replace(facts, previous=latest, refresh=refresh.plan(config, latest))
-        if facts.refresh.full_reason:
-            print(f'build-dataset: full build: {facts.refresh.full_reason}', flush=True)
+        plan = refresh.plan(config, latest)
+        facts = dataclasses.replace(facts, previous=latest, refresh=plan)
+        if plan.full_reason:
+            print(f'build-dataset: full build: {plan.full_reason}', flush=True)
         with (internals.local_run(local_worker_count(options), config.progress) if local
               else contextlib.nullcontext()) as run:
             try:
@@ -324,7 +330,7 @@ def summary(config):
     return '\n'.join(lines)
 
 
-def main(argv=None):
+def main(argv: typing.Sequence[str] | None = None) -> int:
     """Returns the exit status: 0 built, 2 a usage mistake, 1 a failed build."""
     argv = argv if argv is not None else sys.argv[1:]
     logging.basicConfig(level=logging.WARNING, format='%(levelname)s %(name)s: %(message)s')
@@ -421,7 +427,8 @@ def _writes_to_fd2(stream):
         return False
 
 
-def build(input=None, output=None, *, beam_options=None, **options):  # pylint: disable=redefined-builtin
+def build(input: str | None = None, output: str | None = None, *,  # pylint: disable=redefined-builtin
+          beam_options: typing.Sequence[str] | None = None, **options: typing.Any) -> dict | None:
     """Builds a dataset from Python, as ``build-dataset`` does; returns the published dataset.json (a dict).
 
     Takes the command line's options as keyword arguments, by the same names and with the same defaults

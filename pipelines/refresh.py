@@ -6,6 +6,7 @@ this code's and Pillow's version), a record index, and labels that keep their nu
 build says why in one line and decodes everything.
 """
 import dataclasses
+import typing
 
 from apache_beam.io.filesystems import FileSystems
 
@@ -13,6 +14,10 @@ from contract import index, layout, version_ref
 from imgrec_console.errors import UserError
 from imgrec_imaging import perceptual_hash, record_options
 from imgrec_storage import fileio
+
+if typing.TYPE_CHECKING:  # for annotations only
+    from imgrec_storage.publication import Latest
+    from pipelines.options import BuildConfig
 
 # Index columns every reused record must have: facts of the image that a refresh carries over.
 _IMAGE_COLUMNS = (index.PERCEPTUAL_HASH, index.SOURCE_WIDTH, index.SOURCE_HEIGHT, index.UPSCALED)
@@ -24,25 +29,25 @@ _NAMING_OPTIONS = ('output', 'version', 'name')
 
 @dataclasses.dataclass(frozen=True)
 class RefreshPlan:
-    previous: str = None          # the version LATEST named when the build started
-    reuse_dir: str = None         # that version's folder, when its records are reused
-    document: dict = None         # its dataset.json, when reused
-    keep_labels: tuple = None     # its label order: new classes are appended to it
-    full_reason: str = None       # why nothing is reused, when there was a version to reuse
+    previous: str | None = None          # the version LATEST named when the build started
+    reuse_dir: str | None = None         # that version's folder, when its records are reused
+    document: dict | None = None         # its dataset.json, when reused
+    keep_labels: tuple[str, ...] | None = None  # its label order: new classes are appended to it
+    full_reason: str | None = None       # why nothing is reused, when there was a version to reuse
     same_options: bool = False    # every option as in the previous version
     same_splits: bool = False     # the same --splits: its images' splits can be kept (near-duplicate groups)
-    published_dir: str = None     # that version's folder, when its images keep their splits (no --resplit)
-    published_document: dict = None  # its dataset.json then
+    published_dir: str | None = None     # that version's folder, when its images keep their splits (no --resplit)
+    published_document: dict | None = None  # its dataset.json then
 
     @property
-    def keeps_published(self):
+    def keeps_published(self) -> bool:
         return self.published_dir is not None
 
     @property
-    def incremental(self):
+    def incremental(self) -> bool:
         return self.reuse_dir is not None
 
-    def describe(self):
+    def describe(self) -> dict:
         """The ``refresh`` object of dataset.json, less the counts the job adds."""
         return {'previous': self.previous, 'mode': 'incremental' if self.incremental else 'full',
                 'full_reason': self.full_reason}
@@ -68,10 +73,13 @@ def _load(config, previous):
 
 
 def _comparable(options):
-    return {name: value for name, value in options.items() if name not in _NAMING_OPTIONS}
+    """The options two builds must share to publish the same version, less the record options (dataset.json
+    records those in record_options, compared on their own)."""
+    return {name: value for name, value in options.items()
+            if name not in _NAMING_OPTIONS and name not in record_options.NAMES}
 
 
-def plan(config, latest):
+def plan(config: 'BuildConfig', latest: 'Latest | None') -> RefreshPlan:
     """The RefreshPlan of ``config`` against ``latest`` (a ``publication.Latest``: what LATEST named when
     the pre-flight checks read it)."""
     previous = latest.version if latest else None

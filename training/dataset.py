@@ -190,7 +190,8 @@ class InputReader:
         return self._decoded(shards).concatenate(padding).take(total)
 
 
-def load(data, split='train', *, version=None, batch_size=None, shuffle=True, seed=None, as_supervised=True):
+def load(data: str, split: str = 'train', *, version: str | None = None, batch_size: int | None = None,
+         shuffle: bool = True, seed: int | None = None, as_supervised: bool = True) -> tf.data.Dataset:
     """A version's split as a ``tf.data.Dataset`` of (uint8 image [H, W, 3], int32 label), for a notebook or
     ``model.fit``: the reader training uses, every record once a pass.
 

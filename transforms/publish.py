@@ -101,7 +101,7 @@ class _PublishFn(beam.DoFn):
         self._version = version
         self._staging_dir = staging_dir
         self._previous = previous  # publication.Latest: what LATEST held when the build started
-        self._describe = describe  # name, created, options, image_size, record_options, label_order
+        self._describe = describe  # name, created, options, record_options, label_order
         self._max_error_rate = max_error_rate
         self._refresh = refresh  # RefreshPlan.describe(): previous, mode, full_reason
         self._keep_versions = keep_versions
