@@ -59,7 +59,7 @@ def build_metadata(*, name: str, version: str, created: str, options: dict, reco
         'name': name,
         'version': version,
         'created': created,
-        'options': {name: value for name, value in options.items() if name not in record_options},
+        'options': {key: value for key, value in options.items() if key not in record_options},
         'image': {'channels': F.CHANNELS, 'format': F.IMAGE_FORMAT_JPEG.decode()},
         'features': dict(F.FEATURES),
         'labels': list(labels),
