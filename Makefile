@@ -28,7 +28,10 @@ demo: $(STAMP)
 # fixtures are built once: about 12 minutes on 2 cores against 20 on one process.
 TEST_WORKERS ?= 2
 
+# First the type checker over the public API, the configs and the modules mypy.ini lists (mypy is pinned in
+# requirements/test.txt, so the install above brings it), then the suite.
 test: $(STAMP) chromium
+	$(PY) -m mypy
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests
 
 # The report tests open report.html in Debian's headless chromium: installed here when absent and run as

@@ -4,19 +4,23 @@ Kept as plain dicts with the field names defined here, so the file stays readabl
 reads JSON, and both sides agree on the names.
 """
 import json
+import typing
 
 from contract import features as F, layout
 
-FORMAT_VERSION = 1
 # dataset.json's near_duplicates.mode, and --near_duplicates: group them into one split, report them, or off.
 NEAR_DUPLICATE_MODES = ('group', 'report', 'off')
+# 2: each option once. Format 1 also kept the record options (record_options) in ``options`` and the image
+# size in ``image``; readers take both (``current``).
+FORMAT_VERSION = 2
+READABLE_FORMATS = (1, FORMAT_VERSION)
 # A split's ArrayRecord shards (--formats ...,array_record): [{'file', 'records', 'bytes'}], one for each
 # TFRecord shard, in the same order and holding the same records. Absent when the format was not built.
 ARRAY_RECORD_SHARDS = 'array_record_shards'
 _SHARD_FIELDS = ('file', 'records', 'bytes')
 
 
-def add_shard(split, stats):
+def add_shard(split: dict, stats: dict) -> None:
     """Adds one shard writer's ``stats`` to ``split`` (an entry of build_metadata's ``splits``): its
     TFRecord shard to 'shards' and, when it wrote one, its ArrayRecord shard to ARRAY_RECORD_SHARDS."""
     split['shards'].append({field: stats[field] for field in _SHARD_FIELDS})
@@ -25,10 +29,15 @@ def add_shard(split, stats):
             {field: stats[layout.ARRAY_RECORD][field] for field in _SHARD_FIELDS})
 
 
-def build_metadata(*, name, version, created, options, image_size, labels, splits, counts, quarantine,
-                   duplicates, decoding, index=None, record_options=None, label_order=None, refresh=None,
-                   near_duplicates=None):
-    """Returns the ``dataset.json`` document.
+def build_metadata(*, name: str, version: str, created: str, options: dict, record_options: dict,
+                   labels: typing.Sequence[str], splits: dict, counts: dict, quarantine: dict,
+                   duplicates: dict | None, decoding: dict | None, index: dict | None = None,
+                   label_order: str | None = None, refresh: dict | None = None,
+                   near_duplicates: dict | None = None) -> dict:
+    """Returns the ``dataset.json`` document, which records each option once.
+
+    ``options`` are the build's options as given; those that shape a record's bytes are recorded only in
+    ``record_options`` (with the encoder that applied them, its ``image_size`` the records' [height, width]).
 
     ``splits`` maps split name -> {'class_counts': {label: n}, 'shards': [{'file', 'records', 'bytes'}],
     'inputs': n, 'quarantined': n, 'duplicates': n} and, with ArrayRecord shards, ARRAY_RECORD_SHARDS
@@ -39,12 +48,11 @@ def build_metadata(*, name, version, created, options, image_size, labels, split
     'threshold', 'bands', 'groups', 'images', 'pairs', 'pairs_across_splits', 'pairs_across_labels',
     'images_moved', 'largest_group'} (docs/near-duplicates.md);
     ``index`` = ``contract.index.describe(...)``; ``classes`` is derived from the labels and class counts
-    (``class_facts``); ``record_options`` the options that shape a record's
-    bytes (a refresh reuses records only if they are unchanged); ``label_order`` how the label order was decided; ``refresh`` = {'previous', 'mode',
+    (``class_facts``); a refresh reuses records only if ``record_options`` are unchanged; ``label_order``
+    how the label order was decided; ``refresh`` = {'previous', 'mode',
     'full_reason', 'reused', 'decoded', 'new', 'changed', 'removed', 'reuse_damaged'} (records of the previous
     version found damaged as they were copied, and decoded again: counted in 'decoded', not 'reused').
     """
-    height, width = image_size
     with_array_record = any(ARRAY_RECORD_SHARDS in info for info in splits.values())
     written = {split: sum(shard['records'] for shard in info['shards']) for split, info in splits.items()}
     shares = split_shares(written, options.get('splits') or {})
@@ -53,9 +61,8 @@ def build_metadata(*, name, version, created, options, image_size, labels, split
         'name': name,
         'version': version,
         'created': created,
-        'options': options,
-        'image': {'height': height, 'width': width, 'channels': F.CHANNELS,
-                  'format': F.IMAGE_FORMAT_JPEG.decode()},
+        'options': {key: value for key, value in options.items() if key not in record_options},
+        'image': {'channels': F.CHANNELS, 'format': F.IMAGE_FORMAT_JPEG.decode()},
         'features': dict(F.FEATURES),
         'labels': list(labels),
         'classes': class_facts(labels, {split: info['class_counts'] for split, info in splits.items()},
@@ -87,7 +94,7 @@ def build_metadata(*, name, version, created, options, image_size, labels, split
     }
 
 
-def split_shares(written, weights):
+def split_shares(written: dict[str, int], weights: dict[str, int]) -> dict[str, dict[str, float]]:
     """{split: {'share', 'requested_share'}}: the fraction of the written images each split holds, next
     to the fraction its weight asked for (both rounded to 4 places; 0 when nothing was written)."""
     total, whole = sum(written.values()), sum(weights.values())
@@ -96,7 +103,8 @@ def split_shares(written, weights):
             for split, count in written.items()}
 
 
-def class_facts(labels, class_counts, num_splits):
+def class_facts(labels: typing.Sequence[str], class_counts: dict[str, dict[str, int]],
+                num_splits: int) -> dict[str, list[str]]:
     """{'empty': [class], 'fewer_than_splits': [class]}, in label order: the classes with no image written,
     and those with some but fewer than ``num_splits``, which cannot be in every split. ``class_counts``
     maps split -> {class: images written}. Recorded so that a reader sees them without adding up counts."""
@@ -105,39 +113,70 @@ def class_facts(labels, class_counts, num_splits):
             'fewer_than_splits': [label for label in labels if 0 < totals[label] < num_splits]}
 
 
-def num_splits(metadata):
+def num_splits(metadata: dict) -> int:
     """How many splits were asked for (the options' ``--splits``, else the splits written)."""
     return len((metadata.get('options') or {}).get('splits') or metadata['splits'])
 
 
-def dumps(metadata):
+def dumps(metadata: dict) -> str:
     return json.dumps(metadata, indent=2, sort_keys=True, ensure_ascii=False) + '\n'
 
 
-def loads(text):
-    """Parses ``dataset.json`` text and checks it is a format this code understands."""
+def loads(text: str | bytes) -> dict:
+    """Parses ``dataset.json`` text of a format this code reads, as ``current`` gives it."""
     metadata = json.loads(text)
-    if metadata.get('format_version') != FORMAT_VERSION:
+    if metadata.get('format_version') not in READABLE_FORMATS:
         raise ValueError(f"unsupported dataset.json format_version {metadata.get('format_version')!r}; "
-                         f'this code reads {FORMAT_VERSION}')
-    return metadata
+                         f'this code reads {readable_formats()}')
+    return current(metadata)
 
 
-def image_shape(metadata):
+def readable_formats() -> str:
+    """The formats this code reads, for a message: '1 and 2'."""
+    return ' and '.join(map(str, READABLE_FORMATS))
+
+
+def current(metadata: dict) -> dict:
+    """A ``dataset.json`` document of a readable format, its fields as this format has them (``format_version``
+    stays as written): every reader reads one shape, whichever release published the version."""
+    if metadata.get('format_version') != 1:
+        return metadata
+    options = dict(metadata.get('options') or {})
+    recorded = {name: options.pop(name) for name in _FORMAT_1_RECORD_OPTIONS if name in options}
+    image = dict(metadata.get('image') or {})
+    if 'height' in image and 'width' in image:
+        recorded['image_size'] = [image.pop('height'), image.pop('width')]
+    recorded.update(metadata.get('record_options') or {})  # the encoder, when it was recorded
+    upgraded = dict(metadata, options=options, record_options=recorded)
+    if 'image' in metadata:
+        upgraded['image'] = image
+    return upgraded
+
+
+# The options format 1 recorded in ``options`` as well as in ``record_options`` (the image size in ``image``).
+_FORMAT_1_RECORD_OPTIONS = ('image_size', 'resize', 'jpeg_quality', 'max_pixels', 'min_size')
+
+
+def image_shape(metadata: dict) -> tuple[int, int, int]:
     """(height, width, channels) of every decoded image in the dataset."""
-    image = metadata['image']
-    return image['height'], image['width'], image['channels']
+    height, width = metadata['record_options']['image_size']
+    return height, width, metadata['image']['channels']
 
 
-def num_examples(metadata, split):
+def resize_mode(metadata: dict) -> str:
+    """How the build fitted each image to the size: 'crop', 'pad' or 'stretch' (crop before --resize was)."""
+    return metadata['record_options'].get('resize', 'crop')
+
+
+def num_examples(metadata: dict, split: str) -> int:
     return metadata['splits'][split]['num_examples']
 
 
-def formats(metadata):
+def formats(metadata: dict) -> list[str]:
     """The shard formats a version holds (a version written before --formats holds TFRecord shards only)."""
     return list(metadata.get('formats', [layout.TFRECORD]))
 
 
-def array_record_shards(metadata, split):
+def array_record_shards(metadata: dict, split: str) -> list[dict]:
     """The ArrayRecord shard entries of ``split``: [{'file', 'records', 'bytes'}], [] when none were built."""
     return list(metadata['splits'][split].get(ARRAY_RECORD_SHARDS, []))

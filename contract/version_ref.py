@@ -13,7 +13,8 @@ The rules (docs/versions.md):
 - the version folder must hold ``dataset.json`` (a version without it was never published, or is being
   pruned: docs/publication.md);
 - a version is never named ``_leases`` (the output's lease folder, in any case);
-- ``dataset.json`` must be the ``format_version`` this code reads.
+- ``dataset.json`` must be of a ``format_version`` this code reads; it is handed on as the current format
+  has its fields (``metadata.current``).
 
 Each version published into a local output also gets a semantic version, for TFDS
 (``tfds.load(NAME, data_dir=OUT)`` picks the highest): one patch above the highest given in the output
@@ -49,6 +50,9 @@ def next_semantic_version(taken):
         return FIRST_SEMANTIC_VERSION
     major, minor, patch = max(numbers)
     return f'{major}.{minor}.{patch + 1}'
+# The I/O a caller hands in: read a file's text (str or bytes), and whether a path exists.
+ReadText = typing.Callable[[str], typing.Union[str, bytes]]
+Exists = typing.Callable[[str], bool]
 
 
 class VersionError(ValueError):
@@ -67,7 +71,7 @@ class VersionRef(typing.NamedTuple):
     via_latest: bool  # found through LATEST (not named by the caller)
 
 
-def version_name_problem(name):
+def version_name_problem(name: str) -> str | None:
     """Why ``name`` cannot be a version's folder name (a phrase to follow the name), or None."""
     if not name:
         return 'is empty'
@@ -84,14 +88,14 @@ def version_name_problem(name):
     return None
 
 
-def check_version_name(name, what='version'):
+def check_version_name(name: str, what: str = 'version') -> None:
     """Raises VersionError(``<what> '<name>' <why>``) unless ``name`` can be a version's folder name."""
     problem = version_name_problem(name)
     if problem:
         raise VersionError(f'{what} {name!r} {problem}')
 
 
-def latest_name(content, latest_path):
+def latest_name(content: str | bytes, latest_path: str) -> str:
     """The version name in the LATEST file ``latest_path`` holding ``content`` (str or bytes).
 
     Surrounding whitespace (the trailing line break) is not part of the name.
@@ -105,8 +109,9 @@ def latest_name(content, latest_path):
     return name
 
 
-def parse_document(content, path):
-    """The ``dataset.json`` document in ``content`` (read from ``path``), if this code reads its format."""
+def parse_document(content: str | bytes, path: str) -> dict:
+    """The ``dataset.json`` document in ``content`` (read from ``path``), if this code reads its format, with
+    its fields as the current format has them."""
     try:
         document = json.loads(_text(content, path))
     except ValueError as error:
@@ -114,11 +119,11 @@ def parse_document(content, path):
     if not isinstance(document, dict):
         raise VersionError(f'{path} is not a valid {layout.DATASET_JSON}: it holds no JSON object')
     found = document.get('format_version')
-    if found != metadata.FORMAT_VERSION:
+    if found not in metadata.READABLE_FORMATS:
         raise FormatVersionError(f'{path} has format_version {found!r}, but this code reads '
-                                 f'{metadata.FORMAT_VERSION} (use the release that wrote it, or rebuild with '
+                                 f'{metadata.readable_formats()} (use the release that wrote it, or rebuild with '
                                  f'build-dataset --full)')
-    return document
+    return metadata.current(document)
 
 
 def _text(content, path):
@@ -159,7 +164,7 @@ def _loaded(output, name, directory, read_text, via_latest):
     return VersionRef(output, name, directory, document, via_latest)
 
 
-def resolve(path, read_text, exists, version=None):
+def resolve(path: str, read_text: ReadText, exists: Exists, version: str | None = None) -> VersionRef:
     """The VersionRef ``path`` names; raises VersionError with a one-line message.
 
     ``path`` is a version folder (it holds dataset.json) or an output folder (its LATEST names one);
@@ -191,7 +196,7 @@ def resolve(path, read_text, exists, version=None):
     return read_version(path, latest_name(_read(latest, read_text), latest), read_text, exists)
 
 
-def read_version(output, name, read_text, exists):
+def read_version(output: str, name: str, read_text: ReadText, exists: Exists) -> VersionRef:
     """The VersionRef of version ``name`` that LATEST of ``output`` names (checked by ``latest_name``)."""
     directory = layout.join(output, name)
     if not exists(layout.join(directory, layout.DATASET_JSON)):

@@ -154,7 +154,7 @@ def source_path(options, source):
     return None
 
 
-def source_thumbnail(options, source):
+def source_thumbnail(options, source, max_pixels):
     """A thumbnail of a quarantined input when it can still be read and decoded at all, else None."""
     path = source_path(options, source)
     try:
@@ -163,7 +163,7 @@ def source_thumbnail(options, source):
         if FileSystems.match([path])[0].metadata_list[0].size_in_bytes > MAX_SOURCE_BYTES:
             return None
         image, _ = image_ops.decode(fileio.read_bytes(path), (THUMBNAIL, THUMBNAIL), 'pad',
-                                    max_pixels=options.get('max_pixels') or image_ops.DEFAULT_MAX_PIXELS)
+                                    max_pixels=max_pixels or image_ops.DEFAULT_MAX_PIXELS)
         return thumbnail(image)
     except Exception:  # pylint: disable=broad-except  (unreadable or undecodable: that is why it is here)
         return None
@@ -191,7 +191,7 @@ def published_path(version):
     return layout.join(output, version.document['version']) if output else version.path
 
 
-def _quarantine_section(version_dir, options):
+def _quarantine_section(version_dir, options, max_pixels):
     """The quarantine by reason, with the first sources of each; reads quarantine.jsonl as a stream."""
     counts, first = collections.Counter(), collections.defaultdict(list)
     for item in version_lib.iter_jsonl(version_dir, layout.QUARANTINE_JSONL):
@@ -204,7 +204,7 @@ def _quarantine_section(version_dir, options):
     for reason, count in sorted(counts.items(), key=lambda pair: (-pair[1], pair[0])):
         examples = []
         for item in first[reason]:
-            url = source_thumbnail(options, item['source'])
+            url = source_thumbnail(options, item['source'], max_pixels)
             examples.append((_img(url, item['source'], 'quarantined') + ' ' if url else '') +
                             f'<code>{_e(item["source"])}</code>: {_e(item["message"])}')
         if count > len(first[reason]):
@@ -408,10 +408,10 @@ def _sizes_section(document, facts):
     import numpy as np
 
     upscaled = (document.get('decoding') or {}).get('upscaled', facts.upscaled)
-    image = document['image']
+    height, width, _ = metadata.image_shape(document)
     parts = ['<h2 id="input-sizes">Input sizes</h2>',
              f'<p><span id="upscaled">{_e(upscaled)}</span> of {document["counts"]["written"]} written images were '
-             f'upscaled: smaller than the target {image["height"]}×{image["width"]} on the side the resize '
+             f'upscaled: smaller than the target {height}×{width} on the side the resize '
              'keeps.</p>']
     if not facts.widths.size:
         return parts + ['<p class="muted">No source sizes in the record index (a version built before they were '
@@ -724,7 +724,7 @@ def render(version, build_seconds=None, pruning=None):
     total_bytes = sum(s['bytes'] for info in document['splits'].values() for s in info['shards'])
     head = [f'<h1>{_e(document["name"])} · version {_e(document["version"])}</h1>',
             f'<p>Built {_e(document["created"])} into <code>{_e(published_path(version))}</code>. '
-            f'Images {document["image"]["height"]}×{document["image"]["width"]} {_e(document["image"]["format"])}; '
+            f'Images {"×".join(map(str, metadata.image_shape(document)[:2]))} {_e(document["image"]["format"])}; '
             f'{len(labels)} classes.</p>']
     if build_seconds:
         head.append(f'<p id="build-time">Build time {build_seconds:.1f} s: {counts["inputs"] / build_seconds:.1f} '
@@ -761,7 +761,7 @@ def render(version, build_seconds=None, pruning=None):
     if len(labels) > MAX_CLASSES_SHOWN:
         parts.append(f'<p class="muted">{len(labels) - MAX_CLASSES_SHOWN} more classes not shown.</p>')
 
-    parts += _quarantine_section(version.path, options)
+    parts += _quarantine_section(version.path, options, document['record_options'].get('max_pixels'))
     parts += _duplicates_section(version.path)
     decoding = document.get('decoding') or {}
     parts.append('<h2 id="decoding">Decoding decisions</h2><p class="muted">What decoding did, counted over the '

@@ -13,8 +13,10 @@ import difflib
 import logging
 import os
 import sys
+import typing
 
 import apache_beam as beam
+from apache_beam.runners.runner import PipelineResult
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import (
     DirectOptions,
@@ -40,6 +42,7 @@ from pipelines.local import internals
 from pipelines.options import (
     DATAFLOW_RUNNER,
     DIRECT_RUNNER,
+    BuildConfig,
     RunFacts,
     own_options,
     parse_args,
@@ -130,7 +133,7 @@ SMALL_BUILD_IMAGES = 400
 REFUSED_MODE = 'multi_threading'
 
 
-def pipeline_options(beam_args, config=None):
+def pipeline_options(beam_args: list[str], config: BuildConfig | None = None) -> PipelineOptions:
     """Beam options from the leftover arguments, defaulting to the DirectRunner in ``LOCAL_RUNNING_MODE``
     with a worker per core (in_memory for a ``config`` of fewer than ``SMALL_BUILD_IMAGES`` images);
     refuses ``REFUSED_MODE`` in one line.
@@ -164,7 +167,7 @@ def pipeline_options(beam_args, config=None):
     return options
 
 
-def counted_images(config, limit):
+def counted_images(config: BuildConfig, limit: int) -> int:
     """The images a local --input (or local manifest) lists, counted up to ``limit`` by name only; ``limit``
     for a gs:// one or one that cannot be read (its listing costs requests; the pre-flight checks say why)."""
     source = config.input or config.manifest
@@ -176,7 +179,7 @@ def counted_images(config, limit):
             with open(config.manifest, 'rb') as stream:
                 count = sum(1 for line, _ in zip(stream, range(limit + 1)) if line.strip())  # a header line too
         else:
-            for folder, _, names in os.walk(config.input):
+            for folder, _, names in os.walk(str(config.input)):
                 count += sum(1 for name in names if is_image_name(name)) if folder != config.input else 0
                 if count >= limit:
                     break
@@ -185,7 +188,7 @@ def counted_images(config, limit):
     return min(count, limit)
 
 
-def is_local(options):
+def is_local(options: PipelineOptions) -> bool:
     return options.view_as(StandardOptions).runner == DIRECT_RUNNER
 
 
@@ -202,7 +205,7 @@ def local_runner(options, live_counters=True):
     return internals.runner(live_counters)
 
 
-def parse(argv):
+def parse(argv: typing.Sequence[str] | None) -> tuple[BuildConfig, RunFacts, PipelineOptions]:
     """(BuildConfig, RunFacts, PipelineOptions) of a command line; raises UserError."""
     now = utc_now()  # names the version (unless --version does) and is the run's 'created'
     config, beam_args = parse_args(argv, now)
@@ -215,14 +218,15 @@ def parse(argv):
     return config, facts, options
 
 
-def run(argv=None):
+def run(argv: typing.Sequence[str] | None = None) -> tuple[BuildConfig, 'PipelineResult | NothingChanged']:
     """Builds a dataset; returns (BuildConfig, PipelineResult). Raises UserError, or the runner's error."""
     config, facts, options = parse(argv)
     config, _, result = launch(config, facts, options)
     return config, result
 
 
-def launch(config, facts, options):
+def launch(config: BuildConfig, facts: RunFacts,
+           options: PipelineOptions) -> tuple[BuildConfig, RunFacts, 'PipelineResult | NothingChanged']:
     """Checks the destinations, then runs the job; returns (BuildConfig as run, RunFacts, PipelineResult).
 
     Waits for the job to finish unless ``--no_wait_until_finish`` (Beam's option) is given. A local run
@@ -233,12 +237,13 @@ def launch(config, facts, options):
     job_endpoint.check(options)
     with internals.gcs_emulator() if local else contextlib.nullcontext():
         config, latest = preflight.check(config, options)
-        facts = dataclasses.replace(facts, previous=latest, refresh=refresh.plan(config, latest))
-        if facts.refresh.full_reason:
-            print(f'build-dataset: full build: {facts.refresh.full_reason}', flush=True)
+        plan = refresh.plan(config, latest)
+        facts = dataclasses.replace(facts, previous=latest, refresh=plan)
+        if plan.full_reason:
+            print(f'build-dataset: full build: {plan.full_reason}', flush=True)
         # Known from a listing, before any pipeline starts; a template runs nothing now, so it is always written.
         if not options.view_as(GoogleCloudOptions).template_location and \
-                refresh.nothing_changed(config, facts.refresh, options):
+                refresh.nothing_changed(config, plan, options):
             return config, facts, NothingChanged(prune(config))
         with (internals.local_run(local_worker_count(options), config.progress) if local
               else contextlib.nullcontext()) as run:
@@ -417,7 +422,7 @@ def summary(config):
     return '\n'.join(lines)
 
 
-def main(argv=None):
+def main(argv: typing.Sequence[str] | None = None) -> int:
     """Returns the exit status: 0 built, 2 a usage mistake, 1 a failed build."""
     argv = argv if argv is not None else sys.argv[1:]
     logging.basicConfig(level=logging.WARNING, format='%(levelname)s %(name)s: %(message)s')
@@ -514,7 +519,8 @@ def _writes_to_fd2(stream):
         return False
 
 
-def build(input=None, output=None, *, beam_options=None, **options):  # pylint: disable=redefined-builtin
+def build(input: str | None = None, output: str | None = None, *,  # pylint: disable=redefined-builtin
+          beam_options: typing.Sequence[str] | None = None, **options: typing.Any) -> dict | None:
     """Builds a dataset from Python, as ``build-dataset`` does; returns the published dataset.json (a dict).
 
     Takes the command line's options as keyword arguments, by the same names and with the same defaults

@@ -118,7 +118,7 @@ def build_pipeline(pipeline, config, facts):
     return written['stats'] | counters.PUBLISH >> Publish(
         config.output, config.version, staging_dir, facts.previous or Latest(),
         {'name': config.name, 'created': facts.created, 'options': config.describe(),
-         'image_size': config.record_options.image_size, 'record_options': config.record_options.recorded(),
+         'record_options': config.record_options.recorded(),
          'label_order': label_order(config, refresh)},
         labels=resolved['labels'], listed_per_split=listed_per_split, tallies=tallies,
         rejected=tuple(rejected) | 'Quarantine' >> Quarantine(), duplicates=deduped['duplicates'],

@@ -13,6 +13,7 @@ import difflib
 import math
 import os
 import re
+import typing
 import uuid
 
 from contract import layout, version_ref
@@ -23,6 +24,12 @@ from imgrec_console.errors import UserError
 from imgrec_imaging import image_ops
 from imgrec_imaging.record_options import RecordOptions
 from pipelines import beam_names
+
+if typing.TYPE_CHECKING:  # for annotations only (pipelines.refresh imports this module; the others load Beam)
+    from imgrec_storage import retries
+    from imgrec_storage.publication import Latest
+    from pipelines.refresh import RefreshPlan
+    from transforms.sharding import ShardConfig
 
 DEFAULT_SPLITS = 'train=90,validation=10'
 # --retry_deadline's default as --help states it: the storage layer's (``retries.DEFAULT_DEADLINE_S``, which
@@ -55,44 +62,45 @@ class BuildConfig:
     output: str
     version: str
     record_options: RecordOptions  # what shapes each record's bytes: --image_size, --resize...
-    splits: tuple  # ((name, weight), ...)
-    input: str = None
-    manifest: str = None
+    splits: tuple[tuple[str, int], ...]  # ((name, weight), ...)
+    input: str | None = None
+    manifest: str | None = None
     target_shard_mb: float = 100.0
-    num_shards: dict = None  # split -> count; splits not named follow target_shard_mb
-    labels: tuple = None  # pinned class order, read from --labels by the pre-flight checks
-    labels_file: str = None
+    num_shards: dict[str, int] | None = None  # split -> count; splits not named follow target_shard_mb
+    labels: tuple[str, ...] | None = None  # pinned class order, read from --labels by the pre-flight checks
+    labels_file: str | None = None
     max_error_rate: float = 0.05
     name: str = ''
     allow_unknown_labels: bool = False  # with --labels: drop images of other classes instead of failing
     near_duplicates: str = 'group'  # group: keep each group of near-duplicates in one split; report; off
     stratify: bool = False  # deal each class's images to the splits by their weights
-    formats: tuple = (layout.TFRECORD,)  # shard formats written (layout.FORMATS order); TFRecord always
+    formats: tuple[str, ...] = (layout.TFRECORD,)  # shard formats written (layout.FORMATS order); TFRecord always
     split_tolerance: float = _run_option(1.0)  # percentage points a split's share may miss its weight by
     resplit: bool = _run_option(False)  # deal every image again, published ones too
     full: bool = _run_option(False)  # decode everything, even what the previous version could give
     force: bool = _run_option(False)  # publish a new version even when nothing changed
-    keep_versions: int = _run_option(None)  # after publishing, delete all but this many newest versions
+    keep_versions: int | None = _run_option(None)  # after publishing, delete all but this many newest versions
     clean: bool = _run_option(False)  # remove every staging folder a failed or killed build left
     verbose: bool = _run_option(False)  # show Beam's and the workers' own messages, and tracebacks
     retry_deadline: float = _run_option(None)  # seconds a failing operation is retried for; None: the storage layer's
     progress: bool = _run_option(True)  # print progress lines while the build runs
     progress_interval: float = _run_option(10.0)
 
-    def retry_policy(self):
+    def retry_policy(self) -> 'retries.RetryPolicy':
         from imgrec_storage import retries  # pylint: disable=import-outside-toplevel  # Google's clients: 0.4 s
         return retries.default_policy(self.retry_deadline)
 
     @property
-    def version_dir(self):
+    def version_dir(self) -> str:
         return layout.join(self.output, self.version)
 
-    def shard_config(self):
+    def shard_config(self) -> 'ShardConfig':
         from transforms.sharding import ShardConfig  # pylint: disable=import-outside-toplevel  # Beam's module
         return ShardConfig(fixed=dict(self.num_shards or {}), target_bytes=self.target_shard_mb * 1e6)
 
-    def describe(self):
-        """The options as recorded in dataset.json: all but the run options, the record options among them."""
+    def describe(self) -> dict[str, typing.Any]:
+        """The options dataset.json records: all but the run options, the record options among them (which it
+        records in ``record_options`` only: ``contract.metadata.build_metadata``)."""
         options = {field.name: getattr(self, field.name) for field in dataclasses.fields(self)
                    if field.metadata.get('recorded', True)}
         options.update(dataclasses.asdict(options.pop('record_options')))
@@ -109,22 +117,22 @@ class RunFacts:
     """What one run of the build found or decided: none of it is an option, none is in dataset.json's."""
     created: str  # when the options were parsed (UTC); dataset.json's 'created'
     build_id: str  # names this run's staging folder
-    previous: object = None  # publication.Latest: what LATEST named when the build started (pre-flight)
-    refresh: object = None  # refresh.RefreshPlan, decided before the job runs
+    previous: 'Latest | None' = None  # what LATEST named when the build started (pre-flight)
+    refresh: 'RefreshPlan | None' = None  # decided before the job runs
     decode_threads: int = 0  # threads each decoding DoFn decodes on beside its own (transforms.decode): local in_memory runs
 
     @classmethod
-    def start(cls, now=None):
+    def start(cls, now: datetime.datetime | None = None) -> 'RunFacts':
         """The facts known when the options are parsed, at ``now`` (the time ``parse_args`` was given)."""
         now = now or utc_now()
         return cls(created=now.strftime('%Y-%m-%dT%H:%M:%SZ'), build_id=uuid.uuid4().hex[:12])
 
-    def staging_dir(self, config):
+    def staging_dir(self, config: BuildConfig) -> str:
         """This run's staging folder in ``config.output``, where the version is written before it is published."""
         return layout.join(config.output, layout.staging_name(config.version, self.build_id))
 
 
-def utc_now():
+def utc_now() -> datetime.datetime:
     return datetime.datetime.now(datetime.timezone.utc)
 
 
@@ -319,7 +327,7 @@ def runner_name(beam_args, runners=None):
     return _RUNNERS.get(lower) or known.get(lower) or known.get(lower + 'runner') or runner
 
 
-def parse_args(argv, now=None):
+def parse_args(argv: typing.Sequence[str] | None, now: datetime.datetime | None = None) -> tuple[BuildConfig, list[str]]:
     """Returns (BuildConfig, the arguments left for Beam); ``now`` names the version when --version does not."""
     parser = _parser()
     args, beam_args = parser.parse_known_args(argv)

@@ -84,8 +84,8 @@ class Progress:
         self._tty = self._stream.isatty()
         self._stop = threading.Event()
         self._thread = None
-        self._start = None
-        self._before_decoding = None  # the last time no image had been decoded yet
+        self._start = 0.0  # both set as the block starts
+        self._before_decoding = 0.0  # the last time no image had been decoded yet
         self._printed = False
 
     def __enter__(self):

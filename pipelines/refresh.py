@@ -13,6 +13,7 @@ import dataclasses
 import functools
 import os
 import posixpath
+import typing
 
 from apache_beam.io.filesystems import FileSystems
 
@@ -26,6 +27,10 @@ from transforms.labels import is_plain_label, unmatched_labels_message
 from transforms.listing import (is_image_name, iter_files, list_top_level, manifest_lines, parse_manifest_line,
                                 relative_source, stat_file)
 
+if typing.TYPE_CHECKING:  # for annotations only
+    from imgrec_storage.publication import Latest
+    from pipelines.options import BuildConfig
+
 # Index columns every reused record must have: facts of the image that a refresh carries over.
 _IMAGE_COLUMNS = (index.PERCEPTUAL_HASH, index.SOURCE_WIDTH, index.SOURCE_HEIGHT, index.UPSCALED)
 # Index columns of the local stamp besides the mtime: without them an unchanged stamp proves too little.
@@ -36,22 +41,22 @@ _NAMING_OPTIONS = ('output', 'version', 'name')
 
 @dataclasses.dataclass(frozen=True)
 class RefreshPlan:
-    previous: str = None          # the version LATEST named when the build started
-    reuse_dir: str = None         # that version's folder, when its records are reused
-    document: dict = None         # its dataset.json, when reused
-    keep_labels: tuple = None     # its label order: new classes are appended to it
-    full_reason: str = None       # why nothing is reused, when there was a version to reuse
+    previous: str | None = None          # the version LATEST named when the build started
+    reuse_dir: str | None = None         # that version's folder, when its records are reused
+    document: dict | None = None         # its dataset.json, when reused
+    keep_labels: tuple[str, ...] | None = None  # its label order: new classes are appended to it
+    full_reason: str | None = None       # why nothing is reused, when there was a version to reuse
     same_options: bool = False    # every option as in the previous version
     same_splits: bool = False     # the same --splits: its images' splits can be kept (near-duplicate groups)
-    published_dir: str = None     # that version's folder, when its images keep their splits (no --resplit)
-    published_document: dict = None  # its dataset.json then
+    published_dir: str | None = None     # that version's folder, when its images keep their splits (no --resplit)
+    published_document: dict | None = None  # its dataset.json then
 
     @property
-    def keeps_published(self):
+    def keeps_published(self) -> bool:
         return self.published_dir is not None
 
     @property
-    def incremental(self):
+    def incremental(self) -> bool:
         return self.reuse_dir is not None
 
     def may_publish_nothing(self, config):
@@ -59,7 +64,7 @@ class RefreshPlan:
         with every option as it was, and --force was not given."""
         return self.incremental and self.same_options and not config.force
 
-    def describe(self):
+    def describe(self) -> dict:
         """The ``refresh`` object of dataset.json, less the counts the job adds."""
         return {'previous': self.previous, 'mode': 'incremental' if self.incremental else 'full',
                 'full_reason': self.full_reason}
@@ -85,10 +90,13 @@ def _load(config, previous):
 
 
 def _comparable(options):
-    return {name: value for name, value in options.items() if name not in _NAMING_OPTIONS}
+    """The options two builds must share to publish the same version, less the record options (dataset.json
+    records those in record_options, compared on their own)."""
+    return {name: value for name, value in options.items()
+            if name not in _NAMING_OPTIONS and name not in record_options.NAMES}
 
 
-def plan(config, latest):
+def plan(config: 'BuildConfig', latest: 'Latest | None') -> RefreshPlan:
     """The RefreshPlan of ``config`` against ``latest`` (a ``publication.Latest``: what LATEST named when
     the pre-flight checks read it)."""
     previous = latest.version if latest else None
@@ -155,7 +163,7 @@ def nothing_changed(config, plan, options):
     if not plan.may_publish_nothing(config):
         return False
     policy = config.retry_policy()
-    classes = {}  # class name -> whether it has images, as the listing goes
+    classes: dict[str, bool] = {}  # class name -> whether it has images, as the listing goes
     fates = previous_version.read_fates(plan.reuse_dir, plan.document, lambda path: fileio.read_bytes(path, policy))
     listed = (ref for ref in _listing(config, options, classes)
               if config.labels is None or ref.label in config.labels)  # else quarantined as unknown_label

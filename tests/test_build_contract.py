@@ -2,7 +2,7 @@
 import json
 import os
 
-from contract import features as F, layout
+from contract import features as F, layout, metadata
 from tests.conftest import build
 from tests.contract_checks import check_version, load_version
 
@@ -28,7 +28,12 @@ def test_dataset_json_describes_the_build(built_dataset):
     assert document['name'] and document['created'].endswith('Z')
     assert document['options']['splits'] == {'train': 75, 'validation': 25}
     assert document['options']['num_shards'] == {'train': 3, 'validation': 2}
-    assert document['image'] == {'height': 32, 'width': 32, 'channels': 3, 'format': 'JPEG'}
+    assert document['format_version'] == metadata.FORMAT_VERSION
+    assert document['image'] == {'channels': 3, 'format': 'JPEG'}
+    assert document['record_options']['image_size'] == [32, 32] and metadata.image_shape(document) == (32, 32, 3)
+    # Each option once: those that shape a record's bytes only in record_options.
+    assert not set(document['options']) & set(document['record_options'])
+    assert {'resize', 'jpeg_quality', 'max_pixels', 'min_size', 'encoder'} <= set(document['record_options'])
     assert [s['num_shards'] for s in document['splits'].values()] == [3, 2]
     counts = document['counts']
     assert counts == {'inputs': 60, 'ignored': 1, 'written': 60, 'quarantined': 0} | {

@@ -166,7 +166,7 @@ def _tensorflow_part(line):
 
 
 def test_a_dataset_json_claiming_another_image_size_names_the_shard_and_tensorflows_message(data, tmp_path):
-    _claim(data, lambda document: document['image'].update(height=64, width=64))
+    _claim(data, lambda document: document['record_options'].update(image_size=[64, 64]))
     result = _train(data, tmp_path / 'model')
     assert result.returncode == 1
     line = _one_line(result.stderr)

@@ -74,7 +74,7 @@ def test_build_returns_the_published_dataset_json_and_shows_nothing_of_beams(sam
                                                  '--direct_num_workers=1'])
     with open(os.path.join(output, 'v1', layout.DATASET_JSON)) as stream:
         assert document == json.load(stream)
-    assert document['counts']['written'] == 60 and document['options']['image_size'] == [32, 32]
+    assert document['counts']['written'] == 60 and document['record_options']['image_size'] == [32, 32]
     captured = capfd.readouterr()
     assert captured.err == ''  # the workers' lines and Beam's warnings were held back
     assert not [r for r in caplog.records if r.name.startswith('apache_beam') and r.levelno >= logging.WARNING]

@@ -225,7 +225,7 @@ def synthetic_version(folder, num_classes, shards_per_split=64, pairs=300, seed=
                          'inputs': 0, 'quarantined': 0, 'duplicates': 0}
     document = metadata.build_metadata(
         name='synthetic', version=os.path.basename(folder), created='2026-01-01T00:00:00Z',
-        options={'output': os.path.dirname(folder)}, image_size=(224, 224), labels=labels, splits=splits,
+        options={'output': os.path.dirname(folder)}, record_options={'image_size': [224, 224]}, labels=labels, splits=splits,
         counts={'inputs': num_classes, 'written': num_classes, 'quarantined': 0, 'duplicates': 0, 'ignored': 0},
         quarantine={'file': layout.QUARANTINE_JSONL, 'by_reason': {}}, duplicates={'file': layout.DUPLICATES_JSONL,
                                                                                    'count': 0},

@@ -117,13 +117,13 @@ def test_a_named_version_and_a_version_folder_follow_the_name_rules_too():
                                                  f'publish it), not a version')
 
 
-@pytest.mark.parametrize('found', [None, 0, 2, '1'])
+@pytest.mark.parametrize('found', [None, 0, metadata.FORMAT_VERSION + 1, '1'])
 def test_a_format_this_code_does_not_read_is_refused_and_says_what_to_do(found):
     document = json.dumps({'format_version': found} if found is not None else {'labels': []})
     with pytest.raises(version_ref.FormatVersionError) as error:
         _resolve({'out/LATEST': 'v1', 'out/v1/dataset.json': document})
     assert str(error.value) == (f'out/v1/dataset.json has format_version {found!r}, but this code reads '
-                                f'{metadata.FORMAT_VERSION} (use the release that wrote it, or rebuild with '
+                                f'1 and {metadata.FORMAT_VERSION} (use the release that wrote it, or rebuild with '
                                 f'build-dataset --full)')
 
 

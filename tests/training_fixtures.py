@@ -95,8 +95,8 @@ def write_dataset(output, splits, *, image_size=32, labels=('circle', 'square', 
         split_info[split] = {'class_counts': class_counts, 'shards': shard_entries, 'inputs': count,
                              'quarantined': 0, 'duplicates': 0}
     document = metadata.build_metadata(
-        name='fixture', version=version, created='2026-01-01T00:00:00Z', options={'resize': 'crop'},
-        image_size=(image_size, image_size), labels=list(labels), splits=split_info,
+        name='fixture', version=version, created='2026-01-01T00:00:00Z', options={},
+        record_options={'image_size': [image_size, image_size], 'resize': 'crop'}, labels=list(labels), splits=split_info,
         counts={'inputs': next_id, 'written': next_id, 'quarantined': 0, 'duplicates': 0, 'ignored': 0},
         quarantine={'file': layout.QUARANTINE_JSONL, 'by_reason': {}},
         duplicates={'file': layout.DUPLICATES_JSONL, 'count': 0}, decoding={'background': [255, 255, 255], 'decisions': {}})

@@ -4,6 +4,7 @@ Garden's experiment configs are), so the trainer reads typed fields instead of a
 Fields are named as the options are (``--shuffle_buffer`` is ``shuffle_buffer``) and default as they do.
 No TensorFlow here: ``train-model`` builds it before TensorFlow is imported.
 """
+import argparse
 import dataclasses
 import datetime
 import os
@@ -46,12 +47,12 @@ class TrainConfig:
     verbose: bool = False
 
     @classmethod
-    def from_arguments(cls, args, now=None):
+    def from_arguments(cls, args: argparse.Namespace, now: datetime.datetime | None = None) -> 'TrainConfig':
         """The config of parsed ``train-model`` arguments; ``now`` names the default model_dir."""
         return cls(**dict(vars(args), model_dir=args.model_dir or default_model_dir(now)))
 
 
-def default_model_dir(now=None):
+def default_model_dir(now: datetime.datetime | None = None) -> str:
     """runs/<UTC time>, for a run given no --model_dir."""
     now = now or datetime.datetime.now(datetime.timezone.utc)
     return os.path.join('runs', now.strftime(layout.VERSION_FORMAT))

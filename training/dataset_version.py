@@ -17,28 +17,28 @@ class DatasetVersion:
     metadata: dict
 
     @property
-    def directory(self):
+    def directory(self) -> str:
         return layout.join(self.root, self.version)
 
     @property
-    def labels(self):
+    def labels(self) -> list[str]:
         return list(self.metadata['labels'])
 
     @property
-    def image_shape(self):
+    def image_shape(self) -> tuple[int, int, int]:
         return metadata_lib.image_shape(self.metadata)
 
     @property
-    def resize_mode(self):
+    def resize_mode(self) -> str:
         """How the build fitted images to the size (``crop``, ``pad`` or ``stretch``); serving repeats it."""
-        return self.metadata.get('options', {}).get('resize', 'crop')
+        return metadata_lib.resize_mode(self.metadata)
 
     def check_split(self, split):
         if split not in self.metadata['splits']:
             raise UserError(f"split {split!r} is not in dataset {self.directory} "
                             f"(it has {', '.join(sorted(self.metadata['splits']))})")
 
-    def shards(self, split):
+    def shards(self, split: str) -> list[tuple[str, int]]:
         """(path, record count) of each shard of ``split``, in index order."""
         self.check_split(split)
         return [(layout.join(self.directory, shard['file']), shard['records'])
@@ -51,12 +51,12 @@ class DatasetVersion:
             more = f' (and {len(problems) - 1} more problem(s))' if len(problems) > 1 else ''
             raise DataError(f'dataset {self.directory} is damaged: {problems[0]}{more}')
 
-    def num_examples(self, split):
+    def num_examples(self, split: str) -> int:
         self.check_split(split)
         return metadata_lib.num_examples(self.metadata, split)
 
 
-def open_version(root, version=None):
+def open_version(root: str, version: str | None = None) -> DatasetVersion:
     """Returns the ``DatasetVersion`` named ``version`` in the output folder ``root``, else the one
     ``root`` names: ``root/LATEST``'s, or ``root`` itself when it is a version folder. The rules are the
     contract's (``contract.version_ref``): every tool refuses the same mistakes with the same line."""

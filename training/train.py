@@ -15,9 +15,11 @@ answered at once, in one line; ``training.trainer`` does the rest.
 """
 import argparse
 import contextlib
+import datetime
 import logging
 import math
 import sys
+import typing
 
 from imgrec_console.arguments import Parser
 from imgrec_console.command import Command, run_command
@@ -100,7 +102,7 @@ def _parser():
     return parser
 
 
-def main(argv=None):
+def main(argv: typing.Sequence[str] | None = None) -> int:
     """Returns the exit status: 0 trained, 2 a usage mistake, 1 a damaged dataset or a failed run."""
     console = logging.StreamHandler(sys.stdout)  # our progress on stdout
     log.addHandler(console)
@@ -129,7 +131,7 @@ def cli():
     run_command(main)
 
 
-def parse_config(argv, now=None):
+def parse_config(argv: typing.Sequence[str] | None, now: datetime.datetime | None = None) -> TrainConfig:
     """The TrainConfig of a command line, built once; ``now`` names the default --model_dir."""
     return TrainConfig.from_arguments(_parser().parse_args(argv), now)
 

@@ -24,6 +24,8 @@ from imgrec_console.errors import DataError, UserError
 from training import dataset, export, input_profile, loop, model as model_lib, record_check
 from training import run_state, strategy as strategy_lib
 from training.checkpoints import Checkpoints
+from training.config import TrainConfig
+from training.dataset_version import DatasetVersion
 from training.epoch_progress import Progress
 from training.batching import DEFAULT_PER_REPLICA_BATCH, TPU_PER_REPLICA_BATCH, TPU_STEPS_PER_EXECUTION
 
@@ -37,7 +39,7 @@ class Inputs(typing.NamedTuple):
     global_batch: int
 
 
-def train(config, source):
+def train(config: TrainConfig, source: DatasetVersion) -> None:
     """Runs (or resumes, or only profiles) the training ``config`` (a TrainConfig) describes on ``source``."""
     if config.model not in model_lib.MODELS:
         raise UserError(f"--model {config.model!r} is not one of {', '.join(sorted(model_lib.MODELS))}")
@@ -95,7 +97,8 @@ def _inputs(config, source, accelerator):
         for split, training in ((config.train_split, True), (config.eval_split, False))]
     for reader in readers:
         reader.steps_per_epoch(accelerator.num_input_pipelines)  # refuses too few shards or records now
-    return Inputs(*readers, global_batch)
+    train_reader, evaluation_reader = readers
+    return Inputs(train_reader, evaluation_reader, global_batch)
 
 
 def _profile_input(config, accelerator, inputs):

@@ -44,12 +44,12 @@ class ShardConfig:
       only as far as every shard keeps at least ``min_records_per_shard`` records;
     never more than the split's records or ``MAX_SHARDS``, and at least one, so every split has a file.
     """
-    fixed: dict = dataclasses.field(default_factory=dict)
+    fixed: dict[str, int] = dataclasses.field(default_factory=dict)
     target_bytes: float = 100e6
     min_shards: int = 16
     min_records_per_shard: int = 64
 
-    def num_shards(self, split, num_records, num_bytes):
+    def num_shards(self, split: str, num_records: int, num_bytes: float) -> int:
         if split in self.fixed:
             return self.fixed[split]
         by_size = math.ceil(num_bytes / self.target_bytes)
@@ -82,12 +82,14 @@ class _RankInBucketFn(beam.DoFn):
     def __init__(self):
         self.records = Metrics.counter(*counters.RECORDS_ASSIGNED)
         self._side_inputs = None
-        self._starts = None
+        self._starts: dict[tuple, int] = {}
 
     @staticmethod
     def bucket_starts(label_counts, bucket_counts, num_labels):
         """(split, label, bucket) -> position of the bucket's first record in its split's sequence."""
-        starts, offsets, running = {}, {}, {}
+        starts: dict[tuple, int] = {}
+        offsets: dict[str, dict] = {}
+        running: dict[tuple, int] = {}
         for key in sorted(bucket_counts):
             split, label, _ = key
             if split not in offsets:
