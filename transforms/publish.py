@@ -161,7 +161,7 @@ class _WriteMetadata(beam.DoFn):
     unless the version was promoted already (a retried bundle): then only the summary is rebuilt."""
 
     def __init__(self, describe: Mapping[str, Any], refresh: Mapping[str, Any]) -> None:
-        self._describe = describe  # name, created, options, image_size, record_options, label_order
+        self._describe = describe  # name, created, options, record_options, label_order
         self._refresh = refresh  # RefreshPlan.describe(): previous, mode, full_reason
 
     def _document(self, accounting: Mapping[str, Any], version: str, labels: Sequence[str],
