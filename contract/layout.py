@@ -79,14 +79,15 @@ def array_record_file_name(shard_file):
     return shard_file[:-len(TFRECORD)] + ARRAY_RECORD
 
 
-def tfds_view_dir(output, tfds_name, semantic_version):
-    """The folder TFDS reads as ``tfds.load(tfds_name, data_dir=output)`` at ``semantic_version``."""
-    return join(output, tfds_name, semantic_version)
+def tfds_views_dir(output, tfds_name):
+    """The folder of the views TFDS reads as ``tfds.load(tfds_name, data_dir=output)``, one a semantic
+    version."""
+    return join(output, tfds_name)
 
 
 def tfds_view_version(shard_template):
     """The version folder a view's shard template (``TFDS_VIEW_TO_VERSION`` + names) leads to, or None."""
-    prefix, _, rest = TFDS_VIEW_TO_VERSION.partition('{version}')
+    prefix = TFDS_VIEW_TO_VERSION.partition('{version}')[0]
     if not shard_template.startswith(prefix):
         return None
     version, slash, _ = shard_template[len(prefix):].partition('/')

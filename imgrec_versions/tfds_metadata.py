@@ -158,9 +158,9 @@ def _write_view(output, version, policy):
     info = json.loads(fileio.read_bytes(layout.join(version_dir, layout.TFDS_DATASET_INFO), policy))
     for split in info['splits']:
         split['filepathTemplate'] = layout.TFDS_VIEW_TO_VERSION.format(version=version) + split['filepathTemplate']
-    views = layout.join(output, info['name'])
+    views = layout.tfds_views_dir(output, info['name'])
     info['version'] = version_ref.next_semantic_version(os.listdir(views) if os.path.isdir(views) else ())
-    view_dir = layout.tfds_view_dir(output, info['name'], info['version'])
+    view_dir = layout.join(views, info['version'])
     fileio.write_bytes(layout.join(view_dir, labels_file_name()),
                        fileio.read_bytes(layout.join(version_dir, labels_file_name()), policy), policy)
     fileio.write_bytes(layout.join(view_dir, layout.TFDS_DATASET_INFO), _as_json(info), policy)

@@ -19,7 +19,7 @@ from pipelines import build_dataset, options
 from pipelines.build_result import BuildResult
 from tests.conftest import build as cli_build, listing
 import training
-from training import dataset, dataset_version
+from training import dataset, dataset_version, quiet
 from training.dataset_info import DatasetInfo
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -224,6 +224,24 @@ def test_load_keeps_tensorflows_log_lines_off_stderr(built_dataset):
     assert int(run.stdout) == dataset_version.open_version(built_dataset).num_examples('validation')
     tensorflow_lines = re.compile(r'^[IWEF]\d{4} |tensorflow|oneDNN|absl|cpu_feature_guard', re.MULTILINE)
     assert not tensorflow_lines.search(run.stderr), run.stderr
+
+
+def test_quiet_sets_only_what_the_user_left_unset_and_restore_undoes_it(monkeypatch):
+    quiet.restore()  # what importing training did
+    monkeypatch.setenv(quiet.TF_LOG_LEVEL, '0')
+    absl, tensorflow_logger = logging.getLogger('absl'), logging.getLogger('tensorflow')
+    absl.setLevel(logging.INFO)
+    tensorflow_logger.setLevel(logging.NOTSET)
+    try:
+        quiet.quiet()
+        assert (os.environ[quiet.TF_LOG_LEVEL], absl.level, tensorflow_logger.level) == ('0', logging.INFO,
+                                                                                        logging.ERROR)
+        quiet.restore()  # train-model --verbose
+        assert (os.environ[quiet.TF_LOG_LEVEL], absl.level, tensorflow_logger.level) == ('0', logging.INFO,
+                                                                                        logging.NOTSET)
+    finally:
+        absl.setLevel(logging.NOTSET)
+        quiet.quiet()  # as importing training left them
 
 
 # The page shows a notebook's sizes; here they shrink, as tests/test_docs_commands.py shrinks commands.
