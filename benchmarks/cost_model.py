@@ -14,7 +14,8 @@ reads:
   bucket look-ups, ``exists``, ``match``, reading shards back), which that layer does not count;
 - the bytes entering each shuffle: every element entering a GroupByKey is encoded with the coder Beam
   gives the GroupByKey's input and counted (``storage_runs.tap_shuffles``); combines Beam lifts (they
-  shuffle partial results only) are shown apart.
+  shuffle partial results only) are shown apart, but for those that gather their inputs into lists
+  (``GATHERING_COMBINES``), whose bytes all cross.
 
 What one image costs is the difference between the two sizes divided by the images between them, so
 the fixed cost of a run (Beam's start, the checks, publishing) drops out. Those figures, times the list
@@ -58,10 +59,23 @@ def billing_class(timed):
     return 'B' if timed.method in ('GET', 'HEAD') else 'A'
 
 
+# Lifted combines whose accumulator keeps every input (the near-duplicate search's band lists): lifting
+# makes their elements fewer, not their bytes, so what enters them crosses the shuffle whole and is priced.
+GATHERING_COMBINES = ('NearDuplicates/FindGroups/GroupBands/',)
+
+
+def gathered_bytes(run):
+    """The bytes entering the run's GATHERING_COMBINES."""
+    return sum(run['counters'].get(f"{counters.SHUFFLED_BYTES}/{shuffle['label']}", 0)
+               for shuffle in run['shuffles'] if shuffle['label'].startswith(GATHERING_COMBINES))
+
+
 def figures(run):
     """{name: value} of one run, the quantities the model scales."""
     requests = storage_runs.requests_of(run)
     (shuffle_bytes, shuffle_elements), (lifted_bytes, _) = storage_runs.shuffled(run)
+    gathered = gathered_bytes(run)
+    shuffle_bytes, lifted_bytes = shuffle_bytes + gathered, lifted_bytes - gathered
     seen = collections.Counter(billing_class(timed) for timed in run['timeline'])
     counted = {'A': sum(requests[kind] for kind in CLASS_A), 'B': sum(requests[kind] for kind in CLASS_B),
                'free': requests[counters.DELETES]}

@@ -71,7 +71,7 @@ def test_many_conflicting_copies_are_named_in_a_short_message():
 
 def test_contents_that_only_share_a_content_key_are_not_copies():
     one = _image('a/one.jpg', 'a', '5')
-    other = _image('b/other.jpg', 'b', '5')._replace(sha256='5' * 16 + '6' * 48)
+    other = _image('b/other.jpg', 'b', '5')._replace(sha256='5' * 15 + '6' * 49)
     with TestPipeline() as p:
         result = p | beam.Create([[one], [other]]) | Dedupe()
         assert_that(result['images'] | 'Kept' >> beam.Map(lambda record: record.source),

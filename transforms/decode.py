@@ -75,19 +75,19 @@ class _DecodeResizeEncodeFn(beam.DoFn):
         each rejected image alone."""
         self._pending = collections.deque()
         self._decoding = collections.deque()
-        images = []
+        outputs = []
         for ref in batch:
             self._pending.append((ref, self._start_read(ref.path)))
             while self._pending and (len(self._pending) > READ_AHEAD or self._pending[0][1] is _READ_BY_DECODER):
-                self._advance(*self._pending.popleft(), images)
+                self._advance(*self._pending.popleft(), outputs)
         while self._pending:
-            self._advance(*self._pending.popleft(), images)
+            self._advance(*self._pending.popleft(), outputs)
         while self._decoding:
-            self._emit(*self._decoding.popleft(), images)
-        rejected = [output for output in images if isinstance(output, beam.pvalue.TaggedOutput)]
+            self._emit(*self._decoding.popleft(), outputs)
+        rejected = [output for output in outputs if isinstance(output, beam.pvalue.TaggedOutput)]
         yield from rejected
-        if len(rejected) < len(images):
-            yield [output for output in images if not isinstance(output, beam.pvalue.TaggedOutput)]
+        if len(rejected) < len(outputs):
+            yield [output for output in outputs if not isinstance(output, beam.pvalue.TaggedOutput)]
 
     def teardown(self):
         if self._pool is not None:

@@ -5,7 +5,7 @@ as duplicates. Same bytes under several labels: nobody can tell which label is r
 quarantined as ``label_conflict``.
 
 Records come in batches (lists) and most have no copy, so only a number per image crosses a shuffle: the
-first 64 bits of its sha256, counted per value by a combine that sums inside each worker first (Beam's
+first 60 bits of its sha256, counted per value by a combine that sums inside each worker first (Beam's
 combiner lifting). The values held more than once (a side input as small as the copies are few) pick
 out the records that may have a copy; only those are grouped by their whole sha256 (a shared prefix
 alone decides nothing), so only the copies of one file meet on a worker, and no image bytes move. Every
@@ -32,8 +32,9 @@ def _others(members, source):
 
 
 def content_key(sha256):
-    """The first 64 bits of a hex sha256, as a number: what is counted to find the contents held twice."""
-    return int(sha256[:16], 16)
+    """The first 60 bits of a hex sha256, as a number: what is counted to find the contents held twice
+    (within a signed 64-bit integer, which Beam's coders encode as a varint)."""
+    return int(sha256[:15], 16)
 
 
 def _content_keys(batch):
