@@ -291,8 +291,7 @@ NON_PUBLIC = ('apache_beam.internal', 'apache_beam.runners.worker', 'apache_beam
               'apache_beam.options.value_provider.RuntimeValueProvider.runtime_options')
 # Uses being removed on other branches of issue 25 (the batching and the storage helpers'): each must still be
 # found here, so that this list is emptied when they land.
-PENDING = {('transforms/decode.py', 'apache_beam.utils.windowed_value.WindowedValue'),
-           ('imgrec_storage/gcs.py', 'apache_beam.options.value_provider.RuntimeValueProvider.runtime_options')}
+PENDING = {('imgrec_storage/gcs.py', 'apache_beam.options.value_provider.RuntimeValueProvider.runtime_options')}
 
 
 def _non_public(dotted):
