@@ -71,3 +71,24 @@ def test_a_gcs_refresh_reads_only_what_changed_and_matches_a_full_build(gcs_emul
     assert _version_files(gcs_emulator, f'{output}/v2') == _version_files(gcs_emulator, f'{full}/v2')
     # No staging objects or spill files are left in the bucket.
     assert not [url for url in gcs_emulator.list(output + '/') if layout.STAGING_MARK in url]
+
+
+def test_a_gcs_refresh_that_changes_nothing_is_decided_from_the_listing_and_downloads_no_image(
+        gcs_emulator, faulty_gcs, tmp_path):
+    local = tmp_path / 'images'
+    write_images(str(local), 3, **SMALL)
+    bucket = gcs_emulator.create_bucket('noop-in')
+    gcs_emulator.upload_folder(local, f'{bucket}/images')
+    output = gcs_emulator.create_bucket('noop-out') + '/ds'
+    _build(f'{bucket}/images', output, '--version', 'v1')
+    faulty_gcs.log.clear()
+    _, result = _build(f'{bucket}/images', output, '--version', 'v2')
+    assert isinstance(result, build_dataset.NothingChanged)
+    assert _downloads(faulty_gcs.log, 'images/') == []
+    assert gcs_emulator.read_bytes(f'{output}/{layout.LATEST}') == b'v1\n'
+    # A new generation of one object, under the same name and size, is a change.
+    gcs_emulator.upload_bytes(f'{bucket}/images/circle/circle_00000.jpg',
+                              (local / 'circle' / 'circle_00000.jpg').read_bytes())
+    _, result = _build(f'{bucket}/images', output, '--version', 'v2')
+    assert not isinstance(result, build_dataset.NothingChanged)
+    assert gcs_emulator.read_bytes(f'{output}/{layout.LATEST}') == b'v2\n'
