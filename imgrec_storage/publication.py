@@ -102,6 +102,21 @@ class Retention:
 
 
 @dataclasses.dataclass(frozen=True)
+class Accounting:
+    """What the accounting step found (every listed image written, quarantined or a duplicate), for the
+    step that writes the metadata: the shard writers' stats in (split, index) order, the counts per split
+    and in total, the quarantined and duplicate inputs (sorted), and the job's tallies."""
+    shard_stats: tuple[Mapping[str, Any], ...]
+    per_split: Mapping[str, Mapping[str, int]]
+    totals: Mapping[str, int]
+    rejected: tuple[Any, ...]
+    duplicates: tuple[Any, ...]
+    ignored: int = 0
+    decoded: int = 0
+    upscaled: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
 class Publication:
     """What one build publishes, handed from step to step (``transforms.publish`` runs the steps).
 
@@ -117,7 +132,7 @@ class Publication:
     keep_versions: int | None = None
     policy: retries.RetryPolicy | None = None
     unchanged: bool = False
-    accounting: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    accounting: Accounting | None = None
     document: Mapping[str, Any] | None = None
     dataset_json: bytes | None = None
     earlier_run: bool = False
