@@ -102,13 +102,28 @@ class Retention:
 
 
 @dataclasses.dataclass(frozen=True)
+class Accounting:
+    """What the accounting step found (every listed image written, quarantined or a duplicate), for the
+    step that writes the metadata: the shard writers' stats in (split, index) order, the counts per split
+    and in total, the quarantined and duplicate inputs (sorted), and the job's tallies."""
+    shard_stats: tuple[Mapping[str, Any], ...]
+    per_split: Mapping[str, Mapping[str, int]]
+    totals: Mapping[str, int]
+    rejected: tuple[Any, ...]
+    duplicates: tuple[Any, ...]
+    ignored: int = 0
+    decoded: int = 0
+    upscaled: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
 class Publication:
     """What one build publishes, handed from step to step (``transforms.publish`` runs the steps).
 
     ``unchanged``: nothing changed, nothing to publish (the staging folder goes, LATEST stays, pruning
-    still runs). ``accounting`` is what the accounting step found, for the step that writes the
-    metadata; ``document`` is the version's dataset.json and ``dataset_json`` its bytes, once written. The promotion sets
-    ``earlier_run`` when an earlier run of the same build had published the version already.
+    still runs). ``accounting``: what the accounting step found, for the step that writes the metadata;
+    ``document`` is the version's dataset.json and ``dataset_json`` its bytes, once written. The
+    promotion sets ``earlier_run`` when an earlier run of the same build had published the version.
     """
     output: str
     version: str
@@ -117,7 +132,7 @@ class Publication:
     keep_versions: int | None = None
     policy: retries.RetryPolicy | None = None
     unchanged: bool = False
-    accounting: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    accounting: Accounting | None = None
     document: Mapping[str, Any] | None = None
     dataset_json: bytes | None = None
     earlier_run: bool = False
@@ -134,10 +149,6 @@ def _storage(path: str, policy: retries.RetryPolicy | None) -> Storage:
 
 def _name(path: str) -> str:
     return path.rstrip('/').rsplit('/', 1)[-1]
-
-
-def _parent(path: str) -> str:
-    return path.rstrip('/').rsplit('/', 1)[0]
 
 
 # -- lease I/O on the build's side ------------------------------------------------------------------------
@@ -521,7 +532,8 @@ def _holders(found: Iterable[Any], version: str, exclude: str) -> list[str]:
 DELETED = 'deleted'
 
 
-def _prune(files: _LeaseFiles, output: str, version: str, lease: leases.Lease, policy: retries.RetryPolicy | None) -> str:
+def _prune(files: _LeaseFiles, output: str, version: str, lease: leases.Lease,
+           policy: retries.RetryPolicy | None) -> str:
     """Unpublishes, then deletes ``version`` under its prune ``lease`` unless a live lease holds it or
     LATEST names it. Returns DELETED, or why it was kept (``Kept.why``)."""
     version_dir = layout.join(output, version)

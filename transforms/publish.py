@@ -149,10 +149,9 @@ class _Account(beam.DoFn):
         except BuildFailed:
             fileio.write_bytes(quarantine_path, jsonl(rejected), self._start.policy)
             raise
-        yield dataclasses.replace(self._start, accounting={
-            'shard_stats': sorted(shard_stats, key=lambda s: (s['split'], s['index'])), 'per_split': per_split,
-            'totals': totals, 'rejected': tuple(rejected), 'duplicates': tuple(duplicates),
-            'ignored': ignored, 'decoded': tallies.get(DECODED, 0), 'upscaled': tallies.get(UPSCALED, 0)})
+        yield dataclasses.replace(self._start, accounting=publication.Accounting(
+            tuple(sorted(shard_stats, key=lambda s: (s['split'], s['index']))), per_split, totals, tuple(rejected),
+            tuple(duplicates), ignored, tallies.get(DECODED, 0), tallies.get(UPSCALED, 0)))
 
 
 class _WriteMetadata(beam.DoFn):
@@ -164,14 +163,14 @@ class _WriteMetadata(beam.DoFn):
         self._describe = describe  # name, created, options, record_options, label_order
         self._refresh = refresh  # RefreshPlan.describe(): previous, mode, full_reason
 
-    def _document(self, accounting: Mapping[str, Any], version: str, labels: Sequence[str],
+    def _document(self, accounting: publication.Accounting, version: str, labels: Sequence[str],
                   decisions: Mapping[str, int], index_parts: Sequence[Mapping[str, Any]],
                   refresh_counts: Mapping[str, Any], near_summary: Mapping[str, Any]) -> dict[str, Any]:
-        shard_stats, per_split, rejected = accounting['shard_stats'], accounting['per_split'], accounting['rejected']
-        refresh = dict(self._refresh, decoded=accounting['decoded'], **refresh_counts)
+        shard_stats, per_split, rejected = accounting.shard_stats, accounting.per_split, accounting.rejected
+        refresh = dict(self._refresh, decoded=accounting.decoded, **refresh_counts)
         # Frames of the previous version found damaged as they were copied were decoded again, not reused.
         damaged = sum(stats.get('reuse_damaged', 0) for stats in shard_stats)
-        refresh.update(reused=refresh['reused'] - damaged, decoded=accounting['decoded'] + damaged,
+        refresh.update(reused=refresh['reused'] - damaged, decoded=accounting.decoded + damaged,
                        reuse_damaged=damaged)
         splits: dict[str, dict[str, Any]] = {}
         for stats in shard_stats:
@@ -184,12 +183,12 @@ class _WriteMetadata(beam.DoFn):
                 split[key] = per_split.get(name, {}).get(key, 0)
         return metadata.build_metadata(
             version=version, labels=labels, splits=splits,
-            counts=dict(accounting['totals'], ignored=accounting['ignored']),
+            counts=dict(accounting.totals, ignored=accounting.ignored),
             quarantine={'file': layout.QUARANTINE_JSONL,
                         'by_reason': dict(sorted(collections.Counter(r.reason for r in rejected).items()))},
-            duplicates={'file': layout.DUPLICATES_JSONL, 'count': len(accounting['duplicates'])},
+            duplicates={'file': layout.DUPLICATES_JSONL, 'count': len(accounting.duplicates)},
             decoding={'background': list(image_ops.BACKGROUND), 'decisions': dict(sorted(decisions.items())),
-                      'upscaled': accounting['upscaled']},
+                      'upscaled': accounting.upscaled},
             near_duplicates=dict(near_summary, file=layout.NEAR_DUPLICATES_JSONL),
             index=index.describe([part['file'] for part in sorted(index_parts, key=lambda p: p['file'])],
                                  sum(part['rows'] for part in index_parts)),
@@ -198,13 +197,13 @@ class _WriteMetadata(beam.DoFn):
     def process(self, started: publication.Publication, labels: Sequence[str], decisions: Mapping[str, int],
                 index_parts: Sequence[Mapping[str, Any]], refresh_counts: Mapping[str, Any],
                 near_rows: Sequence[Any], near_summary: Mapping[str, Any]) -> Iterator[publication.Publication]:
-        if started.unchanged:
+        accounting, staging, policy = started.accounting, started.staging_dir, started.policy
+        if started.unchanged or accounting is None:
             yield started
             return
-        accounting, staging, policy = started.accounting, started.staging_dir, started.policy
         document = self._document(accounting, started.version, labels, decisions, index_parts, refresh_counts,
                                   near_summary)
-        written = dataclasses.replace(started, accounting={}, document=document,
+        written = dataclasses.replace(started, accounting=None, document=document,
                                       dataset_json=metadata.dumps(document).encode())
         if publication.published_by(written) is not None:
             yield written  # promoted already: the staging folder is gone, or going
@@ -212,9 +211,9 @@ class _WriteMetadata(beam.DoFn):
         # Written side by side (each a round trip on gs://); their order does not matter: the staging folder
         # is published only once everything is in it.
         fileio.write_all({
-            layout.join(staging, layout.QUARANTINE_JSONL): jsonl(accounting['rejected']),
+            layout.join(staging, layout.QUARANTINE_JSONL): jsonl(accounting.rejected),
             layout.join(staging, layout.LABELS_TXT): ''.join(f'{l}\n' for l in labels).encode(),
-            layout.join(staging, layout.DUPLICATES_JSONL): jsonl(accounting['duplicates']),
+            layout.join(staging, layout.DUPLICATES_JSONL): jsonl(accounting.duplicates),
             layout.join(staging, layout.NEAR_DUPLICATES_JSONL):
                 jsonl(sorted(near_rows, key=lambda row: (row.group, row.source))),
             layout.join(staging, layout.DATASET_JSON): written.dataset_json,
