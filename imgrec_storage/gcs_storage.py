@@ -306,6 +306,9 @@ class GcsStorage:
 
     # -- the rest
 
+    def remove_empty_folder(self, folder: str) -> None:
+        pass  # object stores have no folders
+
     def locked(self, folder: str) -> contextlib.AbstractContextManager[None]:
         return contextlib.nullcontext()
 

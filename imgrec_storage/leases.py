@@ -14,13 +14,12 @@ RENEW_EVERY_S. A dead lease stands for a job its holder did not finish: a cleanu
 (rewrites it as its own, under the lock or a generation precondition), finishes the job, then deletes
 it. docs/publication.md has the whole protocol.
 
-Nothing here imports Beam or TensorFlow: the caller hands in the file I/O. ``LocalFiles`` serves local
-folders (read-decide-write steps run under ``flock`` on the output folder); the builder's gs:// I/O is
-``imgrec_storage.publication``'s, training's goes through TensorFlow (``CallableFiles``).
+Nothing here imports Beam or TensorFlow: the caller hands in the files, a ``storage.Storage`` (``LeaseFiles``
+says what of it leases use): locally read-decide-write steps run under ``flock`` on the output folder, on
+gs:// they rely on generation preconditions.
 """
 import collections
 import contextlib
-import fcntl
 import functools
 import json
 import logging
@@ -29,8 +28,12 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Iterator
+from typing import ContextManager, Protocol
 
 from contract import layout
+from imgrec_storage import storage
+from imgrec_storage.storage import Conflict
 
 # How long a lease lasts unrenewed, and how often its holder renews it (seconds). Only a holder on another
 # machine is judged by the clock, so clocks must agree to well within TTL_S - RENEW_EVERY_S.
@@ -41,10 +44,6 @@ RENEW_EVERY_S = 15.0
 DETACHED_TTL_S = 3 * 24 * 3600.0
 
 _LOG = logging.getLogger(__name__)
-
-
-class Conflict(Exception):
-    """A conditional write found the object changed since it was read: the lease is someone else's now."""
 
 
 def new_id():
@@ -128,105 +127,32 @@ def is_live(lease, now=None):
     return isinstance(expires_at, (int, float)) and expires_at > (time.time() if now is None else now)
 
 
-# -- file I/O handed in by the caller ---------------------------------------------------------------------
+# -- the I/O a lease needs --------------------------------------------------------------------------------
 
-_locks = threading.local()
+class LeaseFiles(Protocol):
+    """What leases need of the files of an output: every ``storage.Storage`` is one. A read-decide-write step
+    runs under ``locked`` (locally, ``flock`` on the output folder) and writes with a generation
+    precondition (on gs://, the service checks it); ``write`` raises ``storage.Conflict`` when it fails."""
 
+    def locked(self, folder: str) -> ContextManager[None]: ...
 
-@contextlib.contextmanager
-def flock(folder):
-    """An exclusive lock on the local ``folder`` (flock on the folder itself: no lock file is left behind).
+    def read_versioned(self, path: str) -> storage.Versioned | None: ...
 
-    Re-entrant in one thread; other threads and processes wait for it.
-    """
-    held = getattr(_locks, 'folders', None)
-    if held is None:
-        held = _locks.folders = set()
-    key = os.path.realpath(folder)
-    if key in held:
-        yield
-        return
-    descriptor = os.open(folder, os.O_RDONLY)
-    try:
-        fcntl.flock(descriptor, fcntl.LOCK_EX)
-        held.add(key)
-        try:
-            yield
-        finally:
-            held.discard(key)
-    finally:
-        os.close(descriptor)  # releases the lock
+    def write(self, path: str, data: bytes, if_generation: int | None = None) -> int: ...
+
+    def delete(self, path: str) -> None: ...
+
+    def list_level(self, folder: str) -> Iterator[storage.Entry]: ...
+
+    def exists(self, path: str) -> bool: ...
+
+    def remove_empty_folder(self, folder: str) -> None: ...
 
 
-class LocalFiles:
-    """Leases of a local output folder. Every read-decide-write step runs under ``flock`` on the output
-    folder, so ``generation`` (a gs:// precondition) is not needed and ignored."""
-
-    def locked(self, output):
-        return flock(output)
-
-    def read(self, path):
-        """(bytes, None), or (None, None) when there is no such file."""
-        try:
-            with open(path, 'rb') as stream:
-                return stream.read(), None
-        except (FileNotFoundError, NotADirectoryError):
-            return None, None
-
-    def write(self, path, data, generation=None):
-        """Replaces the file whole (a temporary file renamed over it); returns None."""
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        temporary = os.path.join(os.path.dirname(path), f'.tmp-{new_id()}')
-        with open(temporary, 'wb') as stream:
-            stream.write(data)
-        os.replace(temporary, path)
-        return None
-
-    def delete(self, path):
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(path)
-
-    def names(self, folder):
-        try:
-            return sorted(os.listdir(folder))
-        except (FileNotFoundError, NotADirectoryError):
-            return []
-
-    def exists(self, path):
-        return os.path.exists(path)
-
-    def remove_folder_if_empty(self, folder):
-        """The lease folder goes when its last lease does, so a finished build leaves the output as it was."""
-        with contextlib.suppress(OSError):
-            os.rmdir(folder)
-
-
-class CallableFiles:
-    """Leases through plain functions, with no lock and no preconditions (training's URLs, through
-    TensorFlow): ``read(path)`` -> bytes or None, ``write(path, data)``, ``delete(path)`` (none is fine),
-    ``names(folder)`` -> [file name], ``exists(path)``."""
-
-    def __init__(self, read, write, delete, names, exists):
-        self._read, self._write, self._delete, self._names, self.exists = read, write, delete, names, exists
-
-    def locked(self, output):
-        return contextlib.nullcontext()
-
-    def read(self, path):
-        return self._read(path), None
-
-    def write(self, path, data, generation=None):
-        self._write(path, data)
-        return None
-
-    def delete(self, path):
-        self._delete(path)
-
-    def names(self, folder):
-        return self._names(folder)
-
-    def remove_folder_if_empty(self, folder):
-        pass
+def _read(files: LeaseFiles, path: str) -> tuple[bytes | None, int]:
+    """(bytes, generation) of ``path``, or (None, 0) when there is none."""
+    found = files.read_versioned(path)
+    return (None, 0) if found is None else (found.data, found.generation)
 
 
 # -- the leases of an output ------------------------------------------------------------------------------
@@ -241,12 +167,13 @@ def folder(output):
 def read_all(files, output):
     """Every lease object of ``output`` now, as ``Found`` (``lease`` None when it is not a lease object)."""
     found = []
-    for name in files.names(folder(output)):
+    names = sorted(entry.path.rsplit('/', 1)[-1] for entry in files.list_level(folder(output)) if not entry.is_folder)
+    for name in names:
         parsed = layout.parse_lease_file_name(name)
         if parsed is None:
             continue
         path = layout.join(folder(output), name)
-        data, generation = files.read(path)
+        data, generation = _read(files, path)
         if data is not None:  # else released meanwhile
             found.append(Found(path, parsed[0], parsed[1], parse(data), data, generation))
     return found
@@ -299,12 +226,12 @@ class Lease:
 
     def acquire(self):
         with self.files.locked(self.output):
-            self.files.write(self.path, self._bytes(), generation=0)
+            self.files.write(self.path, self._bytes(), if_generation=0)
         return self
 
     def holds(self):
         """Whether the lease object is still this holder's (read now)."""
-        data, _ = self.files.read(self.path)
+        data, _ = _read(self.files, self.path)
         found = parse(data)
         return found is not None and found['token'] == self.token
 
@@ -314,13 +241,13 @@ class Lease:
         if self.lost:
             return False
         with self.files.locked(self.output):
-            data, generation = self.files.read(self.path)
+            data, generation = _read(self.files, self.path)
             found = parse(data)
             if found is None or found['token'] != self.token:
                 self.lost = True
             else:
                 try:
-                    self.files.write(self.path, self._bytes(), generation=generation)
+                    self.files.write(self.path, self._bytes(), if_generation=generation)
                 except Conflict:
                     self.lost = True
         if self.lost and self._on_lost:
@@ -350,7 +277,7 @@ class Lease:
         with self.files.locked(self.output):
             if self.holds():
                 self.files.delete(self.path)
-            self.files.remove_folder_if_empty(folder(self.output))
+            self.files.remove_empty_folder(folder(self.output))  # a finished build leaves the output as it was
 
     def release_quietly(self):
         """``release``, but a failure (an outage) is only logged: it must not hide the outcome of the work
@@ -402,11 +329,11 @@ def take_over(files, output, entry):
     taken = Lease(files, output, entry.kind, target, entry.id)
     taken.token = f'cleanup-{new_id()}'
     with files.locked(output):
-        data, generation = files.read(entry.path)
+        data, generation = _read(files, entry.path)
         if data is None or data != entry.data or is_live(parse(data)):
             return None
         try:
-            files.write(entry.path, taken._bytes(), generation=generation)
+            files.write(entry.path, taken._bytes(), if_generation=generation)
         except Conflict:
             return None
     return taken

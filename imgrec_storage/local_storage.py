@@ -252,6 +252,10 @@ class LocalStorage:
 
         retried('delete', folder, attempt, self.retry)
 
+    def remove_empty_folder(self, folder: str) -> None:
+        with contextlib.suppress(OSError):  # not empty, or not there
+            os.rmdir(folder)
+
     def locked(self, folder: str) -> contextlib.AbstractContextManager[None]:
         return flock(folder)
 

@@ -29,7 +29,7 @@ from google.api_core import exceptions as gcs_exceptions
 
 from contract import layout, shard_check, version_ref
 from imgrec_console.errors import BuildFailed
-from imgrec_storage import fileio, gcs, leases, retries
+from imgrec_storage import fileio, gcs, leases, retries, storage
 
 # Objects copied or deleted at once on gs://.
 THREADS = 8
@@ -86,59 +86,9 @@ def _parent(path):
 
 # -- lease I/O on the build's side ------------------------------------------------------------------------
 
-class _RemoteFiles:
-    """Leases of a gs:// output (generation preconditions) or another Beam file system (none), retried
-    under ``policy``."""
-
-    def __init__(self, policy=None):
-        self._policy = policy
-
-    def locked(self, output):
-        return contextlib.nullcontext()
-
-    def read(self, path):
-        """(bytes, generation), or (None, 0) when there is none."""
-        if gcs.is_gcs(path):
-            return retries.call(lambda: gcs.download_with_generation(path), retries.READ, path, self._policy)
-        if not FileSystems.exists(path):
-            return None, 0
-        return fileio.read_bytes(path, self._policy), None
-
-    def write(self, path, data, generation=None):
-        """Writes ``data``; on gs://, with ``generation``, only if the object is still that generation (0:
-        only if there is none), else raises ``leases.Conflict``. Returns the new generation (or None)."""
-        if generation is None or not gcs.is_gcs(path):
-            fileio.write_bytes(path, data, self._policy)
-            return None
-
-        def attempt():
-            try:
-                return gcs.upload_if_generation(path, data, generation)
-            except gcs_exceptions.PreconditionFailed:
-                found, found_generation = gcs.download_with_generation(path)
-                if found != data:
-                    raise leases.Conflict(path) from None
-                return found_generation  # an earlier attempt of ours landed, and its answer was lost
-
-        return retries.call(attempt, retries.WRITE, path, self._policy)
-
-    def delete(self, path):
-        fileio.delete(path, self._policy)
-
-    def names(self, folder):
-        matches = FileSystems.match([layout.join(folder, '*')])[0].metadata_list
-        return sorted({_name(match.path) for match in matches if match.path.startswith(gcs.as_folder(folder))})
-
-    def exists(self, path):
-        return FileSystems.exists(path)
-
-    def remove_folder_if_empty(self, folder):
-        pass  # object stores have no folders
-
-
 def lease_files(output, policy=None):
-    """The lease I/O for ``output``: ``leases.LocalFiles`` for a local folder, else gs:// (or Beam's) I/O."""
-    return leases.LocalFiles() if _is_local(output) else _RemoteFiles(policy)
+    """The lease I/O for ``output``: its storage."""
+    return storage.storage_for(output, policy)
 
 
 @contextlib.contextmanager
@@ -221,7 +171,7 @@ def replace_latest(output, version, expected, policy=None):
     path = layout.join(output, layout.LATEST)
     content = f'{version}\n'.encode('utf-8')
     if _is_local(path):
-        with leases.flock(output):
+        with storage.storage_for(output).locked(output):
             found = read_latest(output)
             if found.version != expected.version:
                 raise _moved_by_another(output, expected, found)
@@ -410,8 +360,8 @@ def _prune(files, output, version, lease, policy):
     _step('prune:after_unpublish')
     if saved is not None and version in leases.live(leases.read_all(files, output), exclude={lease.path}).reading:
         # gs://: a reader took its lease while dataset.json was going (it reads it after taking the lease)
-        with contextlib.suppress(leases.Conflict):
-            files.write(marker, saved, generation=0)
+        with contextlib.suppress(storage.Conflict):
+            files.write(marker, saved, if_generation=0)
         return IN_USE
     _delete_in_halves(version_dir, 'prune:mid_delete', policy)
     return DELETED
@@ -514,5 +464,5 @@ def tidy(output, clean=False, policy=None):
             removed += 1
     if _is_local(output) and os.path.isdir(output):
         with files.locked(output):
-            files.remove_folder_if_empty(leases.folder(output))
+            files.remove_empty_folder(leases.folder(output))
     return Tidied(removed, tuple(pruned))

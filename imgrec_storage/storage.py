@@ -1,9 +1,11 @@
 """One storage interface for local paths and gs:// objects; ``storage_for`` is the one place that tells them apart.
 
 The layer uses one stack: the standard library for local paths, google-cloud-storage for gs:// (single
-attempts, the client's own retries off, every request counted). Neither Beam's FileSystems nor
-``tf.io.gfile``: Beam's workers have no TensorFlow, training never imports Beam, and Beam's gcsio would
-retry on its own, uncounted. Nothing here imports Beam or TensorFlow, so both sides can use it.
+attempts, the client's own retries off, every request counted). Not Beam's FileSystems: training never
+imports Beam, and Beam's gcsio would retry on its own, uncounted. Not ``tf.io.gfile``: Beam's workers
+have no TensorFlow. Nothing here imports Beam or TensorFlow, so both sides can use it. TensorFlow's file
+systems serve only the URLs nothing else does (``ram://``), which only training, which has TensorFlow,
+is handed (``tf_storage``).
 
 Each ``Storage`` owns its retry policy (``retry``): transient errors are retried under it, permanent
 ones raise at once. Reads raise the permanent error as it is (a missing file: ``FileNotFoundError``
@@ -120,6 +122,9 @@ class Storage(Protocol):
     def delete_tree(self, folder: str) -> None:
         """Deletes ``folder`` and everything below it, if there is any."""
 
+    def remove_empty_folder(self, folder: str) -> None:
+        """Removes the local ``folder`` if nothing is in it (object stores have no folders to remove)."""
+
     def locked(self, folder: str) -> ContextManager[None]:
         """An exclusive lock on ``folder`` across processes of this machine (locally, ``flock``); on gs://
         nothing (a read-decide-write step there relies on ``write``'s generation precondition)."""
@@ -146,7 +151,7 @@ def on_gcs(path: str) -> bool:
 
 def storage_for(path: str, retry: retries.RetryPolicy | None = None,
                 options: Mapping[str, Any] | None = None) -> Storage:
-    """The ``Storage`` for ``path``'s scheme: gs:// or a local path; any other scheme is refused.
+    """The ``Storage`` for ``path``'s scheme: gs://, a local path, or another URL for TensorFlow's file systems.
 
     ``retry``: the policy (``retries.default_policy()`` when None). ``options``: for gs://, the job's
     pipeline options as a dict, so a worker authenticates as the job does (None: this process's command
@@ -156,7 +161,7 @@ def storage_for(path: str, retry: retries.RetryPolicy | None = None,
     if on_gcs(path):
         return _gcs_storage(retry, json.dumps(dict(options), sort_keys=True, default=str) if options else None)
     if '://' in path:
-        raise ValueError(f'{path}: only local paths and gs:// URLs are supported')
+        return _tensorflow_storage(retry)
     return _local_storage(retry)
 
 
@@ -164,6 +169,12 @@ def storage_for(path: str, retry: retries.RetryPolicy | None = None,
 def _local_storage(retry: retries.RetryPolicy) -> Storage:
     from imgrec_storage.local_storage import LocalStorage  # pylint: disable=import-outside-toplevel
     return LocalStorage(retry)
+
+
+@functools.lru_cache(maxsize=None)
+def _tensorflow_storage(retry: retries.RetryPolicy) -> Storage:
+    from imgrec_storage.tf_storage import TensorFlowStorage  # pylint: disable=import-outside-toplevel
+    return TensorFlowStorage(retry)
 
 
 @functools.lru_cache(maxsize=None)
