@@ -18,6 +18,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import os
+import posixpath
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, BinaryIO, ContextManager, Protocol, TypeVar, runtime_checkable
 
@@ -37,12 +39,15 @@ class Entry:
     """A file (or, from ``list_level``, a folder) as a listing or a stat sees it. ``generation`` says which
     version of the file this is: a gs:// object's generation; locally the file's inode and modification time (a
     file is always replaced whole, by a rename). ``updated``: seconds since the epoch. A folder has size 0
-    and generation 0."""
+    and generation 0; a local name that cannot be stat'ed (a broken link, a loop) has size -1, for its read to
+    say why. ``local_stamp``: a local file's (mtime_ns, ctime_ns, inode), the stamp git's index keeps too
+    (docs/reuse.md); None for an object, whose ``generation`` says it changed."""
     path: str
     size: int
     generation: int
     updated: float
     is_folder: bool = False
+    local_stamp: tuple[int, int, int] | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,6 +82,10 @@ class Storage(Protocol):
         """The whole file. Locally no further than its size when opened, and only a regular file
         (``fileio.NotARegularFile`` otherwise)."""
 
+    def read_once(self, path: str) -> bytes:
+        """``read`` in one attempt, its error raised as it is: for a caller that begins reads ahead and
+        retries them itself (``transforms.decode``)."""
+
     def read_range(self, path: str, start: int, end: int) -> bytes:
         """Bytes [start, end); ``byte_ranges.TruncatedRead`` when the file ends before ``end``."""
 
@@ -84,7 +93,8 @@ class Storage(Protocol):
         """The bytes and their generation, or None when there is no such file."""
 
     def open_read(self, path: str) -> BinaryIO:
-        """The file as a stream to read front to back (``read(n)``, ``close()``, a context manager)."""
+        """The file as a stream to read front to back (``read(n)``, ``readline()``, its lines by iteration,
+        ``tell()``, ``close()``, a context manager)."""
 
     def write(self, path: str, data: bytes, if_generation: int | None = None) -> int:
         """Writes the file whole (creating local parent folders); returns its new generation.
@@ -98,6 +108,13 @@ class Storage(Protocol):
     def write_all(self, files: Mapping[str, bytes]) -> None:
         """Writes every {path: data}, several at a time when ``remote``; BuildFailed of the first, in path order."""
 
+    def put_file(self, local_path: str, path: str) -> None:
+        """Copies the finished local file ``local_path`` to ``path``, streamed from the file."""
+
+    def local_path(self, path: str) -> str | None:
+        """``path`` as a file on this machine's disk, for a library that only writes those (ArrayRecord);
+        None where it is not one (an object: write a temporary file, then ``put_file``)."""
+
     def open_write(self, path: str) -> Writer:
         """A ``Writer`` for ``path``: locally written in place; on gs:// staged and uploaded on ``close()``."""
 
@@ -108,7 +125,8 @@ class Storage(Protocol):
         """Whether there is a file at ``path``."""
 
     def list(self, folder: str) -> Iterator[Entry]:
-        """Every file below ``folder``, at any depth, in path order, one page in memory at a time."""
+        """Every file below ``folder``, at any depth, without holding the listing (one page, or one local
+        folder, at a time); sorted within each folder, not across them (callers that need one order sort)."""
 
     def list_level(self, folder: str) -> Iterator[Entry]:
         """The files and the folders (``is_folder``) directly below ``folder``, in no set order."""
@@ -132,6 +150,10 @@ class Storage(Protocol):
     def will_read(self, path: str) -> None:
         """A hint that ``path`` is about to be read (locally, its pages come in meanwhile)."""
 
+    def for_path(self, path: str) -> Storage:
+        """The storage of ``path`` (perhaps of another scheme: a manifest may name both), with this one's
+        retry policy and options."""
+
 
 def retried(doing: str, what: str, attempt: Callable[[], T], retry: retries.RetryPolicy) -> T:
     """``attempt()`` with transient errors retried (as writes); a failure other than ``Conflict`` is a one-line
@@ -144,6 +166,38 @@ def retried(doing: str, what: str, attempt: Callable[[], T], retry: retries.Retr
         raise BuildFailed(f'cannot {doing} {what}: {retries.describe(error)}') from error
 
 
+def _scheme_key(path: str) -> str:
+    """What of ``path`` picks its storage (its scheme), so that one storage serves every path of a scheme."""
+    scheme, found, _ = path.partition('://')
+    return f'{scheme}://' if found else ''
+
+
+def is_relative(path: str) -> bool:
+    """Whether ``path`` is a relative local path (a manifest's lines are relative to the manifest)."""
+    return '://' not in path and not os.path.isabs(path)
+
+
+def folder_of(path: str) -> str:
+    """The folder ``path`` lies in (a local one made absolute)."""
+    return posixpath.dirname(path) if '://' in path else os.path.dirname(os.path.abspath(path))
+
+
+def is_inside(folder: str, root: str) -> bool:
+    """Whether ``folder`` is ``root`` or below it, on a folder boundary: local paths compared with symlinks
+    and relative parts resolved, URLs by prefix; paths of two schemes never are."""
+    if _scheme_key(folder) != _scheme_key(root):
+        return False
+    if '://' in folder:
+        return (folder.rstrip('/') + '/').startswith(root.rstrip('/') + '/')
+    folder, root = os.path.realpath(folder), os.path.realpath(root)
+    return os.path.commonpath([folder, root]) == root
+
+
+def relative_name(root: str, path: str) -> str:
+    """``path`` below ``root`` (as a listing of ``root`` names it), relative to it, with '/' separators."""
+    return path[len(root.rstrip('/')) + 1:].rstrip('/').replace(os.sep, '/')
+
+
 def on_gcs(path: str) -> bool:
     """Whether ``path`` names a gs:// object: for rules about where files must be (Dataflow needs gs://)."""
     return path.startswith(GCS_SCHEME)
@@ -153,32 +207,42 @@ def storage_for(path: str, retry: retries.RetryPolicy | None = None,
                 options: Mapping[str, Any] | None = None) -> Storage:
     """The ``Storage`` for ``path``'s scheme: gs://, a local path, or another URL for TensorFlow's file systems.
 
-    ``retry``: the policy (``retries.default_policy()`` when None). ``options``: for gs://, the job's
-    pipeline options as a dict, so a worker authenticates as the job does (None: this process's command
-    line, as Beam's file systems read it when no pipeline gave them options).
+    ``retry``: the policy (``retries.default_policy()`` when None). ``options``: the job's pipeline options
+    as a dict, so that a worker's gs:// client authenticates as the job does (None: Application Default
+    Credentials). A storage hands both on to the storage of any other path (``for_path``).
     """
-    retry = retry or retries.default_policy()
-    if on_gcs(path):
-        return _gcs_storage(retry, json.dumps(dict(options), sort_keys=True, default=str) if options else None)
-    if '://' in path:
-        return _tensorflow_storage(retry)
-    return _local_storage(retry)
+    return _storage_for(_scheme_key(path), retry or retries.default_policy(),
+                        json.dumps(dict(options), sort_keys=True, default=str) if options else None)
 
 
 @functools.lru_cache(maxsize=None)
-def _local_storage(retry: retries.RetryPolicy) -> Storage:
-    from imgrec_storage.local_storage import LocalStorage  # pylint: disable=import-outside-toplevel
-    return LocalStorage(retry)
+def _storage_for(path_scheme_key: str, retry: retries.RetryPolicy, options_json: str | None) -> Storage:
+    # pylint: disable=import-outside-toplevel  # each imported for its paths only (the GCS client costs a second)
+    if on_gcs(path_scheme_key):
+        from imgrec_storage.gcs_storage import GcsStorage
+        return GcsStorage(retry, options_json)
+    if '://' in path_scheme_key:
+        from imgrec_storage.tf_storage import TensorFlowStorage
+        return TensorFlowStorage(retry, options_json)
+    from imgrec_storage.local_storage import LocalStorage
+    return LocalStorage(retry, options_json)
 
 
-@functools.lru_cache(maxsize=None)
-def _tensorflow_storage(retry: retries.RetryPolicy) -> Storage:
-    from imgrec_storage.tf_storage import TensorFlowStorage  # pylint: disable=import-outside-toplevel
-    return TensorFlowStorage(retry)
+class Settings:
+    """What every implementation holds: its retry policy and the job's options (JSON), handed on by ``for_path``."""
 
+    remote = False
 
-@functools.lru_cache(maxsize=None)
-def _gcs_storage(retry: retries.RetryPolicy, options_json: str | None) -> Storage:
-    # Imported for gs:// paths only: the client library costs a second to import.
-    from imgrec_storage.gcs_storage import GcsStorage  # pylint: disable=import-outside-toplevel
-    return GcsStorage(retry, json.loads(options_json) if options_json else None)
+    def __init__(self, retry: retries.RetryPolicy, options_json: str | None = None):
+        self.retry = retry
+        self.options_json = options_json
+
+    def for_path(self, path: str) -> Storage:
+        return _storage_for(_scheme_key(path), self.retry, self.options_json)
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and (self.retry, self.options_json) == (
+            other.retry, other.options_json)  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, self.retry, self.options_json))

@@ -16,7 +16,7 @@ from typing import Any, BinaryIO
 
 from imgrec_storage import retries
 from imgrec_storage.byte_ranges import checked_range
-from imgrec_storage.storage import Conflict, Entry, Versioned, retried
+from imgrec_storage.storage import Conflict, Entry, Settings, Versioned, retried
 
 
 def _tf() -> Any:
@@ -50,13 +50,10 @@ class _Written:
             self._owner.delete(self.path)
 
 
-class TensorFlowStorage:
+class TensorFlowStorage(Settings):
     """``storage.Storage`` through ``tf.io.gfile``."""
 
     remote = False  # as far as this layer knows: TensorFlow's reads are its own business
-
-    def __init__(self, retry: retries.RetryPolicy):
-        self.retry = retry
 
     def _gfile(self) -> Any:
         return _tf().io.gfile
@@ -65,14 +62,14 @@ class TensorFlowStorage:
         return _tf().errors.NotFoundError
 
     def read(self, path: str) -> bytes:
-        def attempt() -> bytes:
-            try:
-                with self._gfile().GFile(path, 'rb') as stream:
-                    return stream.read()
-            except self._missing() as error:
-                raise FileNotFoundError(f'{path} not found') from error
+        return retries.call(lambda: self.read_once(path), retries.READ, path, self.retry)
 
-        return retries.call(attempt, retries.READ, path, self.retry)
+    def read_once(self, path: str) -> bytes:
+        try:
+            with self._gfile().GFile(path, 'rb') as stream:
+                return stream.read()
+        except self._missing() as error:
+            raise FileNotFoundError(f'{path} not found') from error
 
     def read_range(self, path: str, start: int, end: int) -> bytes:
         def attempt() -> bytes:
@@ -116,6 +113,12 @@ class TensorFlowStorage:
     def write_all(self, files: Mapping[str, bytes]) -> None:
         for path, data in sorted(files.items()):
             self.write(path, data)
+
+    def put_file(self, local_path: str, path: str) -> None:
+        self.copy(local_path, path)
+
+    def local_path(self, path: str) -> str | None:
+        return None
 
     def open_write(self, path: str) -> _Written:
         self._gfile().makedirs(_parent(path))

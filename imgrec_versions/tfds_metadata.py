@@ -24,7 +24,6 @@ import json
 import re
 
 from contract import features as F, layout, metadata
-from imgrec_storage import fileio
 
 # The shards' names (layout.shard_file_name) in TFDS's template language: the same names up to 99,999
 # shards a split (TFDS pads to the digits of the shard count, at least 5), for either format.
@@ -102,8 +101,3 @@ def files(document):
         labels_file_name(): ''.join(f'{label}\n' for label in document['labels']).encode('utf-8'),
     }
 
-
-def write(version_dir, document, policy=None):
-    """Writes TFDS's metadata files into ``version_dir`` (local or gs://)."""
-    for name, data in files(document).items():
-        fileio.write_bytes(layout.join(version_dir, name), data, policy)

@@ -9,7 +9,7 @@ from PIL import Image
 from contract import counters
 from contract.reasons import NOT_AN_IMAGE, READ_ERROR, TRUNCATED
 from imgrec_imaging.record_options import RecordOptions
-from imgrec_storage import retries
+from imgrec_storage import retries, storage
 from imgrec_storage.retries import RetryPolicy
 from tests.test_quarantine_reads import FlakyReader
 from transforms.decode import DecodeResizeEncode
@@ -47,7 +47,7 @@ def _decode(refs, log_dir, threads):
     p = TestPipeline()
     policy = RetryPolicy(deadline_s=60, initial_delay_s=0.01, max_delay_s=0.02)
     result = p | beam.Create(refs) | DecodeResizeEncode(
-        RecordOptions((16, 16)), read=MissingOrFlaky(log_dir, failures=1), retry_policy=policy, with_hash=True,
+        RecordOptions((16, 16)), storage.storage_for(str(log_dir), policy), read=MissingOrFlaky(log_dir, failures=1), with_hash=True,
         decode_threads=threads)
     kept = log_dir / 'kept'
     (result['images'] | 'Images' >> beam.Map(lambda image: repr(image._replace(ref=image.ref.source)))

@@ -106,7 +106,7 @@ def test_a_generation_precondition_refuses_a_changed_file(tmp_path):
 def test_listings_at_any_depth_and_one_level(store, root):
     store.write_all({f'{root}/b/2.bin': b'22', f'{root}/a.bin': b'1', f'{root}/b/c/3.bin': b'333',
                      f'{root}x/outside.bin': b'not below root'})
-    assert [(entry.path, entry.size) for entry in store.list(root)] == [
+    assert sorted((entry.path, entry.size) for entry in store.list(root)) == [
         (f'{root}/a.bin', 1), (f'{root}/b/2.bin', 2), (f'{root}/b/c/3.bin', 3)]
     level = sorted((entry.path, entry.is_folder) for entry in store.list_level(root))
     assert level == [(f'{root}/a.bin', False), (f'{root}/b', True)]
@@ -137,7 +137,11 @@ def test_streamed_writes_appear_whole_on_close_and_not_when_the_block_fails(stor
         for _ in range(3):
             stream.write(b'abc')
     with store.open_read(path) as stream:
-        assert stream.read(4) == b'abca' and stream.read() == b'bcabc' and stream.read() == b''
+        assert stream.read(4) == b'abca' and stream.tell() == 4
+        assert stream.read() == b'bcabc' and stream.read() == b'' and stream.tell() == 9
+    store.write(f'{root}/s/lines.jsonl', b'{"a": 1}\n\n{"b": 2}')
+    with store.open_read(f'{root}/s/lines.jsonl') as stream:
+        assert list(stream) == [b'{"a": 1}\n', b'\n', b'{"b": 2}']
     failed = f'{root}/s/failed.bin'
     with pytest.raises(RuntimeError):
         with store.open_write(failed) as stream:
@@ -152,5 +156,9 @@ def test_gcs_streamed_reads_go_in_chunks(bucket):
     url = f'{bucket}/chunks/{uuid.uuid4().hex[:8]}.bin'
     data = bytes(range(256)) * 40
     store.write(url, data)
-    with gcs_storage._ObjectReader(store, url, chunk=1000) as stream:
+    with gcs_storage.ObjectReader(store, url, chunk=1000) as stream:
         assert b''.join(iter(lambda: stream.read(333), b'')) == data
+    lines = [b'x' * n + b'\n' for n in range(0, 2500, 250)]  # lines across chunks
+    store.write(url, b''.join(lines))
+    with gcs_storage.ObjectReader(store, url, chunk=1000) as stream:
+        assert list(stream) == lines
