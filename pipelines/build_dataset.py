@@ -15,7 +15,6 @@ import os
 import sys
 
 import apache_beam as beam
-from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import (
     DirectOptions,
     GoogleCloudOptions,
@@ -30,7 +29,7 @@ from imgrec_console.command import Command, run_command, was_interrupted
 from imgrec_console.errors import BuildFailed, CommandError, Interrupted, UserError, build_failure_message
 from imgrec_console.held_stderr import held_stderr
 from imgrec_console.supervisor import supervise
-from imgrec_storage import fileio, gcs, publication, retries
+from imgrec_storage import publication, retries, storage
 from pipelines import preflight, progress, refresh
 from pipelines.graph import build_pipeline
 from pipelines.local import internals, workers
@@ -67,7 +66,7 @@ def _dataflow_defaults(options):
                          '(Dataflow stages the code and temporary files there)')
     for name in ('temp_location', 'staging_location'):
         value = getattr(cloud, name)
-        if value and not gcs.is_gcs(value):
+        if value and not storage.on_gcs(value):
             raise UserError(f'--{name} must be a gs:// path with --runner DataflowRunner, got {value!r}')
     setup = options.view_as(SetupOptions)
     # A custom worker image (--sdk_container_image, e.g. the Dockerfile's) already holds the project.
@@ -299,7 +298,7 @@ def summary(config):
     to the share asked, the near-duplicates, the top quarantine reasons, the class problems, and where
     the quarantine list and the report are."""
     path = layout.join(config.version_dir, layout.DATASET_JSON)
-    document = version_ref.parse_document(fileio.read_bytes(path), path)
+    document = version_ref.parse_document(storage.storage_for(path, config.retry_policy()).read(path), path)
     counts, refreshed = document['counts'], document['refresh']
     lines = [f"build-dataset: wrote {counts['written']} of {counts['inputs']} images to {config.version_dir} "
              f"({counts['quarantined']} quarantined, {counts['duplicates']} duplicates, "
@@ -360,7 +359,7 @@ def left_behind(config, facts):
     try:
         published = publication.read_latest(config.output, config.retry_policy()).version == config.version
         staging = facts.staging_dir(config)
-        kept = FileSystems.exists(staging)
+        kept = any(storage.storage_for(staging).list_level(staging))
     except Exception:  # pylint: disable=broad-except  # storage gone too: say what is certain
         return f'LATEST and the staging folder of this build in {config.output} could not be checked'
     line = f'published version {config.version} before it stopped' if published else \
@@ -464,7 +463,7 @@ def _published(config, facts, result, options):
     if counter(result, counters.UNCHANGED):
         version_dir = layout.join(config.output, facts.refresh.previous)
     path = layout.join(version_dir, layout.DATASET_JSON)
-    return version_ref.parse_document(fileio.read_bytes(path), path)
+    return version_ref.parse_document(storage.storage_for(path, config.retry_policy()).read(path), path)
 
 
 def cli():
