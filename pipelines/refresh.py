@@ -7,12 +7,11 @@ build says why in one line and decodes everything.
 """
 import dataclasses
 
-from apache_beam.io.filesystems import FileSystems
 
 from contract import index, layout, version_ref
 from imgrec_console.errors import UserError
 from imgrec_imaging import perceptual_hash, record_options
-from imgrec_storage import fileio
+from imgrec_storage import storage
 
 # Index columns every reused record must have: facts of the image that a refresh carries over.
 _IMAGE_COLUMNS = (index.PERCEPTUAL_HASH, index.SOURCE_WIDTH, index.SOURCE_HEIGHT, index.UPSCALED)
@@ -55,10 +54,9 @@ def _load(config, previous):
     Any other mistake (no dataset.json there, a format this code does not read without ``--full``) is
     the user's to fix: a UserError in one line, the same line every tool gives.
     """
-    policy = config.retry_policy()
+    files = storage.storage_for(config.output, config.retry_policy())
     try:
-        return version_ref.read_version(config.output, previous, lambda path: fileio.read_bytes(path, policy),
-                                        FileSystems.exists).document
+        return version_ref.read_version(config.output, previous, files.read, files.exists).document
     except version_ref.FormatVersionError as error:
         if config.full:
             return None
