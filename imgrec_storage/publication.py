@@ -25,7 +25,6 @@ import signal
 import uuid
 
 from apache_beam.io.filesystems import FileSystems
-from google.api_core import exceptions as gcs_exceptions
 
 from contract import layout, shard_check, version_ref
 from imgrec_console.errors import BuildFailed
@@ -186,7 +185,7 @@ def replace_latest(output, version, expected, policy=None):
     def attempt():
         try:
             gcs.upload_if_generation(path, content, expected.generation)
-        except gcs_exceptions.PreconditionFailed:
+        except storage.Conflict:
             found = read_latest(output, policy)
             if found.version != version:  # else an earlier attempt of ours landed, and its answer was lost
                 raise _moved_by_another(output, expected, found) from None
