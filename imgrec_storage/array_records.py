@@ -68,8 +68,7 @@ class ArrayRecordFile:
         """Finishes the shard (a remote one is uploaded, with retries); returns its size in bytes."""
         try:
             self._writer.close()
-            local = self._temporary or self._storage.local_path(self.path)
-            size = os.path.getsize(local)
+            size = os.path.getsize(self._temporary or self.path)  # no temporary file: written in place
             if self._temporary is not None:
                 self._storage.put_file(self._temporary, self.path)
             return size

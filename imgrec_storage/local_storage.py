@@ -13,12 +13,11 @@ import stat
 import threading
 import uuid
 from collections.abc import Iterator, Mapping
-from typing import BinaryIO
 
 from contract.reasons import NOT_A_FILE
 from imgrec_storage import retries
 from imgrec_storage.byte_ranges import checked_range
-from imgrec_storage.storage import Conflict, Entry, Settings, Versioned, retried
+from imgrec_storage.storage import Conflict, Entry, Reader, Settings, Versioned, retried
 
 
 class NotARegularFile(Exception):
@@ -161,7 +160,7 @@ class LocalStorage(Settings):
 
         return retries.call(attempt, retries.READ, path, self.retry)
 
-    def open_read(self, path: str) -> BinaryIO:
+    def open_read(self, path: str) -> Reader:
         return open(path, 'rb')  # pylint: disable=consider-using-with  # the caller closes it
 
     def _write_once(self, path: str, data: bytes, if_generation: int | None) -> int:
@@ -182,8 +181,8 @@ class LocalStorage(Settings):
                     return found.generation
             else:
                 if if_generation is not None:
-                    found = self.stat(path)
-                    if found is None or found.generation != if_generation:
+                    now = self.stat(path)
+                    if now is None or now.generation != if_generation:
                         raise Conflict(path)
                 os.replace(temporary, path)
             return _generation(os.stat(path))

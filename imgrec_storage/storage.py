@@ -21,7 +21,7 @@ import json
 import os
 import posixpath
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, BinaryIO, ContextManager, Protocol, TypeVar, runtime_checkable
+from typing import Any, ContextManager, Protocol, TypeVar, runtime_checkable
 
 from imgrec_console.errors import BuildFailed
 from imgrec_storage import retries
@@ -55,6 +55,25 @@ class Versioned:
     """A file's bytes and the generation they were read at (for a later ``write(if_generation=)``)."""
     data: bytes
     generation: int
+
+
+@runtime_checkable
+class Reader(Protocol):
+    """A file read front to back."""
+
+    def read(self, size: int = -1) -> bytes: ...
+
+    def readline(self) -> bytes: ...
+
+    def __iter__(self) -> Iterator[bytes]: ...
+
+    def tell(self) -> int: ...
+
+    def close(self) -> None: ...
+
+    def __enter__(self) -> Any: ...
+
+    def __exit__(self, kind: Any, error: Any, trace: Any) -> Any: ...
 
 
 @runtime_checkable
@@ -92,7 +111,7 @@ class Storage(Protocol):
     def read_versioned(self, path: str) -> Versioned | None:
         """The bytes and their generation, or None when there is no such file."""
 
-    def open_read(self, path: str) -> BinaryIO:
+    def open_read(self, path: str) -> Reader:
         """The file as a stream to read front to back (``read(n)``, ``readline()``, its lines by iteration,
         ``tell()``, ``close()``, a context manager)."""
 

@@ -12,11 +12,11 @@ from __future__ import annotations
 import contextlib
 import uuid
 from collections.abc import Iterator, Mapping
-from typing import Any, BinaryIO
+from typing import Any
 
 from imgrec_storage import retries
 from imgrec_storage.byte_ranges import checked_range
-from imgrec_storage.storage import Conflict, Entry, Settings, Versioned, retried
+from imgrec_storage.storage import Conflict, Entry, Reader, Settings, Versioned, retried
 
 
 def _tf() -> Any:
@@ -88,7 +88,7 @@ class TensorFlowStorage(Settings):
         except FileNotFoundError:  # deleted meanwhile
             return None
 
-    def open_read(self, path: str) -> BinaryIO:
+    def open_read(self, path: str) -> Reader:
         return self._gfile().GFile(path, 'rb')
 
     def _write_once(self, path: str, data: bytes, if_generation: int | None) -> int:

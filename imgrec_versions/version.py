@@ -16,7 +16,7 @@ class InspectionError(Exception):
 class Version(typing.NamedTuple):
     path: str  # the version folder
     document: dict  # dataset.json
-    labels: list  # labels.txt, one class a line
+    labels: list | None  # labels.txt, one class a line (None when there is none)
 
 
 def _ref(path: str) -> version_ref.VersionRef:
