@@ -18,6 +18,8 @@ Nothing here imports Beam or TensorFlow: the caller hands in the files, a ``stor
 says what of it leases use): locally read-decide-write steps run under ``flock`` on the output folder, on
 gs:// they rely on generation preconditions.
 """
+from __future__ import annotations
+
 import collections
 import contextlib
 import functools
@@ -28,8 +30,8 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator
-from typing import ContextManager, Protocol
+from collections.abc import Callable, Container, Iterable, Iterator
+from typing import Any, ContextManager, Protocol
 
 from contract import layout
 from imgrec_storage import storage
@@ -46,14 +48,14 @@ DETACHED_TTL_S = 3 * 24 * 3600.0
 _LOG = logging.getLogger(__name__)
 
 
-def new_id():
+def new_id() -> str:
     return uuid.uuid4().hex[:12]
 
 
 # -- who holds a lease, and whether it still runs --------------------------------------------------------
 
 @functools.lru_cache(maxsize=None)
-def machine():
+def machine() -> str | None:
     """This machine's boot and process namespace, or None where /proc does not tell (then only the clock
     judges leases). Processes that share it see each other's process ids."""
     try:
@@ -65,7 +67,7 @@ def machine():
     return f'{boot}/{namespace}'
 
 
-def _process_stat(pid):
+def _process_stat(pid: Any) -> tuple[str, int] | None:
     """(state, start time in clock ticks since boot) of process ``pid``, or None if there is none."""
     try:
         with open(f'/proc/{int(pid)}/stat', encoding='ascii', errors='replace') as stream:
@@ -76,14 +78,14 @@ def _process_stat(pid):
     return fields[0], int(fields[19])
 
 
-def process_running(pid, started):
+def process_running(pid: Any, started: Any) -> bool:
     """Whether process ``pid``, started at ``started`` (ticks since boot), still runs. A zombie does not;
     a stopped (paused) process does; another process that reuses the id is not it."""
     found = _process_stat(pid)
     return found is not None and found[0] not in ('Z', 'X', 'x') and found[1] == started
 
 
-def holder():
+def holder() -> dict[str, Any]:
     """This process, as a lease names its holder."""
     stat = _process_stat(os.getpid())
     return {'machine': machine(), 'pid': os.getpid(), 'started': stat[1] if stat else None,
@@ -92,17 +94,18 @@ def holder():
 
 # -- the lease object -------------------------------------------------------------------------------------
 
-def document(kind, lease_id, target, token, ttl, held_by):
+def document(kind: str, lease_id: str, target: str | None, token: str, ttl: float,
+             held_by: dict[str, Any] | None) -> dict[str, Any]:
     """A lease's JSON object. ``token`` says whose it is now: its holder's id, or a cleanup's after a take-over."""
     return {'kind': kind, 'id': lease_id, 'target': target, 'token': token,
             'expires_at': round(time.time() + ttl, 3), 'holder': held_by}
 
 
-def encode(lease):
+def encode(lease: dict[str, Any]) -> bytes:
     return (json.dumps(lease, sort_keys=True) + '\n').encode('utf-8')
 
 
-def parse(data):
+def parse(data: bytes | None) -> dict[str, Any] | None:
     """The lease object in ``data`` (bytes), or None when it is not one (then it counts as dead)."""
     if data is None:
         return None
@@ -115,7 +118,7 @@ def parse(data):
     return lease
 
 
-def is_live(lease, now=None):
+def is_live(lease: dict[str, Any] | None, now: float | None = None) -> bool:
     """Whether the holder of ``lease`` (a parsed object, or None) still runs, as far as this process can tell."""
     if lease is None:
         return False
@@ -160,11 +163,11 @@ def _read(files: LeaseFiles, path: str) -> tuple[bytes | None, int]:
 Found = collections.namedtuple('Found', 'path kind id lease data generation')
 
 
-def folder(output):
+def folder(output: str) -> str:
     return layout.join(output, layout.LEASES_DIR)
 
 
-def read_all(files, output):
+def read_all(files: LeaseFiles, output: str) -> list[Found]:
     """Every lease object of ``output`` now, as ``Found`` (``lease`` None when it is not a lease object)."""
     found = []
     names = sorted(entry.path.rsplit('/', 1)[-1] for entry in files.list_level(folder(output)) if not entry.is_folder)
@@ -183,11 +186,11 @@ class Live(collections.namedtuple('Live', 'staging building reading pruning')):
     """What the live leases name: staging folder names, and the versions being built, read, pruned."""
 
     @property
-    def versions(self):
+    def versions(self) -> frozenset[str]:
         return self.building | self.reading | self.pruning
 
 
-def live(found, exclude=(), now=None):
+def live(found: Iterable[Found], exclude: Container[str] = (), now: float | None = None) -> Live:
     """The ``Live`` of the leases ``found`` (``read_all``), leaving out the lease objects at ``exclude``."""
     now = time.time() if now is None else now
     named = collections.defaultdict(set)
@@ -208,7 +211,8 @@ class Lease:
     called once if the lease stops being this holder's (a cleanup took it over after it lapsed).
     """
 
-    def __init__(self, files, output, kind, target, lease_id=None, *, ttl=TTL_S, detached=False, on_lost=None):
+    def __init__(self, files: LeaseFiles, output: str, kind: str, target: str | None, lease_id: str | None = None, *,
+                 ttl: float = TTL_S, detached: bool = False, on_lost: Callable[[Lease], None] | None = None):
         self.files, self.output, self.kind, self.target = files, output, kind, target
         self.id = lease_id or new_id()
         self.token = self.id
@@ -218,24 +222,24 @@ class Lease:
         self._detached = detached  # no holder process: judged by the clock alone
         self._on_lost = on_lost
         self._stop = threading.Event()
-        self._thread = None
+        self._thread: threading.Thread | None = None
 
-    def _bytes(self):
+    def _bytes(self) -> bytes:
         return encode(document(self.kind, self.id, self.target, self.token, self._ttl,
                                None if self._detached else holder()))
 
-    def acquire(self):
+    def acquire(self) -> Lease:
         with self.files.locked(self.output):
             self.files.write(self.path, self._bytes(), if_generation=0)
         return self
 
-    def holds(self):
+    def holds(self) -> bool:
         """Whether the lease object is still this holder's (read now)."""
         data, _ = _read(self.files, self.path)
         found = parse(data)
         return found is not None and found['token'] == self.token
 
-    def renew(self):
+    def renew(self) -> bool:
         """Pushes the expiry ahead; False (and ``lost``) once the lease is no longer this holder's. A lost
         lease is never written again: whoever took it over may be deleting what it named."""
         if self.lost:
@@ -254,7 +258,7 @@ class Lease:
             self._on_lost(self)
         return not self.lost
 
-    def _beat(self):
+    def _beat(self) -> None:
         while not self._stop.wait(RENEW_EVERY_S):
             try:
                 if not self.renew():
@@ -262,14 +266,14 @@ class Lease:
             except Exception as error:  # an outage: the next beat tries again, well within the TTL
                 _LOG.info('renewing lease %s failed (%s); retrying', self.path, error)
 
-    def start(self):
+    def start(self) -> Lease:
         """Starts the heartbeat thread (a daemon: it never keeps the process alive)."""
         if self._thread is None and not self._detached:
             self._thread = threading.Thread(target=self._beat, name=f'lease-{self.kind}-{self.id}', daemon=True)
             self._thread.start()
         return self
 
-    def release(self):
+    def release(self) -> None:
         """Stops the heartbeat and deletes the lease object if it is still this holder's."""
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
@@ -279,7 +283,7 @@ class Lease:
                 self.files.delete(self.path)
             self.files.remove_empty_folder(folder(self.output))  # a finished build leaves the output as it was
 
-    def release_quietly(self):
+    def release_quietly(self) -> None:
         """``release``, but a failure (an outage) is only logged: it must not hide the outcome of the work
         the lease covered, and a lease left behind merely lapses (then a cleanup deletes it)."""
         try:
@@ -288,7 +292,7 @@ class Lease:
             _LOG.info('releasing lease %s failed (%s); it will lapse', self.path, error)
 
     @contextlib.contextmanager
-    def held(self):
+    def held(self) -> Iterator[Lease]:
         """The heartbeat runs while the block does; the lease is released at its end, whatever happens."""
         self.start()
         try:
@@ -296,16 +300,17 @@ class Lease:
         finally:
             self.release_quietly()
 
-    def __enter__(self):
+    def __enter__(self) -> Lease:
         self.acquire()
         self.start()
         return self
 
-    def __exit__(self, kind, error, trace):
+    def __exit__(self, kind: object, error: object, trace: object) -> None:
         self.release_quietly()
 
 
-def hold_reader(files, output, version, on_lost=None):
+def hold_reader(files: LeaseFiles, output: str, version: str,
+                on_lost: Callable[[Lease], None] | None = None) -> Lease | None:
     """A reader's lease on ``version`` of ``output``, renewed from now on (``release()`` it when done); None
     when the version is no longer published once the lease is there (a pruning got to it first).
 
@@ -321,7 +326,7 @@ def hold_reader(files, output, version, on_lost=None):
     return lease.start()
 
 
-def take_over(files, output, entry):
+def take_over(files: LeaseFiles, output: str, entry: Found) -> Lease | None:
     """Makes the dead lease ``entry`` (a ``Found``) this process's, so it can finish the job the lease
     names; None when the lease is live, gone, or already someone else's."""
     lease = entry.lease or {}
