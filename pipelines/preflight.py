@@ -136,14 +136,14 @@ def _probe(files, folder, what):
 
 
 def check_temp_locations(config, options):
-    """Refuses a gs:// --temp_location or --staging_location that cannot be read and written (a probe
-    object is written and deleted there).
+    """Refuses a --temp_location or --staging_location that cannot be read and written (a probe object is
+    written and deleted there).
 
     Dataflow would otherwise retry staging the job's files there for minutes before failing.
     """
     cloud = options.view_as(GoogleCloudOptions)
     for name, location in (('--temp_location', cloud.temp_location), ('--staging_location', cloud.staging_location)):
-        if location and storage_lib.on_gcs(location):  # a local one is Beam's own business
+        if location:
             _probe(_storage(location, config, options), location, name)
 
 
