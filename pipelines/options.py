@@ -21,7 +21,7 @@ from imgrec_console.arguments import Parser
 from imgrec_console.errors import UserError
 from imgrec_imaging import image_ops
 from imgrec_imaging.record_options import RecordOptions
-from imgrec_storage import retries
+from imgrec_storage import retries, storage
 from transforms.near_duplicates import MODES as NEAR_DUPLICATE_MODES
 from transforms.sharding import MAX_SHARDS, ShardConfig
 
@@ -361,7 +361,8 @@ def parse_args(argv, now=None):
     args, beam_args = parser.parse_known_args(argv)
     check_beam_args(beam_args, parser)
     check_runner(beam_args)
-    if not args.output.strip() or ('://' not in args.output and os.path.abspath(args.output) == '/'):
+    on_disk = storage.storage_for(args.output).local_path(args.output) if args.output.strip() else None
+    if not args.output.strip() or (on_disk is not None and os.path.abspath(on_disk) == '/'):
         raise UserError(f'--output must name a folder or gs:// prefix below the root, got {args.output!r}')
     try:
         image_size = image_ops.parse_image_size(args.image_size)
