@@ -26,7 +26,7 @@ from google.cloud import storage as gcs_client
 from contract import counters
 from imgrec_storage import request_counts, retries
 from imgrec_storage.byte_ranges import checked_range
-from imgrec_storage.storage import GCS_SCHEME, Conflict, Entry, Settings, Versioned, retried
+from imgrec_storage.storage import GCS_SCHEME, Conflict, Entry, BaseStorage, Versioned, retried
 
 EMULATOR_HOST = 'STORAGE_EMULATOR_HOST'
 PAGE_SIZE = 1000
@@ -145,7 +145,8 @@ class _StagedUpload:
 
     def __init__(self, storage: GcsStorage, url: str):
         self._storage, self.path = storage, url
-        self._stream = tempfile.NamedTemporaryFile(prefix='upload-', suffix='.part')  # pylint: disable=consider-using-with
+        # pylint: disable-next=consider-using-with  # closed by close()
+        self._stream = tempfile.NamedTemporaryFile(prefix='upload-', suffix='.part')
 
     def write(self, data: bytes) -> int:
         return self._stream.write(data)
@@ -167,7 +168,7 @@ class _StagedUpload:
             self._stream.close()
 
 
-class GcsStorage(Settings):
+class GcsStorage(BaseStorage):
     """``storage.Storage`` for gs:// URLs. ``options_json``: the job's pipeline options (None: this
     process's Application Default Credentials)."""
 

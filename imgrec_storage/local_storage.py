@@ -17,7 +17,7 @@ from collections.abc import Iterator, Mapping
 from contract.reasons import NOT_A_FILE
 from imgrec_storage import retries
 from imgrec_storage.byte_ranges import checked_range
-from imgrec_storage.storage import Conflict, Entry, Reader, Settings, Versioned, retried
+from imgrec_storage.storage import Conflict, Entry, Reader, BaseStorage, Versioned, retried
 
 
 class NotARegularFile(Exception):
@@ -131,7 +131,7 @@ class _InPlace:
         self.close()
 
 
-class LocalStorage(Settings):
+class LocalStorage(BaseStorage):
     """``storage.Storage`` for local paths."""
 
     remote = False

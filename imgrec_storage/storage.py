@@ -247,8 +247,8 @@ def _storage_for(path_scheme_key: str, retry: retries.RetryPolicy, options_json:
     return LocalStorage(retry, options_json)
 
 
-class Settings:
-    """What every implementation holds: its retry policy and the job's options (JSON), handed on by ``for_path``."""
+class BaseStorage:
+    """What every implementation holds: its retry policy and the job's options (JSON), which ``for_path`` hands on."""
 
     remote = False
 
@@ -258,10 +258,3 @@ class Settings:
 
     def for_path(self, path: str) -> Storage:
         return _storage_for(_scheme_key(path), self.retry, self.options_json)
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and (self.retry, self.options_json) == (
-            other.retry, other.options_json)  # type: ignore[attr-defined]
-
-    def __hash__(self) -> int:
-        return hash((type(self).__name__, self.retry, self.options_json))

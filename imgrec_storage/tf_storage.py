@@ -16,7 +16,7 @@ from typing import Any
 
 from imgrec_storage import retries
 from imgrec_storage.byte_ranges import checked_range
-from imgrec_storage.storage import Conflict, Entry, Reader, Settings, Versioned, retried
+from imgrec_storage.storage import Conflict, Entry, Reader, BaseStorage, Versioned, retried
 
 
 def _tf() -> Any:
@@ -50,7 +50,7 @@ class _Written:
             self._owner.delete(self.path)
 
 
-class TensorFlowStorage(Settings):
+class TensorFlowStorage(BaseStorage):
     """``storage.Storage`` through ``tf.io.gfile``."""
 
     remote = False  # as far as this layer knows: TensorFlow's reads are its own business

@@ -4,31 +4,38 @@ Each failure is a UserError with one line naming it, so a mistake costs seconds,
 also reads what the build needs from them: the pinned labels, and what LATEST names now (publication
 is a compare-and-swap against it).
 """
+from __future__ import annotations
+
 import dataclasses
+import typing
 import itertools
 import shutil
 import uuid
 
-from apache_beam.options.pipeline_options import GoogleCloudOptions
+from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions
 from google.api_core.exceptions import Forbidden, GoogleAPIError, NotFound
 
 from contract import layout, version_ref
 from imgrec_console.errors import BuildFailed, UserError
 from imgrec_storage import publication, storage as storage_lib
 from imgrec_storage.gcs_storage import describe_error
+from imgrec_storage.retries import RetryPolicy
 from transforms.labels import parse_labels_file
 from transforms.listing import is_image_name, iter_files, list_top_level, manifest_lines, parse_manifest_line
+
+if typing.TYPE_CHECKING:
+    from pipelines.options import BuildConfig
 
 # Below this much free space on a local output's disk the build is refused before it starts.
 MIN_FREE_BYTES = 64 * 2**20
 
 
-def _storage(path, config, options):
+def _storage(path: str, config: BuildConfig, options: PipelineOptions | None) -> storage_lib.Storage:
     """The storage of ``path`` as the job will use it: its retry policy, and its options' credentials."""
     return storage_lib.storage_for(path, config.retry_policy(), options and options.get_all_options(drop_default=True))
 
 
-def check(config, options):
+def check(config: BuildConfig, options: PipelineOptions) -> tuple[BuildConfig, publication.Latest]:
     """Runs every check; returns (``config`` with the pinned labels filled in, what LATEST names now).
 
     Also cleans up after earlier builds (``publication.tidy``): finishes what killed builds and
@@ -45,10 +52,11 @@ def check(config, options):
     if tidied.pruned:
         print(f"build-dataset: finished an interrupted pruning: deleted version(s) {', '.join(tidied.pruned)}",
               flush=True)
-    return dataclasses.replace(config, labels=labels), read_latest(config.output, policy)
+    # (BuildConfig.labels is declared a tuple, but None until pinned: pipelines/options.py)
+    return dataclasses.replace(config, labels=labels), read_latest(config.output, policy)  # type: ignore[arg-type]
 
 
-def read_labels(path):
+def read_labels(path: str) -> tuple[str, ...]:
     """The class names of a --labels file, read as editors and Excel save it."""
     files = storage_lib.storage_for(path)
     if not files.exists(path):
@@ -60,7 +68,7 @@ def read_labels(path):
         raise UserError(f'--labels file {path} {error}') from None
 
 
-def read_latest(output, policy=None):
+def read_latest(output: str, policy: RetryPolicy | None = None) -> publication.Latest:
     """What LATEST of ``output`` names now (a ``publication.Latest``). A LATEST that names no plain version
     folder is the user's to fix, in the same line every tool gives (``contract.version_ref``)."""
     try:
@@ -89,7 +97,7 @@ def _holds_an_image(files, root):
         raise UserError(describe_error(root, error)) from None
 
 
-def check_input(config, options=None):
+def check_input(config: BuildConfig, options: PipelineOptions | None = None) -> None:
     """Fails fast on an input that is missing, unreadable or holds no image.
 
     ``options`` (the job's PipelineOptions) make the gs:// checks authenticate as the job will.
@@ -135,7 +143,7 @@ def _probe(files, folder, what):
         raise
 
 
-def check_temp_locations(config, options):
+def check_temp_locations(config: BuildConfig, options: PipelineOptions) -> None:
     """Refuses a --temp_location or --staging_location that cannot be read and written (a probe object is
     written and deleted there).
 
@@ -147,7 +155,7 @@ def check_temp_locations(config, options):
             _probe(_storage(location, config, options), location, name)
 
 
-def check_output_outside_input(config):
+def check_output_outside_input(config: BuildConfig) -> None:
     """Refuses an --output inside --input (or equal to it): a build would list the version folders as
     classes and their files as ignored input."""
     if config.input and storage_lib.is_inside(config.output, config.input):
@@ -157,7 +165,7 @@ def check_output_outside_input(config):
                         'give an --output outside the input folder')
 
 
-def check_output(config, options=None):
+def check_output(config: BuildConfig, options: PipelineOptions | None = None) -> None:
     """Refuses an output that cannot be written (a probe object is written and deleted), a nearly full
     local disk, and a version that was already published. A version folder without dataset.json is not
     one (a promotion or pruning cut short): the build replaces it."""

@@ -13,9 +13,9 @@ from gcp_storage_emulator.handlers import objects
 
 _insert = objects.insert
 _lock = threading.Lock()  # the check and the write are one step, as on the service
-_CONDITION_NOT_MET = {'error': {'code': 412, 'message': 'At least one of the pre-conditions you specified did not hold.',
-                                'errors': [{'reason': 'conditionNotMet', 'domain': 'global',
-                                            'message': 'At least one of the pre-conditions you specified did not hold.'}]}}
+_NOT_MET = 'At least one of the pre-conditions you specified did not hold.'
+_CONDITION_NOT_MET = {'error': {'code': 412, 'message': _NOT_MET,
+                                'errors': [{'reason': 'conditionNotMet', 'domain': 'global', 'message': _NOT_MET}]}}
 
 
 def _object_name(request):
