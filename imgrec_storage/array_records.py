@@ -3,8 +3,8 @@
 An ArrayRecord shard holds the same serialised Examples as the TFRecord shard of the same name, in the
 same order, for readers that index records (Grain, TFDS's ``as_data_source``). The ArrayRecord library
 reads and writes local paths only, so a local shard is written in place, and any other (gs://) is written
-to a local temporary file and uploaded, streamed from that file, on ``close()`` through the retries every
-write takes (``fileio.retried``), as a TFRecord shard on gs:// is (``fileio.StreamedFile``).
+to a local temporary file and put in place, streamed from that file, on ``close()`` under the storage's
+retries (``Storage.put_file``), as a TFRecord shard on gs:// is (``Storage.open_write``).
 ``array_record`` is imported only when a shard is opened: a build without this format never needs it.
 
 The writer's options, ``WRITER_OPTIONS`` (docs/array-record.md):
@@ -14,14 +14,15 @@ The writer's options, ``WRITER_OPTIONS`` (docs/array-record.md):
   zstd, made shards larger and took three times as long to write, and every random read would pay for
   decompressing it.
 """
+from __future__ import annotations
+
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
+from typing import Any
 
-from apache_beam.io.filesystem import CompressionTypes
-from apache_beam.io.filesystems import FileSystems
-
-from imgrec_storage import fileio, gcs
+from imgrec_storage.storage import Storage
 
 WRITER_OPTIONS = 'group_size:1,uncompressed'
 # A whole shard read in order (verify-dataset) takes this many records a call.
@@ -29,23 +30,9 @@ READ_BATCH = 256
 _COPY_BUFFER = 8 * 1024 * 1024
 
 
-def _module():
+def _module() -> Any:
     from array_record.python import array_record_module  # pylint: disable=import-outside-toplevel
     return array_record_module
-
-
-def _is_local(path):
-    return FileSystems.get_scheme(path) is None
-
-
-def _upload(local_path, path):
-    """One attempt at copying the finished local file to ``path``, streamed from the file."""
-    if gcs.is_gcs(path):
-        gcs.upload_file(path, local_path)
-        return
-    with open(local_path, 'rb') as source, FileSystems.create(
-            path, mime_type='application/octet-stream', compression_type=CompressionTypes.UNCOMPRESSED) as target:
-        shutil.copyfileobj(source, target, _COPY_BUFFER)
 
 
 class ArrayRecordFile:
@@ -55,13 +42,13 @@ class ArrayRecordFile:
     local one keeps its part, in the staging folder that only a finished build publishes.
     """
 
-    def __init__(self, path, policy=None):
+    def __init__(self, path: str, storage: Storage):
         self.path = path
-        self._policy = policy
-        self._temporary = None
-        if _is_local(path):
-            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-            local = path
+        self._storage = storage
+        self._temporary: str | None = None
+        local = storage.local_path(path)
+        if local is not None:
+            os.makedirs(os.path.dirname(os.path.abspath(local)), exist_ok=True)
         else:
             handle, local = tempfile.mkstemp(prefix='upload-', suffix='.array_record')
             os.close(handle)
@@ -73,23 +60,22 @@ class ArrayRecordFile:
             raise
         self.records = 0
 
-    def write(self, record):
+    def write(self, record: bytes) -> None:
         self._writer.write(record)
         self.records += 1
 
-    def close(self):
+    def close(self) -> int:
         """Finishes the shard (a remote one is uploaded, with retries); returns its size in bytes."""
         try:
             self._writer.close()
-            local = self._temporary or self.path
-            size = os.path.getsize(local)
+            size = os.path.getsize(self._temporary or self.path)  # no temporary file: written in place
             if self._temporary is not None:
-                fileio.retried('write', self.path, lambda: _upload(local, self.path), self._policy)
+                self._storage.put_file(self._temporary, self.path)
             return size
         finally:
             self._discard()
 
-    def _discard(self):
+    def _discard(self) -> None:
         if self._temporary is not None:
             try:
                 os.remove(self._temporary)
@@ -97,10 +83,10 @@ class ArrayRecordFile:
                 pass
             self._temporary = None
 
-    def __enter__(self):
+    def __enter__(self) -> ArrayRecordFile:
         return self
 
-    def __exit__(self, kind, error, trace):
+    def __exit__(self, kind: object, error: object, trace: object) -> None:
         if kind is None:
             return
         try:
@@ -110,20 +96,21 @@ class ArrayRecordFile:
             self._discard()
 
 
-def read_records(path):
+def read_records(path: str, storage: Storage) -> Iterator[bytes]:
     """Yields the records of the ArrayRecord shard at ``path`` in order; a remote one is first copied to
     a local temporary file. Raises ValueError (or the library's error) for a file that is no ArrayRecord."""
-    if _is_local(path):
-        yield from _read_local(path)
+    on_disk = storage.local_path(path)
+    if on_disk is not None:
+        yield from _read_local(on_disk)
         return
     with tempfile.NamedTemporaryFile(prefix='download-', suffix='.array_record') as local:
-        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as source:
+        with storage.open_read(path) as source:
             shutil.copyfileobj(source, local, _COPY_BUFFER)
         local.flush()
         yield from _read_local(local.name)
 
 
-def _read_local(path):
+def _read_local(path: str) -> Iterator[bytes]:
     reader = _module().ArrayRecordReader(path)
     try:
         count = reader.num_records()
@@ -133,7 +120,7 @@ def _read_local(path):
         reader.close()
 
 
-def writer_options(path):
+def writer_options(path: str) -> str:
     """The options string the shard at local ``path`` was written with (as the library spells it out)."""
     reader = _module().ArrayRecordReader(path)
     try:

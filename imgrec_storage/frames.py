@@ -5,12 +5,18 @@ previous version's shards). Frames of one file that lie close together are fetch
 the reads of a window run on several threads, so writing a ``gs://`` shard costs a round trip per
 group of nearby frames, not one per record, and the latency of those round trips overlaps.
 """
+from __future__ import annotations
+
 import concurrent.futures
+from collections.abc import Callable, Iterable, Sequence
 
-from imgrec_storage import gcs, retries
-from imgrec_storage.byte_ranges import checked_range
+from imgrec_storage import retries
+from imgrec_storage.storage import Storage
 
-# Frames of one gs:// object closer than this are fetched by one read (the gap is read and dropped): a
+Ref = tuple[str, int, int]  # (file, offset, length)
+Read = tuple[str, int, int, list[Ref]]  # (file, start, end, the refs in it)
+
+# Frames of one remote object closer than this are fetched by one read (the gap is read and dropped): a
 # round trip costs more than a few hundred kB. Local reads cost a system call: only touching frames merge.
 GCS_COALESCE_GAP = 256 * 1024
 # No single read larger than this.
@@ -18,13 +24,14 @@ MAX_READ = 4 * 1024 * 1024
 THREADS = 8
 
 
-def _gap(file):
-    return GCS_COALESCE_GAP if gcs.is_gcs(file) else 0
+def _touching(file: str) -> int:
+    return 0
 
 
-def plan_reads(refs, gap_of=_gap, max_read=MAX_READ):
-    """Groups (file, offset, length) refs into reads: [(file, start, end, [refs in it])], sorted."""
-    reads = []
+def plan_reads(refs: Iterable[Ref], gap_of: Callable[[str], int] = _touching, max_read: int = MAX_READ) -> list[Read]:
+    """Groups (file, offset, length) refs into reads: [(file, start, end, [refs in it])], sorted; frames of one
+    file at most ``gap_of(file)`` bytes apart share a read (by default only touching ones)."""
+    reads: list[Read] = []
     for ref in sorted(set(refs)):
         file, offset, length = ref
         last = reads[-1] if reads else None
@@ -37,21 +44,17 @@ def plan_reads(refs, gap_of=_gap, max_read=MAX_READ):
 
 
 class FrameReader:
-    """Fetches frames from local files or ``gs://`` objects, retrying transient errors under ``policy``."""
+    """Fetches frames from the files of ``storage``, retrying transient errors under its policy."""
 
-    def __init__(self, policy=None, threads=THREADS):
-        self._policy = policy
+    def __init__(self, storage: Storage, threads: int = THREADS):
+        self._storage = storage
         self._threads = threads
-        self._pool = None
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
 
-    def _read_range(self, file, start, end):
-        if gcs.is_gcs(file):
-            return retries.call(lambda: gcs.download_range(file, start, end), retries.READ, file, self._policy)
-        with open(file, 'rb') as stream:
-            stream.seek(start)
-            return checked_range(file, start, end, stream.read(end - start))
+    def _gap(self, file: str) -> int:
+        return GCS_COALESCE_GAP if self._storage.remote else 0
 
-    def read(self, refs, failures=False):
+    def read(self, refs: Sequence[Ref], failures: bool = False) -> dict[Ref, bytes | Exception]:
         """{(file, offset, length): frame bytes} for every ref.
 
         With ``failures``, a ref whose bytes cannot be had (its file is missing or forbidden, or ends before
@@ -59,19 +62,19 @@ class FrameReader:
         tried again a frame at a time, so only the frames it cannot reach fail: a refresh decodes those
         images again (``transforms.previous.ReuseCheck``). A transient error past the deadline still raises.
         """
-        reads = plan_reads(refs)
+        reads = plan_reads(refs, self._gap)
         if self._pool is None:
             self._pool = concurrent.futures.ThreadPoolExecutor(self._threads)
-        frames = {}
+        frames: dict[Ref, bytes | Exception] = {}
         for fetched in retries.counted_map(self._pool, lambda r: self._fetch(r, failures), reads):
             frames.update(fetched)
         return frames
 
-    def _fetch(self, read, failures):
+    def _fetch(self, read: Read, failures: bool) -> dict[Ref, bytes | Exception]:
         """{ref: bytes (or, with ``failures``, the exception)} of one planned read."""
         file, start, end, members = read
         try:
-            data = self._read_range(file, start, end)
+            data = self._storage.read_range(file, start, end)
         except retries.RetriesExhausted:
             raise
         except Exception as error:  # pylint: disable=broad-except  # with failures: whatever kept the bytes away
@@ -79,13 +82,13 @@ class FrameReader:
                 raise
             if len(members) == 1:
                 return {members[0]: error}
-            fetched = {}
+            fetched: dict[Ref, bytes | Exception] = {}
             for ref in members:
                 fetched.update(self._fetch((file, ref[1], ref[1] + ref[2], [ref]), failures))
             return fetched
         return {ref: data[ref[1] - start:ref[1] - start + ref[2]] for ref in members}
 
-    def close(self):
+    def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown()
             self._pool = None

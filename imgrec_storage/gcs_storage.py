@@ -26,7 +26,7 @@ from google.cloud import storage as gcs_client
 from contract import counters
 from imgrec_storage import request_counts, retries
 from imgrec_storage.byte_ranges import checked_range
-from imgrec_storage.storage import GCS_SCHEME, Conflict, Entry, Versioned, retried
+from imgrec_storage.storage import GCS_SCHEME, Conflict, Entry, BaseStorage, Versioned, retried
 
 EMULATOR_HOST = 'STORAGE_EMULATOR_HOST'
 PAGE_SIZE = 1000
@@ -64,7 +64,7 @@ def _client(emulator_host: str | None, options_json: str | None) -> gcs_client.C
     return gcsio.create_storage_client(PipelineOptions.from_dictionary(json.loads(options_json)))
 
 
-class _ObjectReader:
+class ObjectReader:
     """An object read front to back as a stream (``read(n)``): its size from one metadata request, then
     ranged reads of ``chunk`` bytes, the next already on its way while the current one is used. Beam's
     reader costs a bucket look-up, a metadata request and a ranged read more for each object, one after
@@ -77,6 +77,7 @@ class _ObjectReader:
         self._storage, self._url, self._chunk = storage, url, chunk
         self._size, self._next = found.size, 0
         self._buffer, self._offset = b'', 0
+        self._position = 0  # bytes handed out so far
         self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix='object-read')
         self._pending = self._fetch_next()
 
@@ -87,26 +88,51 @@ class _ObjectReader:
         self._next = end
         return retries.counted_submit(self._pool, self._storage.read_range, self._url, start, end)
 
+    def _fill(self) -> bool:
+        """Makes the buffer hold unread bytes; False at the end."""
+        if self._offset < len(self._buffer):
+            return True
+        if self._pending is None:
+            return False
+        self._buffer, self._offset = self._pending(), 0
+        self._pending = self._fetch_next()
+        return True
+
     def read(self, size: int = -1) -> bytes:
         """Up to ``size`` bytes (all that is left for a negative ``size``); b'' at the end."""
         parts = []
-        while size != 0:
-            if self._offset >= len(self._buffer):
-                if self._pending is None:
-                    break
-                self._buffer, self._offset = self._pending(), 0
-                self._pending = self._fetch_next()
+        while size != 0 and self._fill():
             part = self._buffer[self._offset:] if size < 0 else self._buffer[self._offset:self._offset + size]
             self._offset += len(part)
+            self._position += len(part)
             parts.append(part)
             if size > 0:
                 size -= len(part)
         return b''.join(parts)
 
+    def readline(self) -> bytes:
+        """The next line, its b'\\n' included; b'' at the end."""
+        parts = []
+        while self._fill():
+            end = self._buffer.find(b'\n', self._offset)
+            stop = len(self._buffer) if end < 0 else end + 1
+            parts.append(self._buffer[self._offset:stop])
+            self._position += stop - self._offset
+            self._offset = stop
+            if end >= 0:
+                break
+        return b''.join(parts)
+
+    def __iter__(self) -> Iterator[bytes]:
+        return iter(self.readline, b'')
+
+    def tell(self) -> int:
+        return self._position
+
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
-    def __enter__(self) -> _ObjectReader:
+    def __enter__(self) -> ObjectReader:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -119,7 +145,8 @@ class _StagedUpload:
 
     def __init__(self, storage: GcsStorage, url: str):
         self._storage, self.path = storage, url
-        self._stream = tempfile.NamedTemporaryFile(prefix='upload-', suffix='.part')  # pylint: disable=consider-using-with
+        # pylint: disable-next=consider-using-with  # closed by close()
+        self._stream = tempfile.NamedTemporaryFile(prefix='upload-', suffix='.part')
 
     def write(self, data: bytes) -> int:
         return self._stream.write(data)
@@ -127,7 +154,7 @@ class _StagedUpload:
     def close(self) -> None:
         try:
             self._stream.flush()
-            self._storage.upload_file(self.path, self._stream.name)
+            self._storage.put_file(self._stream.name, self.path)
         finally:
             self._stream.close()
 
@@ -141,20 +168,16 @@ class _StagedUpload:
             self._stream.close()
 
 
-class GcsStorage:
-    """``storage.Storage`` for gs:// URLs. ``options``: the job's pipeline options as a dict (None: this
+class GcsStorage(BaseStorage):
+    """``storage.Storage`` for gs:// URLs. ``options_json``: the job's pipeline options (None: this
     process's Application Default Credentials)."""
 
     remote = True
 
-    def __init__(self, retry: retries.RetryPolicy, options: Mapping[str, Any] | None = None):
-        self.retry = retry
-        self._options_json = json.dumps(dict(options), sort_keys=True, default=str) if options else None
-
     @property
     def client(self) -> gcs_client.Client:
         """This process's client for these options (one per process, made on first use)."""
-        return _client(os.environ.get(EMULATOR_HOST), self._options_json)
+        return _client(os.environ.get(EMULATOR_HOST), self.options_json)
 
     def _blob(self, url: str) -> gcs_client.Blob:
         bucket, name = split_url(url)
@@ -166,13 +189,13 @@ class GcsStorage:
     # -- reads
 
     def read(self, path: str) -> bytes:
-        def attempt() -> bytes:
-            request_counts.count(counters.OBJECT_READS)
-            data = self._blob(path).download_as_bytes(retry=None, timeout=_TIMEOUT)
-            request_counts.count(counters.BYTES_DOWNLOADED, len(data))
-            return data
+        return self._read(path, lambda: self.read_once(path))
 
-        return self._read(path, attempt)
+    def read_once(self, path: str) -> bytes:
+        request_counts.count(counters.OBJECT_READS)
+        data = self._blob(path).download_as_bytes(retry=None, timeout=_TIMEOUT)  # checksummed by the client
+        request_counts.count(counters.BYTES_DOWNLOADED, len(data))
+        return data
 
     def read_range(self, path: str, start: int, end: int) -> bytes:
         def attempt() -> bytes:
@@ -202,8 +225,8 @@ class GcsStorage:
 
         return self._read(path, attempt)
 
-    def open_read(self, path: str) -> _ObjectReader:
-        return _ObjectReader(self, path)
+    def open_read(self, path: str) -> ObjectReader:
+        return ObjectReader(self, path)
 
     def stat(self, path: str) -> Entry | None:
         blob = self._read(path, lambda: self._get_blob(path))
@@ -237,14 +260,16 @@ class GcsStorage:
         with concurrent.futures.ThreadPoolExecutor(min(THREADS, len(items))) as pool:
             retries.counted_map(pool, lambda item: self.write(*item), items)
 
-    def upload_file(self, url: str, local_path: str) -> None:
-        """Uploads the local file as object ``url``; it appears whole or not at all."""
-        def attempt() -> None:
+    def put_file(self, local_path: str, path: str) -> None:
+        def attempt() -> None:  # the object appears whole or not at all
             request_counts.uploaded(os.path.getsize(local_path))
-            self._blob(url).upload_from_filename(local_path, content_type='application/octet-stream', retry=None,
-                                                 timeout=_TIMEOUT)
+            self._blob(path).upload_from_filename(local_path, content_type='application/octet-stream', retry=None,
+                                                  timeout=_TIMEOUT)
 
-        retried('write', url, attempt, self.retry)
+        retried('write', path, attempt, self.retry)
+
+    def local_path(self, path: str) -> str | None:
+        return None
 
     def open_write(self, path: str) -> _StagedUpload:
         return _StagedUpload(self, path)
@@ -306,6 +331,9 @@ class GcsStorage:
 
     # -- the rest
 
+    def remove_empty_folder(self, folder: str) -> None:
+        pass  # object stores have no folders
+
     def locked(self, folder: str) -> contextlib.AbstractContextManager[None]:
         return contextlib.nullcontext()
 
@@ -315,3 +343,14 @@ class GcsStorage:
 
 def _entry(url: str, blob: gcs_client.Blob) -> Entry:
     return Entry(url, blob.size or 0, blob.generation or 0, blob.updated.timestamp() if blob.updated else 0.0)
+
+
+def describe_error(url: str, error: Exception) -> str:
+    """One line naming what went wrong with ``url``, for a GCS API error."""
+    bucket, _ = split_url(as_folder(url))
+    if isinstance(error, api_exceptions.NotFound):
+        return f'bucket gs://{bucket} not found (for {url})'
+    if isinstance(error, api_exceptions.Forbidden):
+        return (f'permission denied on {url}: the account running the job needs Storage Object Admin '
+                f'(or Storage Object Viewer to read) on gs://{bucket}')
+    return f'cannot access {url}: {retries.describe(error)}'

@@ -14,13 +14,14 @@ RENEW_EVERY_S. A dead lease stands for a job its holder did not finish: a cleanu
 (rewrites it as its own, under the lock or a generation precondition), finishes the job, then deletes
 it. docs/publication.md has the whole protocol.
 
-Nothing here imports Beam or TensorFlow: the caller hands in the file I/O. ``LocalFiles`` serves local
-folders (read-decide-write steps run under ``flock`` on the output folder); the builder's gs:// I/O is
-``imgrec_storage.publication``'s, training's goes through TensorFlow (``CallableFiles``).
+Nothing here imports Beam or TensorFlow: the caller hands in the files, a ``storage.Storage`` (``LeaseFiles``
+says what of it leases use): locally read-decide-write steps run under ``flock`` on the output folder, on
+gs:// they rely on generation preconditions.
 """
+from __future__ import annotations
+
 import collections
 import contextlib
-import fcntl
 import functools
 import json
 import logging
@@ -29,8 +30,12 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable, Container, Iterable, Iterator
+from typing import Any, ContextManager, Protocol
 
 from contract import layout
+from imgrec_storage import storage
+from imgrec_storage.storage import Conflict
 
 # How long a lease lasts unrenewed, and how often its holder renews it (seconds). Only a holder on another
 # machine is judged by the clock, so clocks must agree to well within TTL_S - RENEW_EVERY_S.
@@ -43,18 +48,14 @@ DETACHED_TTL_S = 3 * 24 * 3600.0
 _LOG = logging.getLogger(__name__)
 
 
-class Conflict(Exception):
-    """A conditional write found the object changed since it was read: the lease is someone else's now."""
-
-
-def new_id():
+def new_id() -> str:
     return uuid.uuid4().hex[:12]
 
 
 # -- who holds a lease, and whether it still runs --------------------------------------------------------
 
 @functools.lru_cache(maxsize=None)
-def machine():
+def machine() -> str | None:
     """This machine's boot and process namespace, or None where /proc does not tell (then only the clock
     judges leases). Processes that share it see each other's process ids."""
     try:
@@ -66,7 +67,7 @@ def machine():
     return f'{boot}/{namespace}'
 
 
-def _process_stat(pid):
+def _process_stat(pid: Any) -> tuple[str, int] | None:
     """(state, start time in clock ticks since boot) of process ``pid``, or None if there is none."""
     try:
         with open(f'/proc/{int(pid)}/stat', encoding='ascii', errors='replace') as stream:
@@ -77,14 +78,14 @@ def _process_stat(pid):
     return fields[0], int(fields[19])
 
 
-def process_running(pid, started):
+def process_running(pid: Any, started: Any) -> bool:
     """Whether process ``pid``, started at ``started`` (ticks since boot), still runs. A zombie does not;
     a stopped (paused) process does; another process that reuses the id is not it."""
     found = _process_stat(pid)
     return found is not None and found[0] not in ('Z', 'X', 'x') and found[1] == started
 
 
-def holder():
+def holder() -> dict[str, Any]:
     """This process, as a lease names its holder."""
     stat = _process_stat(os.getpid())
     return {'machine': machine(), 'pid': os.getpid(), 'started': stat[1] if stat else None,
@@ -93,17 +94,18 @@ def holder():
 
 # -- the lease object -------------------------------------------------------------------------------------
 
-def document(kind, lease_id, target, token, ttl, held_by):
+def document(kind: str, lease_id: str, target: str | None, token: str, ttl: float,
+             held_by: dict[str, Any] | None) -> dict[str, Any]:
     """A lease's JSON object. ``token`` says whose it is now: its holder's id, or a cleanup's after a take-over."""
     return {'kind': kind, 'id': lease_id, 'target': target, 'token': token,
             'expires_at': round(time.time() + ttl, 3), 'holder': held_by}
 
 
-def encode(lease):
+def encode(lease: dict[str, Any]) -> bytes:
     return (json.dumps(lease, sort_keys=True) + '\n').encode('utf-8')
 
 
-def parse(data):
+def parse(data: bytes | None) -> dict[str, Any] | None:
     """The lease object in ``data`` (bytes), or None when it is not one (then it counts as dead)."""
     if data is None:
         return None
@@ -116,7 +118,7 @@ def parse(data):
     return lease
 
 
-def is_live(lease, now=None):
+def is_live(lease: dict[str, Any] | None, now: float | None = None) -> bool:
     """Whether the holder of ``lease`` (a parsed object, or None) still runs, as far as this process can tell."""
     if lease is None:
         return False
@@ -128,105 +130,32 @@ def is_live(lease, now=None):
     return isinstance(expires_at, (int, float)) and expires_at > (time.time() if now is None else now)
 
 
-# -- file I/O handed in by the caller ---------------------------------------------------------------------
+# -- the I/O a lease needs --------------------------------------------------------------------------------
 
-_locks = threading.local()
+class LeaseFiles(Protocol):
+    """What leases need of the files of an output: every ``storage.Storage`` is one. A read-decide-write step
+    runs under ``locked`` (locally, ``flock`` on the output folder) and writes with a generation
+    precondition (on gs://, the service checks it); ``write`` raises ``storage.Conflict`` when it fails."""
 
+    def locked(self, folder: str) -> ContextManager[None]: ...
 
-@contextlib.contextmanager
-def flock(folder):
-    """An exclusive lock on the local ``folder`` (flock on the folder itself: no lock file is left behind).
+    def read_versioned(self, path: str) -> storage.Versioned | None: ...
 
-    Re-entrant in one thread; other threads and processes wait for it.
-    """
-    held = getattr(_locks, 'folders', None)
-    if held is None:
-        held = _locks.folders = set()
-    key = os.path.realpath(folder)
-    if key in held:
-        yield
-        return
-    descriptor = os.open(folder, os.O_RDONLY)
-    try:
-        fcntl.flock(descriptor, fcntl.LOCK_EX)
-        held.add(key)
-        try:
-            yield
-        finally:
-            held.discard(key)
-    finally:
-        os.close(descriptor)  # releases the lock
+    def write(self, path: str, data: bytes, if_generation: int | None = None) -> int: ...
+
+    def delete(self, path: str) -> None: ...
+
+    def list_level(self, folder: str) -> Iterator[storage.Entry]: ...
+
+    def exists(self, path: str) -> bool: ...
+
+    def remove_empty_folder(self, folder: str) -> None: ...
 
 
-class LocalFiles:
-    """Leases of a local output folder. Every read-decide-write step runs under ``flock`` on the output
-    folder, so ``generation`` (a gs:// precondition) is not needed and ignored."""
-
-    def locked(self, output):
-        return flock(output)
-
-    def read(self, path):
-        """(bytes, None), or (None, None) when there is no such file."""
-        try:
-            with open(path, 'rb') as stream:
-                return stream.read(), None
-        except (FileNotFoundError, NotADirectoryError):
-            return None, None
-
-    def write(self, path, data, generation=None):
-        """Replaces the file whole (a temporary file renamed over it); returns None."""
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        temporary = os.path.join(os.path.dirname(path), f'.tmp-{new_id()}')
-        with open(temporary, 'wb') as stream:
-            stream.write(data)
-        os.replace(temporary, path)
-        return None
-
-    def delete(self, path):
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(path)
-
-    def names(self, folder):
-        try:
-            return sorted(os.listdir(folder))
-        except (FileNotFoundError, NotADirectoryError):
-            return []
-
-    def exists(self, path):
-        return os.path.exists(path)
-
-    def remove_folder_if_empty(self, folder):
-        """The lease folder goes when its last lease does, so a finished build leaves the output as it was."""
-        with contextlib.suppress(OSError):
-            os.rmdir(folder)
-
-
-class CallableFiles:
-    """Leases through plain functions, with no lock and no preconditions (training's URLs, through
-    TensorFlow): ``read(path)`` -> bytes or None, ``write(path, data)``, ``delete(path)`` (none is fine),
-    ``names(folder)`` -> [file name], ``exists(path)``."""
-
-    def __init__(self, read, write, delete, names, exists):
-        self._read, self._write, self._delete, self._names, self.exists = read, write, delete, names, exists
-
-    def locked(self, output):
-        return contextlib.nullcontext()
-
-    def read(self, path):
-        return self._read(path), None
-
-    def write(self, path, data, generation=None):
-        self._write(path, data)
-        return None
-
-    def delete(self, path):
-        self._delete(path)
-
-    def names(self, folder):
-        return self._names(folder)
-
-    def remove_folder_if_empty(self, folder):
-        pass
+def _read(files: LeaseFiles, path: str) -> tuple[bytes | None, int]:
+    """(bytes, generation) of ``path``, or (None, 0) when there is none."""
+    found = files.read_versioned(path)
+    return (None, 0) if found is None else (found.data, found.generation)
 
 
 # -- the leases of an output ------------------------------------------------------------------------------
@@ -234,19 +163,20 @@ class CallableFiles:
 Found = collections.namedtuple('Found', 'path kind id lease data generation')
 
 
-def folder(output):
+def folder(output: str) -> str:
     return layout.join(output, layout.LEASES_DIR)
 
 
-def read_all(files, output):
+def read_all(files: LeaseFiles, output: str) -> list[Found]:
     """Every lease object of ``output`` now, as ``Found`` (``lease`` None when it is not a lease object)."""
     found = []
-    for name in files.names(folder(output)):
+    names = sorted(entry.path.rsplit('/', 1)[-1] for entry in files.list_level(folder(output)) if not entry.is_folder)
+    for name in names:
         parsed = layout.parse_lease_file_name(name)
         if parsed is None:
             continue
         path = layout.join(folder(output), name)
-        data, generation = files.read(path)
+        data, generation = _read(files, path)
         if data is not None:  # else released meanwhile
             found.append(Found(path, parsed[0], parsed[1], parse(data), data, generation))
     return found
@@ -256,11 +186,11 @@ class Live(collections.namedtuple('Live', 'staging building reading pruning')):
     """What the live leases name: staging folder names, and the versions being built, read, pruned."""
 
     @property
-    def versions(self):
+    def versions(self) -> frozenset[str]:
         return self.building | self.reading | self.pruning
 
 
-def live(found, exclude=(), now=None):
+def live(found: Iterable[Found], exclude: Container[str] = (), now: float | None = None) -> Live:
     """The ``Live`` of the leases ``found`` (``read_all``), leaving out the lease objects at ``exclude``."""
     now = time.time() if now is None else now
     named = collections.defaultdict(set)
@@ -281,7 +211,8 @@ class Lease:
     called once if the lease stops being this holder's (a cleanup took it over after it lapsed).
     """
 
-    def __init__(self, files, output, kind, target, lease_id=None, *, ttl=TTL_S, detached=False, on_lost=None):
+    def __init__(self, files: LeaseFiles, output: str, kind: str, target: str | None, lease_id: str | None = None, *,
+                 ttl: float = TTL_S, detached: bool = False, on_lost: Callable[[Lease], None] | None = None):
         self.files, self.output, self.kind, self.target = files, output, kind, target
         self.id = lease_id or new_id()
         self.token = self.id
@@ -291,43 +222,43 @@ class Lease:
         self._detached = detached  # no holder process: judged by the clock alone
         self._on_lost = on_lost
         self._stop = threading.Event()
-        self._thread = None
+        self._thread: threading.Thread | None = None
 
-    def _bytes(self):
+    def _bytes(self) -> bytes:
         return encode(document(self.kind, self.id, self.target, self.token, self._ttl,
                                None if self._detached else holder()))
 
-    def acquire(self):
+    def acquire(self) -> Lease:
         with self.files.locked(self.output):
-            self.files.write(self.path, self._bytes(), generation=0)
+            self.files.write(self.path, self._bytes(), if_generation=0)
         return self
 
-    def holds(self):
+    def holds(self) -> bool:
         """Whether the lease object is still this holder's (read now)."""
-        data, _ = self.files.read(self.path)
+        data, _ = _read(self.files, self.path)
         found = parse(data)
         return found is not None and found['token'] == self.token
 
-    def renew(self):
+    def renew(self) -> bool:
         """Pushes the expiry ahead; False (and ``lost``) once the lease is no longer this holder's. A lost
         lease is never written again: whoever took it over may be deleting what it named."""
         if self.lost:
             return False
         with self.files.locked(self.output):
-            data, generation = self.files.read(self.path)
+            data, generation = _read(self.files, self.path)
             found = parse(data)
             if found is None or found['token'] != self.token:
                 self.lost = True
             else:
                 try:
-                    self.files.write(self.path, self._bytes(), generation=generation)
+                    self.files.write(self.path, self._bytes(), if_generation=generation)
                 except Conflict:
                     self.lost = True
         if self.lost and self._on_lost:
             self._on_lost(self)
         return not self.lost
 
-    def _beat(self):
+    def _beat(self) -> None:
         while not self._stop.wait(RENEW_EVERY_S):
             try:
                 if not self.renew():
@@ -335,14 +266,14 @@ class Lease:
             except Exception as error:  # an outage: the next beat tries again, well within the TTL
                 _LOG.info('renewing lease %s failed (%s); retrying', self.path, error)
 
-    def start(self):
+    def start(self) -> Lease:
         """Starts the heartbeat thread (a daemon: it never keeps the process alive)."""
         if self._thread is None and not self._detached:
             self._thread = threading.Thread(target=self._beat, name=f'lease-{self.kind}-{self.id}', daemon=True)
             self._thread.start()
         return self
 
-    def release(self):
+    def release(self) -> None:
         """Stops the heartbeat and deletes the lease object if it is still this holder's."""
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
@@ -350,9 +281,9 @@ class Lease:
         with self.files.locked(self.output):
             if self.holds():
                 self.files.delete(self.path)
-            self.files.remove_folder_if_empty(folder(self.output))
+            self.files.remove_empty_folder(folder(self.output))  # a finished build leaves the output as it was
 
-    def release_quietly(self):
+    def release_quietly(self) -> None:
         """``release``, but a failure (an outage) is only logged: it must not hide the outcome of the work
         the lease covered, and a lease left behind merely lapses (then a cleanup deletes it)."""
         try:
@@ -361,7 +292,7 @@ class Lease:
             _LOG.info('releasing lease %s failed (%s); it will lapse', self.path, error)
 
     @contextlib.contextmanager
-    def held(self):
+    def held(self) -> Iterator[Lease]:
         """The heartbeat runs while the block does; the lease is released at its end, whatever happens."""
         self.start()
         try:
@@ -369,16 +300,17 @@ class Lease:
         finally:
             self.release_quietly()
 
-    def __enter__(self):
+    def __enter__(self) -> Lease:
         self.acquire()
         self.start()
         return self
 
-    def __exit__(self, kind, error, trace):
+    def __exit__(self, kind: object, error: object, trace: object) -> None:
         self.release_quietly()
 
 
-def hold_reader(files, output, version, on_lost=None):
+def hold_reader(files: LeaseFiles, output: str, version: str,
+                on_lost: Callable[[Lease], None] | None = None) -> Lease | None:
     """A reader's lease on ``version`` of ``output``, renewed from now on (``release()`` it when done); None
     when the version is no longer published once the lease is there (a pruning got to it first).
 
@@ -394,7 +326,7 @@ def hold_reader(files, output, version, on_lost=None):
     return lease.start()
 
 
-def take_over(files, output, entry):
+def take_over(files: LeaseFiles, output: str, entry: Found) -> Lease | None:
     """Makes the dead lease ``entry`` (a ``Found``) this process's, so it can finish the job the lease
     names; None when the lease is live, gone, or already someone else's."""
     lease = entry.lease or {}
@@ -402,11 +334,11 @@ def take_over(files, output, entry):
     taken = Lease(files, output, entry.kind, target, entry.id)
     taken.token = f'cleanup-{new_id()}'
     with files.locked(output):
-        data, generation = files.read(entry.path)
+        data, generation = _read(files, entry.path)
         if data is None or data != entry.data or is_live(parse(data)):
             return None
         try:
-            files.write(entry.path, taken._bytes(), generation=generation)
+            files.write(entry.path, taken._bytes(), if_generation=generation)
         except Conflict:
             return None
     return taken

@@ -13,12 +13,11 @@ import stat
 import threading
 import uuid
 from collections.abc import Iterator, Mapping
-from typing import BinaryIO
 
 from contract.reasons import NOT_A_FILE
 from imgrec_storage import retries
 from imgrec_storage.byte_ranges import checked_range
-from imgrec_storage.storage import Conflict, Entry, Versioned, retried
+from imgrec_storage.storage import Conflict, Entry, Reader, BaseStorage, Versioned, retried
 
 
 class NotARegularFile(Exception):
@@ -67,7 +66,16 @@ def _generation(status: os.stat_result) -> int:
 
 
 def _entry(path: str, status: os.stat_result) -> Entry:
-    return Entry(path, status.st_size, _generation(status), status.st_mtime)
+    return Entry(path, status.st_size, _generation(status), status.st_mtime,
+                 local_stamp=(status.st_mtime_ns, status.st_ctime_ns, status.st_ino))
+
+
+def _named(path: str) -> Entry:
+    """The entry of a file, or of a name that cannot be stat'ed (size -1: its read will say why)."""
+    try:
+        return _entry(path, os.stat(path))
+    except OSError:
+        return Entry(path, -1, 0, 0.0)
 
 
 def _make_parent(path: str) -> None:
@@ -123,16 +131,16 @@ class _InPlace:
         self.close()
 
 
-class LocalStorage:
+class LocalStorage(BaseStorage):
     """``storage.Storage`` for local paths."""
 
     remote = False
 
-    def __init__(self, retry: retries.RetryPolicy):
-        self.retry = retry
-
     def read(self, path: str) -> bytes:
         return retries.call(lambda: read_local(path), retries.READ, path, self.retry)
+
+    def read_once(self, path: str) -> bytes:
+        return read_local(path)
 
     def read_range(self, path: str, start: int, end: int) -> bytes:
         def attempt() -> bytes:
@@ -152,7 +160,7 @@ class LocalStorage:
 
         return retries.call(attempt, retries.READ, path, self.retry)
 
-    def open_read(self, path: str) -> BinaryIO:
+    def open_read(self, path: str) -> Reader:
         return open(path, 'rb')  # pylint: disable=consider-using-with  # the caller closes it
 
     def _write_once(self, path: str, data: bytes, if_generation: int | None) -> int:
@@ -173,8 +181,8 @@ class LocalStorage:
                     return found.generation
             else:
                 if if_generation is not None:
-                    found = self.stat(path)
-                    if found is None or found.generation != if_generation:
+                    now = self.stat(path)
+                    if now is None or now.generation != if_generation:
                         raise Conflict(path)
                 os.replace(temporary, path)
             return _generation(os.stat(path))
@@ -189,6 +197,12 @@ class LocalStorage:
         for path, data in sorted(files.items()):
             self.write(path, data)
 
+    def put_file(self, local_path: str, path: str) -> None:
+        self.copy(local_path, path)
+
+    def local_path(self, path: str) -> str | None:
+        return path
+
     def open_write(self, path: str) -> _InPlace:
         return _InPlace(path)
 
@@ -198,7 +212,7 @@ class LocalStorage:
                 status = os.stat(path)
             except (FileNotFoundError, NotADirectoryError):
                 return None
-            return _entry(path, status) if stat.S_ISREG(status.st_mode) else None
+            return None if stat.S_ISDIR(status.st_mode) else _entry(path, status)
 
         return retries.call(attempt, retries.READ, path, self.retry)
 
@@ -206,14 +220,10 @@ class LocalStorage:
         return os.path.isfile(path)
 
     def list(self, folder: str) -> Iterator[Entry]:
-        found = []
         for directory, folders, names in os.walk(folder):
             folders.sort()
-            for name in names:
-                path = os.path.join(directory, name)
-                with contextlib.suppress(FileNotFoundError):  # deleted meanwhile
-                    found.append(_entry(path, os.stat(path)))
-        return iter(sorted(found, key=lambda entry: entry.path))
+            for name in sorted(names):
+                yield _named(os.path.join(directory, name))
 
     def list_level(self, folder: str) -> Iterator[Entry]:
         try:
@@ -222,14 +232,10 @@ class LocalStorage:
             return
         for name in sorted(names):
             path = os.path.join(folder, name)
-            try:
-                status = os.stat(path)
-            except FileNotFoundError:  # deleted meanwhile
-                continue
-            if stat.S_ISDIR(status.st_mode):
-                yield Entry(path, 0, 0, status.st_mtime, is_folder=True)
+            if os.path.isdir(path):  # symlinks followed
+                yield Entry(path, 0, 0, os.path.getmtime(path), is_folder=True)
             else:
-                yield _entry(path, status)
+                yield _named(path)
 
     def copy(self, source: str, target: str) -> None:
         def attempt() -> None:
@@ -251,6 +257,10 @@ class LocalStorage:
                 shutil.rmtree(folder)
 
         retried('delete', folder, attempt, self.retry)
+
+    def remove_empty_folder(self, folder: str) -> None:
+        with contextlib.suppress(OSError):  # not empty, or not there
+            os.rmdir(folder)
 
     def locked(self, folder: str) -> contextlib.AbstractContextManager[None]:
         return flock(folder)

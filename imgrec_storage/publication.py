@@ -153,49 +153,9 @@ def _name(path: str) -> str:
 
 # -- lease I/O on the build's side ------------------------------------------------------------------------
 
-class _LeaseFiles:
-    """The file I/O ``imgrec_storage.leases`` takes, over a ``Storage``: locally every read-decide-write runs
-    under its lock, on gs:// under a generation precondition."""
-
-    def __init__(self, files: Storage) -> None:
-        self._files = files
-
-    def locked(self, output: str) -> contextlib.AbstractContextManager[None]:
-        return self._files.locked(output)
-
-    def read(self, path: str) -> tuple[bytes | None, int]:
-        """(bytes, generation), or (None, 0) when there is none."""
-        found = self._files.read_versioned(path)
-        return (None, 0) if found is None else (found.data, found.generation)
-
-    def write(self, path: str, data: bytes, generation: int | None = None) -> int:
-        """Writes ``data``; with ``generation``, only if the file is still that generation (0: only if there
-        is none), else raises ``leases.Conflict``. Returns the new generation."""
-        try:
-            return self._files.write(path, data, if_generation=generation)
-        except storage.Conflict:
-            raise leases.Conflict(path) from None
-
-    def delete(self, path: str) -> None:
-        self._files.delete(path)
-
-    def names(self, folder: str) -> list[str]:
-        return sorted(_name(entry.path) for entry in self._files.list_level(folder) if not entry.is_folder)
-
-    def exists(self, path: str) -> bool:
-        return self._files.exists(path)
-
-    def remove_folder_if_empty(self, folder: str) -> None:
-        """The lease folder goes when its last lease does, so a finished build leaves the output as it was
-        (an object store has no folders)."""
-        if not self._files.remote:
-            with contextlib.suppress(OSError):  # not empty: a lease was written meanwhile
-                os.rmdir(folder)
-
-
-def lease_files(output: str, policy: retries.RetryPolicy | None = None) -> _LeaseFiles:
-    """The lease I/O for ``output``."""
-    return _LeaseFiles(_storage(output, policy))
+def lease_files(output: str, policy: retries.RetryPolicy | None = None) -> Storage:
+    """The lease I/O for ``output``: its storage (a ``leases.LeaseFiles``)."""
+    return _storage(output, policy)
 
 
 @contextlib.contextmanager
@@ -532,7 +492,7 @@ def _holders(found: Iterable[Any], version: str, exclude: str) -> list[str]:
 DELETED = 'deleted'
 
 
-def _prune(files: _LeaseFiles, output: str, version: str, lease: leases.Lease,
+def _prune(files: Storage, output: str, version: str, lease: leases.Lease,
            policy: retries.RetryPolicy | None) -> str:
     """Unpublishes, then deletes ``version`` under its prune ``lease`` unless a live lease holds it or
     LATEST names it. Returns DELETED, or why it was kept (``Kept.why``)."""
@@ -551,7 +511,7 @@ def _prune(files: _LeaseFiles, output: str, version: str, lease: leases.Lease,
         holders = _holders(leases.read_all(files, output), version, lease.path)
         if holders:
             # gs://: a reader took its lease while dataset.json was going (it reads it after taking the lease)
-            with contextlib.suppress(leases.Conflict):
+            with contextlib.suppress(storage.Conflict):
                 files.write(marker, saved, generation=0)
             return ', '.join(holders)
     _delete_in_halves(version_dir, 'prune:mid_delete', policy)
@@ -614,7 +574,7 @@ def _finish_latest(output: str, version: str, policy: retries.RetryPolicy | None
     return True
 
 
-def _finish_build(files: _LeaseFiles, output: str, staging_name: str, lease: leases.Lease,
+def _finish_build(files: Storage, output: str, staging_name: str, lease: leases.Lease,
                   policy: retries.RetryPolicy | None) -> str | None:
     """Finishes after a build that died: deletes its staging folder, and its version folder if that holds
     no dataset.json (a promotion cut short) and no live lease, nor LATEST, names it; a version it
@@ -678,7 +638,7 @@ def tidy(output: str, clean: bool = False, policy: retries.RetryPolicy | None = 
             removed += 1
     if found:
         with files.locked(output):
-            files.remove_folder_if_empty(leases.folder(output))
+            files.remove_empty_folder(leases.folder(output))
     return Tidied(removed, tuple(pruned), tuple(published))
 
 

@@ -11,13 +11,15 @@ request too. The kinds and their names are ``contract.counters.REQUEST_KINDS``. 
   not. In a launching process whose bundles run in worker processes (Dataflow, a local multi-process
   run), that is the launcher's own requests: pre-flight checks, the refresh plan, the summary.
 """
+from __future__ import annotations
+
 import collections
 import threading
 
 from contract import counters
 from imgrec_storage import retries
 
-_made = collections.Counter()
+_made: collections.Counter[counters.Counter] = collections.Counter()
 _lock = threading.Lock()
 
 # How google-cloud-storage uploads a file (blob.py, 3.x): up to 8 MiB in one multipart request, larger
@@ -26,7 +28,7 @@ MULTIPART_LIMIT = 8 * 1024 * 1024
 RESUMABLE_CHUNK = 100 * 1024 * 1024
 
 
-def count(counter, n=1):
+def count(counter: counters.Counter, n: int = 1) -> None:
     """Counts ``n`` requests (or bytes) under ``counter`` (a ``contract.counters.Counter``)."""
     if not n:
         return
@@ -35,20 +37,20 @@ def count(counter, n=1):
     retries.count(counter.namespace, counter.name, n)
 
 
-def made():
+def made() -> collections.Counter[counters.Counter]:
     """{Counter: count} of every request (and byte) counted in this process so far."""
     with _lock:
         return collections.Counter(_made)
 
 
-def upload_requests(size):
+def upload_requests(size: int) -> int:
     """How many requests uploading ``size`` bytes takes."""
     if size <= MULTIPART_LIMIT:
         return 1
     return 1 + -(-size // RESUMABLE_CHUNK)
 
 
-def uploaded(size):
+def uploaded(size: int) -> None:
     """Counts the requests and bytes of one upload attempt of ``size`` bytes."""
     count(counters.WRITES, upload_requests(size))
     count(counters.BYTES_UPLOADED, size)

@@ -12,7 +12,10 @@ Beam keeps metrics per thread: work on a pool's threads goes through ``counted_m
 which add their retries (and ``imgrec_storage.request_counts``' requests, through ``count``) to the
 calling thread's counters.
 """
+from __future__ import annotations
+
 import collections
+import concurrent.futures
 import contextlib
 import errno
 import http.client
@@ -51,6 +54,7 @@ _TRANSIENT_TYPES = (TimeoutError, ConnectionError, http.client.HTTPException, re
                     requests.exceptions.ContentDecodingError, storage_exceptions.DataCorruption,
                     api_exceptions.RetryError)
 _LOG = logging.getLogger(__name__)
+T = typing.TypeVar('T')
 
 
 class RetryPolicy(typing.NamedTuple):
@@ -60,7 +64,7 @@ class RetryPolicy(typing.NamedTuple):
     max_delay_s: float
 
 
-def default_policy(deadline_s=None):
+def default_policy(deadline_s: float | None = None) -> RetryPolicy:
     """The module's defaults (read when called), with ``deadline_s`` when given: e.g. a --retry_deadline."""
     return RetryPolicy(DEFAULT_DEADLINE_S if deadline_s is None else deadline_s, INITIAL_DELAY_S, MAX_DELAY_S)
 
@@ -68,16 +72,16 @@ def default_policy(deadline_s=None):
 class RetriesExhausted(Exception):
     """A transient error outlasted the deadline; ``cause`` is the last error."""
 
-    def __init__(self, cause, attempts, seconds):
+    def __init__(self, cause: BaseException, attempts: int, seconds: float):
         super().__init__(f'{describe(cause)} (still failing after {attempts} attempts in {seconds:.0f} s)')
         self.cause = cause
 
 
-def _is_transient_status(status):
+def _is_transient_status(status: int) -> bool:
     return status in (408, 429) or 500 <= status < 600
 
 
-def is_transient(error):
+def is_transient(error: BaseException) -> bool:
     """Whether ``error`` is worth retrying: I/O trouble, HTTP 408, 429 or 5xx; not a missing or forbidden file."""
     if isinstance(error, api_exceptions.GoogleAPICallError):
         return isinstance(error.code, int) and _is_transient_status(error.code)
@@ -99,7 +103,7 @@ def is_transient(error):
 _API_MESSAGE = re.compile(r'^(?:[A-Z]+ \S+: )?(?P<message>.*?)(?:: \(.*\))?$')
 
 
-def describe(error):
+def describe(error: BaseException) -> str:
     """One line about ``error``: 'ServiceUnavailable (HTTP 503): the server's message', 'TimeoutError: ...'."""
     if isinstance(error, RetriesExhausted):
         return str(error)
@@ -107,21 +111,22 @@ def describe(error):
         return f'{describe(error.cause)} (retried until the deadline)'
     text = (str(error).strip().splitlines() or [''])[0]
     if isinstance(error, api_exceptions.GoogleAPICallError):
-        message = _API_MESSAGE.match(error.message.splitlines()[0] if error.message else '')['message']
+        found = _API_MESSAGE.match(error.message.splitlines()[0] if error.message else '')
+        message = found['message'] if found else ''
         with contextlib.suppress(ValueError, TypeError, KeyError):  # a JSON error document: its message
             message = json.loads(message)['error']['message']
         return f'{type(error).__name__} (HTTP {error.code})' + (f': {message}' if message else '')
     return f'{type(error).__name__}: {text}' if text else type(error).__name__
 
 
-def _delays(policy):
+def _delays(policy: RetryPolicy) -> typing.Iterator[float]:
     delay = policy.initial_delay_s
     while True:
         yield delay * random.uniform(0.5, 1.5)
         delay = min(delay * 2, policy.max_delay_s)
 
 
-def _beam_count(namespace, name, n):
+def _beam_count(namespace: str, name: str, n: int) -> None:
     """Adds ``n`` to a Beam counter, in a process that runs Beam. One that never imported it (training) has
     no bundle to count in: ``request_counts`` keeps its own tally there."""
     if 'apache_beam' not in sys.modules:
@@ -133,7 +138,7 @@ def _beam_count(namespace, name, n):
 _pool_thread = threading.local()  # .tally: the Counter of the counted_map this thread works for
 
 
-def count(namespace, name, n=1):
+def count(namespace: str, name: str, n: int = 1) -> None:
     """Adds ``n`` to the Beam counter namespace/name from any thread: on a ``counted_map`` or
     ``counted_submit`` pool thread to that call's tally, which is added on its calling thread (Beam
     keeps metrics per thread, and a pool's threads have none)."""
@@ -145,7 +150,7 @@ def count(namespace, name, n=1):
             tally[namespace, name] += n
 
 
-def _count_retry(kind):
+def _count_retry(kind: str) -> None:
     count(NAMESPACE, kind)
 
 
@@ -168,7 +173,8 @@ def _add(tally):
         _beam_count(namespace, name, n)
 
 
-def counted_map(pool, function, items):
+def counted_map(pool: concurrent.futures.Executor, function: typing.Callable[[typing.Any], T],
+                items: typing.Iterable[typing.Any]) -> list[T]:
     """``list(pool.map(function, items))``, the retries and requests made on the pool's threads counted here."""
     tally = _new_tally()
     results = list(pool.map(lambda item: _on_tally(tally, function, item), items))
@@ -176,13 +182,14 @@ def counted_map(pool, function, items):
     return results
 
 
-def counted_submit(pool, function, *args):
+def counted_submit(pool: concurrent.futures.Executor, function: typing.Callable[..., T],
+                   *args: typing.Any) -> typing.Callable[[], T]:
     """``pool.submit(function, *args).result``: called on this thread, it returns the result (or raises)
     and counts here the retries and requests made on the pool's thread."""
     tally = _new_tally()
     future = pool.submit(_on_tally, tally, function, *args)
 
-    def result():
+    def result() -> T:
         try:
             return future.result()
         finally:
@@ -192,7 +199,7 @@ def counted_submit(pool, function, *args):
     return result
 
 
-def call(attempt, kind, what, policy=None):
+def call(attempt: typing.Callable[[], T], kind: str, what: str, policy: RetryPolicy | None = None) -> T:
     """``attempt()``, retried while it raises transient errors, until ``policy.deadline_s`` has passed.
 
     Raises a permanent error as it is, and RetriesExhausted when the deadline passes. ``what`` names
@@ -217,7 +224,7 @@ def call(attempt, kind, what, policy=None):
     raise AssertionError('unreachable')  # _delays never ends
 
 
-def api_retry_for(kind, policy=None):
+def api_retry_for(kind: str, policy: RetryPolicy | None = None) -> api_retry.Retry:
     """The same policy as a google.api_core Retry, for client calls that take one (listing pages)."""
     policy = policy or default_policy()
     return api_retry.Retry(predicate=is_transient, initial=policy.initial_delay_s, maximum=policy.max_delay_s,
@@ -227,7 +234,7 @@ def api_retry_for(kind, policy=None):
 _KIND_NAMES = ((READ, 'reads'), (WRITE, 'writes'), (LIST, 'listings'))
 
 
-def summary_line(result):
+def summary_line(result: typing.Any) -> str | None:
     """'retried 7 operations (5 reads, 2 writes)' from a finished PipelineResult; None when nothing was retried."""
     counts = collections.Counter({counter.name: value
                                   for counter, value in counters.read(result, NAMESPACE).items()})

@@ -1,9 +1,11 @@
 """One storage interface for local paths and gs:// objects; ``storage_for`` is the one place that tells them apart.
 
 The layer uses one stack: the standard library for local paths, google-cloud-storage for gs:// (single
-attempts, the client's own retries off, every request counted). Neither Beam's FileSystems nor
-``tf.io.gfile``: Beam's workers have no TensorFlow, training never imports Beam, and Beam's gcsio would
-retry on its own, uncounted. Nothing here imports Beam or TensorFlow, so both sides can use it.
+attempts, the client's own retries off, every request counted). Not Beam's FileSystems: training never
+imports Beam, and Beam's gcsio would retry on its own, uncounted. Not ``tf.io.gfile``: Beam's workers
+have no TensorFlow. Nothing here imports Beam or TensorFlow, so both sides can use it. TensorFlow's file
+systems serve only the URLs nothing else does (``ram://``), which only training, which has TensorFlow,
+is handed (``tf_storage``).
 
 Each ``Storage`` owns its retry policy (``retry``): transient errors are retried under it, permanent
 ones raise at once. Reads raise the permanent error as it is (a missing file: ``FileNotFoundError``
@@ -16,8 +18,10 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import os
+import posixpath
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, BinaryIO, ContextManager, Protocol, TypeVar, runtime_checkable
+from typing import Any, ContextManager, Protocol, TypeVar, runtime_checkable
 
 from imgrec_console.errors import BuildFailed
 from imgrec_storage import retries
@@ -35,12 +39,15 @@ class Entry:
     """A file (or, from ``list_level``, a folder) as a listing or a stat sees it. ``generation`` says which
     version of the file this is: a gs:// object's generation; locally the file's inode and modification time (a
     file is always replaced whole, by a rename). ``updated``: seconds since the epoch. A folder has size 0
-    and generation 0."""
+    and generation 0; a local name that cannot be stat'ed (a broken link, a loop) has size -1, for its read to
+    say why. ``local_stamp``: a local file's (mtime_ns, ctime_ns, inode), the stamp git's index keeps too
+    (docs/reuse.md); None for an object, whose ``generation`` says it changed."""
     path: str
     size: int
     generation: int
     updated: float
     is_folder: bool = False
+    local_stamp: tuple[int, int, int] | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,6 +55,25 @@ class Versioned:
     """A file's bytes and the generation they were read at (for a later ``write(if_generation=)``)."""
     data: bytes
     generation: int
+
+
+@runtime_checkable
+class Reader(Protocol):
+    """A file read front to back."""
+
+    def read(self, size: int = -1) -> bytes: ...
+
+    def readline(self) -> bytes: ...
+
+    def __iter__(self) -> Iterator[bytes]: ...
+
+    def tell(self) -> int: ...
+
+    def close(self) -> None: ...
+
+    def __enter__(self) -> Any: ...
+
+    def __exit__(self, kind: Any, error: Any, trace: Any) -> Any: ...
 
 
 @runtime_checkable
@@ -75,14 +101,19 @@ class Storage(Protocol):
         """The whole file. Locally no further than its size when opened, and only a regular file
         (``fileio.NotARegularFile`` otherwise)."""
 
+    def read_once(self, path: str) -> bytes:
+        """``read`` in one attempt, its error raised as it is: for a caller that begins reads ahead and
+        retries them itself (``transforms.decode``)."""
+
     def read_range(self, path: str, start: int, end: int) -> bytes:
         """Bytes [start, end); ``byte_ranges.TruncatedRead`` when the file ends before ``end``."""
 
     def read_versioned(self, path: str) -> Versioned | None:
         """The bytes and their generation, or None when there is no such file."""
 
-    def open_read(self, path: str) -> BinaryIO:
-        """The file as a stream to read front to back (``read(n)``, ``close()``, a context manager)."""
+    def open_read(self, path: str) -> Reader:
+        """The file as a stream to read front to back (``read(n)``, ``readline()``, its lines by iteration,
+        ``tell()``, ``close()``, a context manager)."""
 
     def write(self, path: str, data: bytes, if_generation: int | None = None) -> int:
         """Writes the file whole (creating local parent folders); returns its new generation.
@@ -96,6 +127,13 @@ class Storage(Protocol):
     def write_all(self, files: Mapping[str, bytes]) -> None:
         """Writes every {path: data}, several at a time when ``remote``; BuildFailed of the first, in path order."""
 
+    def put_file(self, local_path: str, path: str) -> None:
+        """Copies the finished local file ``local_path`` to ``path``, streamed from the file."""
+
+    def local_path(self, path: str) -> str | None:
+        """``path`` as a file on this machine's disk, for a library that only writes those (ArrayRecord);
+        None where it is not one (an object: write a temporary file, then ``put_file``)."""
+
     def open_write(self, path: str) -> Writer:
         """A ``Writer`` for ``path``: locally written in place; on gs:// staged and uploaded on ``close()``."""
 
@@ -106,7 +144,8 @@ class Storage(Protocol):
         """Whether there is a file at ``path``."""
 
     def list(self, folder: str) -> Iterator[Entry]:
-        """Every file below ``folder``, at any depth, in path order, one page in memory at a time."""
+        """Every file below ``folder``, at any depth, without holding the listing (one page, or one local
+        folder, at a time); sorted within each folder, not across them (callers that need one order sort)."""
 
     def list_level(self, folder: str) -> Iterator[Entry]:
         """The files and the folders (``is_folder``) directly below ``folder``, in no set order."""
@@ -120,12 +159,19 @@ class Storage(Protocol):
     def delete_tree(self, folder: str) -> None:
         """Deletes ``folder`` and everything below it, if there is any."""
 
+    def remove_empty_folder(self, folder: str) -> None:
+        """Removes the local ``folder`` if nothing is in it (object stores have no folders to remove)."""
+
     def locked(self, folder: str) -> ContextManager[None]:
         """An exclusive lock on ``folder`` across processes of this machine (locally, ``flock``); on gs://
         nothing (a read-decide-write step there relies on ``write``'s generation precondition)."""
 
     def will_read(self, path: str) -> None:
         """A hint that ``path`` is about to be read (locally, its pages come in meanwhile)."""
+
+    def for_path(self, path: str) -> Storage:
+        """The storage of ``path`` (perhaps of another scheme: a manifest may name both), with this one's
+        retry policy and options."""
 
 
 def retried(doing: str, what: str, attempt: Callable[[], T], retry: retries.RetryPolicy) -> T:
@@ -139,6 +185,38 @@ def retried(doing: str, what: str, attempt: Callable[[], T], retry: retries.Retr
         raise BuildFailed(f'cannot {doing} {what}: {retries.describe(error)}') from error
 
 
+def _scheme_key(path: str) -> str:
+    """What of ``path`` picks its storage (its scheme), so that one storage serves every path of a scheme."""
+    scheme, found, _ = path.partition('://')
+    return f'{scheme}://' if found else ''
+
+
+def is_relative(path: str) -> bool:
+    """Whether ``path`` is a relative local path (a manifest's lines are relative to the manifest)."""
+    return '://' not in path and not os.path.isabs(path)
+
+
+def folder_of(path: str) -> str:
+    """The folder ``path`` lies in (a local one made absolute)."""
+    return posixpath.dirname(path) if '://' in path else os.path.dirname(os.path.abspath(path))
+
+
+def is_inside(folder: str, root: str) -> bool:
+    """Whether ``folder`` is ``root`` or below it, on a folder boundary: local paths compared with symlinks
+    and relative parts resolved, URLs by prefix; paths of two schemes never are."""
+    if _scheme_key(folder) != _scheme_key(root):
+        return False
+    if '://' in folder:
+        return (folder.rstrip('/') + '/').startswith(root.rstrip('/') + '/')
+    folder, root = os.path.realpath(folder), os.path.realpath(root)
+    return os.path.commonpath([folder, root]) == root
+
+
+def relative_name(root: str, path: str) -> str:
+    """``path`` below ``root`` (as a listing of ``root`` names it), relative to it, with '/' separators."""
+    return path[len(root.rstrip('/')) + 1:].rstrip('/').replace(os.sep, '/')
+
+
 def on_gcs(path: str) -> bool:
     """Whether ``path`` names a gs:// object: for rules about where files must be (Dataflow needs gs://)."""
     return path.startswith(GCS_SCHEME)
@@ -146,28 +224,37 @@ def on_gcs(path: str) -> bool:
 
 def storage_for(path: str, retry: retries.RetryPolicy | None = None,
                 options: Mapping[str, Any] | None = None) -> Storage:
-    """The ``Storage`` for ``path``'s scheme: gs:// or a local path; any other scheme is refused.
+    """The ``Storage`` for ``path``'s scheme: gs://, a local path, or another URL for TensorFlow's file systems.
 
-    ``retry``: the policy (``retries.default_policy()`` when None). ``options``: for gs://, the job's
-    pipeline options as a dict, so a worker authenticates as the job does (None: this process's command
-    line, as Beam's file systems read it when no pipeline gave them options).
+    ``retry``: the policy (``retries.default_policy()`` when None). ``options``: the job's pipeline options
+    as a dict, so that a worker's gs:// client authenticates as the job does (None: Application Default
+    Credentials). A storage hands both on to the storage of any other path (``for_path``).
     """
-    retry = retry or retries.default_policy()
-    if on_gcs(path):
-        return _gcs_storage(retry, json.dumps(dict(options), sort_keys=True, default=str) if options else None)
-    if '://' in path:
-        raise ValueError(f'{path}: only local paths and gs:// URLs are supported')
-    return _local_storage(retry)
+    return _storage_for(_scheme_key(path), retry or retries.default_policy(),
+                        json.dumps(dict(options), sort_keys=True, default=str) if options else None)
 
 
 @functools.lru_cache(maxsize=None)
-def _local_storage(retry: retries.RetryPolicy) -> Storage:
-    from imgrec_storage.local_storage import LocalStorage  # pylint: disable=import-outside-toplevel
-    return LocalStorage(retry)
+def _storage_for(path_scheme_key: str, retry: retries.RetryPolicy, options_json: str | None) -> Storage:
+    # pylint: disable=import-outside-toplevel  # each imported for its paths only (the GCS client costs a second)
+    if on_gcs(path_scheme_key):
+        from imgrec_storage.gcs_storage import GcsStorage
+        return GcsStorage(retry, options_json)
+    if '://' in path_scheme_key:
+        from imgrec_storage.tf_storage import TensorFlowStorage
+        return TensorFlowStorage(retry, options_json)
+    from imgrec_storage.local_storage import LocalStorage
+    return LocalStorage(retry, options_json)
 
 
-@functools.lru_cache(maxsize=None)
-def _gcs_storage(retry: retries.RetryPolicy, options_json: str | None) -> Storage:
-    # Imported for gs:// paths only: the client library costs a second to import.
-    from imgrec_storage.gcs_storage import GcsStorage  # pylint: disable=import-outside-toplevel
-    return GcsStorage(retry, json.loads(options_json) if options_json else None)
+class BaseStorage:
+    """What every implementation holds: its retry policy and the job's options (JSON), which ``for_path`` hands on."""
+
+    remote = False
+
+    def __init__(self, retry: retries.RetryPolicy, options_json: str | None = None):
+        self.retry = retry
+        self.options_json = options_json
+
+    def for_path(self, path: str) -> Storage:
+        return _storage_for(_scheme_key(path), self.retry, self.options_json)

@@ -14,11 +14,8 @@ import datetime
 import html
 import io
 import json
-import os
 import re
 
-from apache_beam.io.filesystem import CompressionTypes
-from apache_beam.io.filesystems import FileSystems
 from PIL import Image
 
 from contract import features as F, index as index_lib, layout, metadata, tfrecord
@@ -27,7 +24,7 @@ from contract.reasons import REASONS
 from imgrec_console.command import Command, run_command
 from imgrec_console.errors import UserError
 from imgrec_imaging import image_ops
-from imgrec_storage import fileio, publication
+from imgrec_storage import publication, storage
 from imgrec_versions import charts, command_line, shard_reader, version as version_lib
 from imgrec_versions.units import human_bytes
 
@@ -125,7 +122,7 @@ def sample_thumbnails(version, per_class=None, max_records=MAX_RECORDS_SCANNED):
     shown = set(version.document['labels'][:MAX_CLASSES_SHOWN])
     wanted, found, scanned = len(shown) * per_class, 0, 0
     for _, _, path in version_lib.shard_paths(version):
-        if not FileSystems.exists(path):
+        if not storage.storage_for(path).exists(path):
             continue
         try:
             for serialized in shard_reader.read_shard(path):
@@ -145,7 +142,7 @@ def sample_thumbnails(version, per_class=None, max_records=MAX_RECORDS_SCANNED):
 
 def source_path(options, source):
     """Where the quarantined input ``source`` (relative to --input or as the manifest wrote it) is read."""
-    if FileSystems.get_scheme(source) is not None or os.path.isabs(source):
+    if not storage.is_relative(source):
         return source
     if options.get('input'):
         return layout.join(options['input'], source)
@@ -158,11 +155,11 @@ def source_thumbnail(options, source, max_pixels):
     """A thumbnail of a quarantined input when it can still be read and decoded at all, else None."""
     path = source_path(options, source)
     try:
-        if path is None or not FileSystems.exists(path):
+        files = storage.storage_for(path) if path is not None else None
+        found = files.stat(path) if files is not None else None
+        if found is None or found.size > MAX_SOURCE_BYTES:
             return None
-        if FileSystems.match([path])[0].metadata_list[0].size_in_bytes > MAX_SOURCE_BYTES:
-            return None
-        image, _ = image_ops.decode(fileio.read_bytes(path), (THUMBNAIL, THUMBNAIL), 'pad',
+        image, _ = image_ops.decode(files.read(path), (THUMBNAIL, THUMBNAIL), 'pad',
                                     max_pixels=max_pixels or image_ops.DEFAULT_MAX_PIXELS)
         return thumbnail(image)
     except Exception:  # pylint: disable=broad-except  (unreadable or undecodable: that is why it is here)
@@ -231,10 +228,6 @@ def _duplicates_section(version_dir):
     return parts
 
 
-def _open(path):
-    return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
-
-
 def _link(name):
     """A relative link to a file of the version: it works where the page is opened from its folder."""
     return f'<a href="{_e(name)}"><code>{_e(name)}</code></a>'
@@ -248,10 +241,10 @@ def index_parts(version_dir, document, columns, files=None):
     present = [column for column in columns if column in (described.get('columns') or {})]
     for name in described.get('files') or () if files is None else files:
         path = layout.join(version_dir, name)
-        if not FileSystems.exists(path):
+        files = storage.storage_for(path)
+        if not files.exists(path):
             continue
-        with _open(path) as stream:
-            data = stream.read()
+        data = files.read(path)
         # ParquetFile, not read_table: the latter imports pyarrow.dataset and pyarrow.compute, 0.3 s of a build.
         yield pq.ParquetFile(io.BytesIO(data)).read(columns=present)
 
@@ -298,9 +291,8 @@ def record_thumbnail(version_dir, location, side=PAIR_THUMBNAIL):
     """A thumbnail of the written record at ``location`` (shard, offset, length): one ranged read."""
     shard, offset, length = location
     try:
-        with _open(layout.join(version_dir, shard)) as stream:
-            stream.seek(offset)
-            values = decode_example(tfrecord.unframe(stream.read(length)))
+        path = layout.join(version_dir, shard)
+        values = decode_example(tfrecord.unframe(storage.storage_for(path).read_range(path, offset, offset + length)))
         return thumbnail(Image.open(io.BytesIO(values[F.IMAGE_ENCODED])), side)
     except Exception:  # pylint: disable=broad-except  (a damaged shard: verify-dataset names it)
         return None
@@ -826,7 +818,8 @@ def render_failed(staging_dir, failure):
                                                              if known.get('dealt') else 'written to shards')
                   + ', next to the share its weight (<code>--splits</code>) asked for.</p>',
                   _shares_table(dealt, options.get('splits') or {})]
-    if FileSystems.exists(layout.join(staging_dir, layout.QUARANTINE_JSONL)):
+    quarantine = layout.join(staging_dir, layout.QUARANTINE_JSONL)
+    if storage.storage_for(quarantine).exists(quarantine):
         parts += _quarantine_section(staging_dir, options)
     else:
         parts.append('<h2 id="quarantine">Quarantine</h2><p class="muted">Not listed: the build stopped before '
@@ -846,7 +839,8 @@ def seconds_since(created):
 
 def _recorded(version_dir):
     path = layout.join(version_dir, layout.REPORT_HTML)
-    return fileio.read_bytes(path).decode('utf-8', 'replace') if FileSystems.exists(path) else ''
+    files = storage.storage_for(path)
+    return files.read(path).decode('utf-8', 'replace') if files.exists(path) else ''
 
 
 def recorded_build_seconds(version_dir):
@@ -871,7 +865,7 @@ def write_report(version_dir, build_seconds=None, version=None, policy=None, pru
     """
     version = version or version_lib.load(version_dir)
     path = layout.join(version.path, layout.REPORT_HTML)
-    fileio.write_bytes(path, render(version, build_seconds, pruning).encode('utf-8'), policy)
+    storage.storage_for(path, policy).write(path, render(version, build_seconds, pruning).encode('utf-8'))
     return path
 
 

@@ -36,7 +36,7 @@ import re
 import shutil
 
 from contract import features as F, layout, metadata, version_ref
-from imgrec_storage import fileio, gcs
+from imgrec_storage import fileio, storage
 
 # The shards' names (layout.shard_file_name) in TFDS's template language: the same names up to 99,999
 # shards a split (TFDS pads to the digits of the shard count, at least 5), for either format.
@@ -136,7 +136,7 @@ def write_view(output, version, policy=None):
     Written after LATEST moved, features.json last: TFDS takes a folder holding it for a dataset.
     A gs:// output gets none (the module's docstring says why).
     """
-    if gcs.is_gcs(output):
+    if storage.on_gcs(output):
         return
     views = layout.join(output, metadata_name(output, version, policy))
     published = sorted(filter(version_ref.is_semantic_version, os.listdir(views))) if os.path.isdir(views) else []

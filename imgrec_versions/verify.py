@@ -6,7 +6,7 @@ dataset.json, and that the record index holds one row per record, in the right p
 it. A version with ArrayRecord shards has each read alongside its TFRecord shard: the same records, byte
 for byte, in the same order, at the positions the index gives. Shards are read in parallel threads
 (reads, CRCs and TensorFlow's parser release the GIL).
-Bytes are read through Beam's FileSystems, which honours a GCS emulator; TensorFlow only parses.
+Bytes are read through the storage layer (``imgrec_storage.storage``); TensorFlow only parses.
 
 Exit 0 with a one-line summary, 1 with one line per problem naming the shard and record (numbered from
 0 in file order), 2 when no version is found. What follows from a shard that is missing or cannot be read
@@ -20,14 +20,13 @@ import sys
 import tempfile
 import time
 
-from apache_beam.io.filesystems import FileSystems
 from PIL import Image
 
 from contract import features as F, index as I, layout, metadata
 from contract.tfrecord import FRAME_OVERHEAD
 from imgrec_console.command import Command, run_command
 from imgrec_console.errors import UserError
-from imgrec_storage import array_records, fileio
+from imgrec_storage import array_records, storage
 from imgrec_versions import command_line, shard_reader, version as version_lib
 from imgrec_versions.units import human_bytes
 
@@ -72,13 +71,14 @@ class _ArrayRecordTwin:
         self.read = 0
         self.differing = []  # numbers of the records that are not the TFRecord shard's
         self.broken = True
-        if not FileSystems.exists(path):
+        files = storage.storage_for(path)
+        found = files.stat(path)
+        if found is None:
             result.problem('missing', file=self._file)
             return
-        size = _file_size(path)
-        if size != entry['bytes']:
-            result.problem(f"{size} bytes, dataset.json says {entry['bytes']}", file=self._file)
-        self._records = array_records.read_records(path)
+        if found.size != entry['bytes']:
+            result.problem(f"{found.size} bytes, dataset.json says {entry['bytes']}", file=self._file)
+        self._records = array_records.read_records(path, files)
         self.broken = False
 
     def _next(self, number):
@@ -124,8 +124,10 @@ class _ArrayRecordTwin:
             close()
 
 
-def _file_size(path):
-    return FileSystems.match([path])[0].metadata_list[0].size_in_bytes
+def _names(folder, extension):
+    """The names of the files directly in ``folder`` that end in ``.extension``."""
+    return [entry.path.rsplit('/', 1)[-1] for entry in storage.storage_for(folder).list_level(folder)
+            if not entry.is_folder and entry.path.endswith('.' + extension)]
 
 
 def check_record(serialized, parse, shape, labels):
@@ -172,10 +174,11 @@ def check_shard(split, shard, path, parse, shape, labels, sample=None, array_rec
 def _check_tfrecord_shard(result, path, parse, shape, labels, sample, twin):
     shard = result.shard
     result.complete = False
-    if not FileSystems.exists(path):
+    found = storage.storage_for(path).stat(path)
+    if found is None:
         result.problem('missing')
         return
-    result.size = _file_size(path)
+    result.size = found.size
     if result.size != shard['bytes']:
         result.problem(f"{result.size} bytes, dataset.json says {shard['bytes']}")
     offset = 0
@@ -231,8 +234,7 @@ def check_totals(version, results):
                 problems.append(Problem(f'split {split}: {counted[index]} records of class {label!r}, '
                                         f'dataset.json says {expected}', split=split))
     listed = {shard['file'] for info in document['splits'].values() for shard in info['shards']}
-    for match in FileSystems.match([layout.join(version.path, '*.tfrecord')])[0].metadata_list:
-        name = match.path.rsplit('/', 1)[-1]
+    for name in _names(version.path, layout.TFRECORD):
         if name not in listed and layout.parse_shard_file_name(name):
             problems.append(f'{name}: a shard file dataset.json does not list')
     return problems + check_array_record_listing(version)
@@ -256,9 +258,7 @@ def check_array_record_listing(version):
             problems.append(f'split {split}: dataset.json lists ArrayRecord shards {found}, expected one a TFRecord '
                             f'shard, of its name and record count: {expected}')
     listed = {entry['file'] for split in document['splits'] for entry in metadata.array_record_shards(document, split)}
-    pattern = layout.join(version.path, '*.' + layout.ARRAY_RECORD)
-    for match in FileSystems.match([pattern])[0].metadata_list:
-        name = match.path.rsplit('/', 1)[-1]
+    for name in _names(version.path, layout.ARRAY_RECORD):
         if name not in listed and layout.parse_shard_file_name(name[:-len(layout.ARRAY_RECORD)] + layout.TFRECORD):
             problems.append(f'{name}: a shard file dataset.json does not list')
     return problems
@@ -278,10 +278,11 @@ def check_index(version, results):
     files = entry['files']
     for part, name in enumerate(files):
         path = layout.join(version.path, name)
-        if not FileSystems.exists(path):
+        store = storage.storage_for(path)
+        if not store.exists(path):
             problems.append(f'{name}: missing')
             continue
-        rows = pq.read_table(io.BytesIO(fileio.read_bytes(path))).to_pylist()
+        rows = pq.read_table(io.BytesIO(store.read(path))).to_pylist()
         for row in rows:
             source, where = row[I.SOURCE], (row[I.SHARD], row[I.OFFSET], row[I.LENGTH])
             seen.add(source)

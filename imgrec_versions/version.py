@@ -2,12 +2,11 @@
 (``contract.version_ref``), and reads its metadata files."""
 import json
 import typing
-
-from apache_beam.io.filesystem import CompressionTypes
-from apache_beam.io.filesystems import FileSystems
+from collections.abc import Iterator
+from typing import Any
 
 from contract import layout, version_ref
-from imgrec_storage import fileio
+from imgrec_storage import storage
 
 
 class InspectionError(Exception):
@@ -17,42 +16,45 @@ class InspectionError(Exception):
 class Version(typing.NamedTuple):
     path: str  # the version folder
     document: dict  # dataset.json
-    labels: list  # labels.txt, one class a line
+    labels: list | None  # labels.txt, one class a line (None when there is none)
 
 
-def _ref(path):
-    """The contract's VersionRef of ``path`` (OUT or OUT/VERSION), read through Beam's filesystems."""
+def _ref(path: str) -> version_ref.VersionRef:
+    """The contract's VersionRef of ``path`` (OUT or OUT/VERSION), read through the storage layer."""
+    files = storage.storage_for(path)
     try:
-        return version_ref.resolve(path, fileio.read_bytes, FileSystems.exists)
+        return version_ref.resolve(path, files.read, files.exists)
     except version_ref.VersionError as error:
         raise InspectionError(str(error)) from None
 
 
-def resolve(path):
+def resolve(path: str) -> str:
     """The version folder ``path`` names: itself when it holds dataset.json, else the one its LATEST names."""
     return _ref(path).directory
 
 
-def load(path):
+def load(path: str) -> Version:
     """The Version at ``path`` (OUT or OUT/VERSION)."""
     ref = _ref(path)
     labels_path = layout.join(ref.directory, layout.LABELS_TXT)
-    labels = fileio.read_bytes(labels_path).decode('utf-8').splitlines() if FileSystems.exists(labels_path) else None
+    files = storage.storage_for(labels_path)
+    labels = files.read(labels_path).decode('utf-8').splitlines() if files.exists(labels_path) else None
     return Version(ref.directory, ref.document, labels)
 
 
-def iter_jsonl(version_dir, name):
+def iter_jsonl(version_dir: str, name: str) -> Iterator[Any]:
     """Yields the objects of a JSON-lines file of the version, one line in memory at a time; none when absent."""
     path = layout.join(version_dir, name)
-    if not FileSystems.exists(path):
+    files = storage.storage_for(path)
+    if not files.exists(path):
         return
-    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as stream:
+    with files.open_read(path) as stream:
         for line in stream:
             if line.strip():
                 yield json.loads(line)
 
 
-def shard_paths(version):
+def shard_paths(version: Version) -> list[tuple[str, dict, str]]:
     """[(split, shard entry of dataset.json, path)] in split and shard order."""
     return [(split, shard, layout.join(version.path, shard['file']))
             for split, info in version.document['splits'].items() for shard in info['shards']]

@@ -17,7 +17,6 @@ import typing
 
 import apache_beam as beam
 from apache_beam.runners.runner import PipelineResult
-from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import (
     DirectOptions,
     GoogleCloudOptions,
@@ -32,7 +31,7 @@ from contract import counters, layout, metadata, version_ref
 from imgrec_console.command import Command, was_interrupted
 from imgrec_console.errors import BuildFailed, CommandError, Interrupted, UserError, build_failure_message
 from imgrec_console.held_stderr import held_stderr
-from imgrec_storage import fileio, gcs, publication, retries
+from imgrec_storage import publication, retries, storage
 from imgrec_versions import failed_build
 from pipelines import beam_names, job_endpoint, preflight, progress, refresh
 from pipelines.build_result import BuildResult
@@ -104,7 +103,7 @@ def _dataflow_defaults(options):
                          '(Dataflow stages the code and temporary files there)')
     for name in ('temp_location', 'staging_location'):
         value = getattr(cloud, name)
-        if value and not gcs.is_gcs(value):
+        if value and not storage.on_gcs(value):
             raise UserError(f'--{name} must be a gs:// path with --runner DataflowRunner, got {value!r}')
     setup = options.view_as(SetupOptions)
     # A custom worker image (--sdk_container_image, e.g. the Dockerfile's) already holds the project.
@@ -173,7 +172,7 @@ def counted_images(config: BuildConfig, limit: int) -> int:
     """The images a local --input (or local manifest) lists, counted up to ``limit`` by name only; ``limit``
     for a gs:// one or one that cannot be read (its listing costs requests; the pre-flight checks say why)."""
     source = config.input or config.manifest
-    if gcs.is_gcs(source) or (config.input and not os.path.isdir(config.input)):
+    if storage.on_gcs(source) or (config.input and not os.path.isdir(config.input)):
         return limit
     count = 0
     try:
@@ -400,7 +399,7 @@ def summary(config):
     to the share asked, the near-duplicates, the top quarantine reasons, the class problems, and where
     the quarantine list and the report are."""
     path = layout.join(config.version_dir, layout.DATASET_JSON)
-    document = version_ref.parse_document(fileio.read_bytes(path), path)
+    document = version_ref.parse_document(storage.storage_for(path, config.retry_policy()).read(path), path)
     counts, refreshed = document['counts'], document['refresh']
     lines = [f"build-dataset: wrote {counts['written']} of {counts['inputs']} images to {config.version_dir} "
              f"({counts['quarantined']} quarantined, {counts['duplicates']} duplicates, "
@@ -461,7 +460,7 @@ def left_behind(config, facts):
     try:
         published = publication.read_latest(config.output, config.retry_policy()).version == config.version
         staging = facts.staging_dir(config)
-        kept = FileSystems.exists(staging)
+        kept = any(storage.storage_for(staging).list_level(staging))
     except Exception:  # pylint: disable=broad-except  # storage gone too: say what is certain
         return f'LATEST and the staging folder of this build in {config.output} could not be checked'
     line = f'published version {config.version} before it stopped' if published else \
@@ -567,7 +566,7 @@ def _published(config, facts, result, options):
     if unchanged(result):
         version_dir = layout.join(config.output, facts.refresh.previous)
     path = layout.join(version_dir, layout.DATASET_JSON)
-    return version_ref.parse_document(fileio.read_bytes(path), path)
+    return version_ref.parse_document(storage.storage_for(path, config.retry_policy()).read(path), path)
 
 
 if __name__ == '__main__':

@@ -13,6 +13,7 @@ shard dealing. Decoding also hashes each image (a perceptual hash), and
 import apache_beam as beam
 
 from contract import counters, layout
+from imgrec_storage import storage
 from imgrec_storage.publication import Latest
 from pipelines.refresh import RefreshPlan, label_order
 from transforms.constants import Value
@@ -34,8 +35,8 @@ from transforms.write import INDEX_ROWS, WriteShards
 from transforms.write_index import WriteIndex
 
 
-def _encode(config, facts, labels, staging_dir):
-    return Encode(config.record_options, labels, layout.join(staging_dir, layout.SPILL_DIR), config.retry_policy(),
+def _encode(config, facts, labels, staging_dir, output_storage):
+    return Encode(config.record_options, labels, layout.join(staging_dir, layout.SPILL_DIR), output_storage,
                   with_hash=config.near_duplicates != OFF, decode_threads=facts.decode_threads)
 
 
@@ -54,8 +55,10 @@ def build_pipeline(pipeline, config, facts):
     refresh = facts.refresh or RefreshPlan()
     staging_dir = facts.staging_dir(config)
     policy = config.retry_policy()
+    # The job's options go with it: a worker's gs:// client authenticates as the job does.
+    output_storage = storage.storage_for(config.output, policy, pipeline.options.get_all_options(drop_default=True))
     listed = pipeline | counters.LIST_IMAGES >> ListImages(input_root=config.input, manifest=config.manifest,
-                                                   retry_policy=policy)
+                                                   storage=output_storage)
     resolved = listed['images'] | 'ResolveLabels' >> ResolveLabels(
         config.labels, allow_unknown_labels=config.allow_unknown_labels, keep=refresh.keep_labels)
     labels = beam.pvalue.AsSingleton(resolved['labels'])
@@ -70,7 +73,7 @@ def build_pipeline(pipeline, config, facts):
     else:
         to_decode, reused = images, []
         counts = pipeline | 'NothingReused' >> Value({'new': None, 'changed': None, 'removed': None, 'reused': 0})
-    encoded = to_decode | counters.ENCODE >> _encode(config, facts, labels, staging_dir)
+    encoded = to_decode | counters.ENCODE >> _encode(config, facts, labels, staging_dir, output_storage)
     rejected.append(encoded['rejected'])
     # Records reach Dedupe in batches, as encoding leaves them; reused ones are batched where they are matched.
     reused = [records | f'BatchReused{i}' >> batched() for i, records in enumerate(reused)]
@@ -81,7 +84,7 @@ def build_pipeline(pipeline, config, facts):
         # A previous duplicate whose twin is gone is the copy kept now: it is decoded after all.
         promoted = (kept | 'WithoutFrame' >> beam.Filter(lambda r: r.payload_file is None)
                     | 'AsImageRef' >> beam.Map(_image_ref))
-        encoded_promoted = promoted | 'EncodePromoted' >> _encode(config, facts, labels, staging_dir)
+        encoded_promoted = promoted | 'EncodePromoted' >> _encode(config, facts, labels, staging_dir, output_storage)
         rejected.append(encoded_promoted['rejected'])
         kept = ((kept | 'WithFrame' >> beam.Filter(lambda r: r.payload_file is not None),
                  encoded_promoted['records'] | 'PromotedRecords' >> beam.FlatMap(lambda batch: batch))
@@ -102,10 +105,10 @@ def build_pipeline(pipeline, config, facts):
     reusable = refresh.incremental and refresh.same_options and not config.force
     unchanged = counts | 'NothingChanged' >> beam.Map(nothing_changed, reusable, refresh.keep_labels, labels)
     written = sharded['assigned'] | counters.WRITE_SHARDS >> WriteShards(
-        staging_dir, sharded['shard_counts'], policy, beam.pvalue.AsSingleton(unchanged),
+        staging_dir, sharded['shard_counts'], output_storage, beam.pvalue.AsSingleton(unchanged),
         array_record=layout.ARRAY_RECORD in config.formats,
-        reuse_check=ReuseCheck(refresh.reuse_dir, config.record_options, policy) if refresh.incremental else None)
-    index_parts = written[INDEX_ROWS] | counters.WRITE_INDEX >> WriteIndex(staging_dir, policy)
+        reuse_check=ReuseCheck(refresh.reuse_dir, config.record_options, output_storage) if refresh.incremental else None)
+    index_parts = written[INDEX_ROWS] | counters.WRITE_INDEX >> WriteIndex(staging_dir, output_storage)
     listed_per_split = ((images | 'SplitOf' >> beam.Map(lambda ref: (ref.split, 1)), near[MOVES])
                         | 'ListedAndMoved' >> beam.Flatten()
                         | 'CountPerSplit' >> beam.CombinePerKey(sum))

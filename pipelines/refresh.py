@@ -10,17 +10,13 @@ listing of the input against the previous version's index, by the rule the job a
 (``transforms.previous``); the listing stops at the first difference.
 """
 import dataclasses
-import functools
-import os
-import posixpath
 import typing
 
-from apache_beam.io.filesystems import FileSystems
 
 from contract import index, layout, version_ref
 from imgrec_console.errors import UserError
 from imgrec_imaging import perceptual_hash, record_options
-from imgrec_storage import fileio, gcs
+from imgrec_storage import storage
 from transforms import previous as previous_version
 from transforms.elements import ImageRef
 from transforms.labels import is_plain_label, unmatched_labels_message
@@ -77,10 +73,9 @@ def _load(config, previous):
     Any other mistake (no dataset.json there, a format this code does not read without ``--full``) is
     the user's to fix: a UserError in one line, the same line every tool gives.
     """
-    policy = config.retry_policy()
+    files = storage.storage_for(config.output, config.retry_policy())
     try:
-        return version_ref.read_version(config.output, previous, lambda path: fileio.read_bytes(path, policy),
-                                        FileSystems.exists).document
+        return version_ref.read_version(config.output, previous, files.read, files.exists).document
     except version_ref.FormatVersionError as error:
         if config.full:
             return None
@@ -164,7 +159,7 @@ def nothing_changed(config, plan, options):
         return False
     policy = config.retry_policy()
     classes: dict[str, bool] = {}  # class name -> whether it has images, as the listing goes
-    fates = previous_version.read_fates(plan.reuse_dir, plan.document, lambda path: fileio.read_bytes(path, policy))
+    fates = previous_version.read_fates(plan.reuse_dir, plan.document, storage.storage_for(plan.reuse_dir, policy).read)
     listed = (ref for ref in _listing(config, options, classes)
               if config.labels is None or ref.label in config.labels)  # else quarantined as unknown_label
     return (previous_version.nothing_new_changed_or_removed(listed, fates)
@@ -186,39 +181,39 @@ def _listing(config, options, classes):
     """The ImageRefs ListImages and ResolveLabels leave (no split: the match does not compare it), noting
     each class in ``classes``. Images of a class whose name labels.txt cannot hold are left out (quarantined
     as bad_label)."""
-    policy = config.retry_policy()
-    client_of = functools.lru_cache(maxsize=None)(lambda: gcs.client(options))  # made at the first gs:// path
-    refs = (_manifest_refs(config.manifest, client_of, policy) if config.manifest
-            else _folder_refs(config.input, client_of() if gcs.is_gcs(config.input) else None, policy, classes))
+    source = config.manifest or config.input
+    files = storage.storage_for(source, config.retry_policy(),
+                                options.get_all_options(drop_default=True) if options is not None else None)
+    refs = _manifest_refs(config.manifest, files) if config.manifest else _folder_refs(config.input, files, classes)
     for ref in refs:
         if is_plain_label(ref.label):
             classes[ref.label] = True
             yield ref
 
 
-def _folder_refs(root, client, policy, classes):
-    for kind, folder in list_top_level(root, client, policy):
-        if kind != gcs.PREFIX:  # a file outside any class folder: ignored
+def _folder_refs(root, files, classes):
+    for entry in list_top_level(root, files):
+        if not entry.is_folder:  # a file outside any class folder: ignored
             continue
-        label = relative_source(root, folder)
+        label = relative_source(root, entry.path)
         if is_plain_label(label):
             classes.setdefault(label, False)  # an empty class folder is a class
-        for listed in iter_files(folder, client, policy):
+        for listed in iter_files(entry.path, files):
             if is_image_name(listed.path):
                 yield ImageRef(path=listed.path, source=relative_source(root, listed.path), label=label,
                                size=listed.size, mtime_ns=listed.mtime_ns, generation=listed.generation,
                                ctime_ns=listed.ctime_ns, inode=listed.inode)
 
 
-def _manifest_refs(manifest, client_of, policy):
-    manifest_dir = posixpath.dirname(manifest) if gcs.is_gcs(manifest) else os.path.dirname(os.path.abspath(manifest))
-    for text_line in fileio.read_bytes(manifest, policy).decode('utf-8').split('\n'):  # as ReadFromText splits it
+def _manifest_refs(manifest, files):
+    manifest_dir = storage.folder_of(manifest)
+    for text_line in files.read(manifest).decode('utf-8').split('\n'):  # as ReadFromText splits it
         for line in manifest_lines(text_line.removesuffix('\r')):
             try:
                 ref = parse_manifest_line(line, manifest_dir)
             except ValueError:  # a bad line names no image
                 continue
             if ref is not None:
-                listed = stat_file(ref.path, client_of)
+                listed = stat_file(ref.path, files)
                 yield ref._replace(size=listed.size, mtime_ns=listed.mtime_ns, generation=listed.generation,
                                    ctime_ns=listed.ctime_ns, inode=listed.inode)

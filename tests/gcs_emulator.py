@@ -1,4 +1,5 @@
-"""A real GCS server for the tests: ``gcp-storage-emulator`` on a free loopback port.
+"""A real GCS server for the tests: ``gcp-storage-emulator`` on a free loopback port (with generation
+preconditions, ``tests.gcs_emulator_server``).
 
 Use it from any test module with ``from tests.gcs_emulator import gcs_emulator  # noqa: F401`` and a
 ``gcs_emulator`` argument (or list ``tests.gcs_emulator`` in conftest's ``pytest_plugins``). The first
@@ -50,8 +51,8 @@ def start_server(log_stream=subprocess.DEVNULL):
     port = _free_loopback_port()
     url = f'http://127.0.0.1:{port}'
     server = subprocess.Popen(
-        [sys.executable, '-m', 'gcp_storage_emulator', 'start', '--host', '127.0.0.1', '--port', str(port),
-         '--in-memory', '--quiet'],
+        [sys.executable, str(pathlib.Path(__file__).with_name('gcs_emulator_server.py')), 'start',
+         '--host', '127.0.0.1', '--port', str(port), '--in-memory', '--quiet'],
         stdout=log_stream, stderr=subprocess.STDOUT)
     try:
         _wait_until_serving(url, server)

@@ -14,7 +14,7 @@ from contract import features as F, index as I, layout, metadata
 from contract.example import decode_example
 from contract.tfrecord import read_records
 from imgrec_console.errors import BuildFailed
-from imgrec_storage import array_records, retries
+from imgrec_storage import array_records, retries, storage
 from imgrec_versions import verify
 from pipelines import build_dataset
 from samples.generate import write_images
@@ -164,7 +164,7 @@ def test_array_record_shards_on_gcs(gcs_emulator, sample_images, tmp_path):
 
 def _write_to_gcs(url, records):
     policy = retries.RetryPolicy(deadline_s=2.0, initial_delay_s=0.01, max_delay_s=0.05)
-    with array_records.ArrayRecordFile(url, policy) as shard:
+    with array_records.ArrayRecordFile(url, storage.storage_for(url, policy)) as shard:
         for record in records:
             shard.write(record)
         return shard.close()
@@ -178,7 +178,7 @@ def test_a_gcs_array_record_upload_is_retried(gcs_emulator, faulty_gcs, tmp_path
     assert ('write', '503', 'shard.array_record') in faulty_gcs.faulted, 'the seed gave no fault: choose another'
     (tmp_path / 'copy').write_bytes(gcs_emulator.read_bytes(f'{bucket}/shard.array_record'))
     assert size == (tmp_path / 'copy').stat().st_size
-    assert list(array_records.read_records(str(tmp_path / 'copy'))) == records
+    assert list(array_records.read_records(str(tmp_path / 'copy'), storage.storage_for(''))) == records
 
 
 def test_a_gcs_array_record_upload_that_keeps_failing_is_one_line(gcs_emulator, faulty_gcs):
@@ -195,11 +195,11 @@ def test_the_same_records_make_the_same_bytes(tmp_path):
     sizes, contents = [], []
     for name in ('a', 'b'):
         path = str(tmp_path / f'{name}.array_record')
-        with array_records.ArrayRecordFile(path) as shard:
+        with array_records.ArrayRecordFile(path, storage.storage_for(path)) as shard:
             for record in records:
                 shard.write(record)
             sizes.append(shard.close())
         with open(path, 'rb') as stream:
             contents.append(stream.read())
-        assert list(array_records.read_records(path)) == records
+        assert list(array_records.read_records(path, storage.storage_for(path))) == records
     assert contents[0] == contents[1] and sizes == [len(contents[0])] * 2

@@ -18,6 +18,7 @@ from apache_beam.testing.util import assert_that, equal_to
 from PIL import Image
 
 from contract import layout, metadata
+from imgrec_storage import storage
 from pipelines import build_dataset, preflight
 from samples.generate import write_images
 from samples.near_duplicates import draw_photo, make_twin
@@ -277,7 +278,7 @@ def test_an_output_inside_or_equal_to_a_local_input_is_refused_up_front(images, 
     assert _refused(capsys, '--input', link, '--output', inside).endswith(f'is inside --input {link}: {HINT}')
     assert _refused(capsys, '--input', images, '--output', link).endswith(f'is the --input folder: {HINT}')
     assert not os.path.exists(inside)
-    assert not preflight.is_inside(images + '-datasets', images)  # a look-alike name is not inside
+    assert not storage.is_inside(images + '-datasets', images)  # a look-alike name is not inside
 
 
 def test_an_output_inside_or_equal_to_a_gcs_input_is_refused_up_front(gcs_emulator, gcs_input, capsys):
@@ -288,4 +289,4 @@ def test_an_output_inside_or_equal_to_a_gcs_input_is_refused_up_front(gcs_emulat
     assert _refused(capsys, '--input', gcs_input, '--output', f'{images}/out').endswith(
         f'is inside --input {gcs_input}: {HINT}')
     assert gcs_emulator.list(f'{images}/out') == []  # nothing written, not even a probe
-    assert not preflight.is_inside(f'{images}-out', images) and not preflight.is_inside(images, '/tmp')
+    assert not storage.is_inside(f'{images}-out', images) and not storage.is_inside(images, '/tmp')

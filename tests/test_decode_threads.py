@@ -9,7 +9,7 @@ from PIL import Image
 from contract import counters
 from contract.reasons import NOT_AN_IMAGE, READ_ERROR, TRUNCATED
 from imgrec_imaging.record_options import RecordOptions
-from imgrec_storage import retries
+from imgrec_storage import retries, storage
 from imgrec_storage.retries import RetryPolicy
 from tests.test_quarantine_reads import FlakyReader
 from transforms.decode import DecodeResizeEncode
@@ -48,7 +48,8 @@ def _decode(refs, log_dir, threads):
     policy = RetryPolicy(deadline_s=60, initial_delay_s=0.01, max_delay_s=0.02)
     batches = [refs[start:start + 4] for start in range(0, len(refs), 4)]
     result = p | beam.Create(batches) | DecodeResizeEncode(
-        RecordOptions((16, 16)), read=MissingOrFlaky(log_dir, failures=1), retry_policy=policy, with_hash=True,
+        RecordOptions((16, 16)), storage.storage_for(str(log_dir), policy), read=MissingOrFlaky(log_dir, failures=1),
+        with_hash=True,
         decode_threads=threads)
     kept = log_dir / 'kept'
     (result['images'] | 'OneByOne' >> beam.FlatMap(lambda batch: batch) | 'Images' >> beam.Map(lambda image: repr(image._replace(ref=image.ref.source)))

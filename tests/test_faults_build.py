@@ -7,7 +7,7 @@ from apache_beam.testing.test_pipeline import TestPipeline
 
 from contract import layout
 from imgrec_console.errors import build_failure_message
-from imgrec_storage import retries
+from imgrec_storage import retries, storage
 from pipelines import build_dataset
 from samples.generate import write_images
 from tests.conftest import SMALL
@@ -113,7 +113,8 @@ def test_a_listing_outage_fails_the_listing_in_one_line(images, faulty_gcs):
     bucket, _ = images
     faulty_gcs.outage(600, kinds=[LIST])
     p = TestPipeline(options=PipelineOptions(['--direct_running_mode', 'in_memory']))
-    _ = p | ListImages(input_root=f'{bucket}/images', retry_policy=retries.RetryPolicy(1.0, 0.05, 0.1))
+    _ = p | ListImages(input_root=f'{bucket}/images',
+                       storage=storage.storage_for(bucket, retries.RetryPolicy(1.0, 0.05, 0.1)))
     with pytest.raises(Exception) as failure:
         p.run().wait_until_finish()
     message = build_failure_message(failure.value)

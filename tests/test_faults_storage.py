@@ -11,11 +11,12 @@ from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from imgrec_console.errors import BuildFailed
-from imgrec_storage import fileio, publication, retries
+from imgrec_storage import publication, retries, storage
 from imgrec_storage.byte_ranges import TruncatedRead
 from tests.fault_proxy import WRITE, faulty_gcs, gcs_emulator  # noqa: F401  (fixtures)
 
 QUICK = retries.RetryPolicy(deadline_s=30, initial_delay_s=0.01, max_delay_s=0.02)
+LOCAL = storage.storage_for('', QUICK)
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason='root writes into read-only folders')
@@ -25,7 +26,7 @@ def test_a_read_only_folder_fails_at_once_in_one_line(tmp_path):
     folder.chmod(0o555)
     try:
         with pytest.raises(BuildFailed) as failure:
-            fileio.write_bytes(str(folder / 'v1' / 'dataset.json'), b'{}', QUICK)
+            LOCAL.write(str(folder / 'v1' / 'dataset.json'), b'{}')
     finally:
         folder.chmod(0o755)
     message = str(failure.value)
@@ -37,7 +38,7 @@ def test_an_output_under_a_file_fails_at_once_in_one_line(tmp_path):
     (tmp_path / 'out').write_text('a file, not a folder')
     target = tmp_path / 'out' / 'v1' / 'dataset.json'
     with pytest.raises(BuildFailed) as failure:
-        fileio.write_bytes(str(target), b'{}', QUICK)
+        LOCAL.write(str(target), b'{}')
     message = str(failure.value)
     assert message.startswith(f'cannot write {target}: ') and 'Error: ' in message
     assert '\n' not in message and 'still failing' not in message  # permanent: one attempt
@@ -93,7 +94,7 @@ def test_a_short_range_is_a_truncated_record_not_a_transient_error(tmp_path):
 
     spill = tmp_path / 'spill.tfrecord'
     spill.write_bytes(b'0123456789')
-    reader = FrameReader(QUICK)
+    reader = FrameReader(LOCAL)
     try:
         with pytest.raises(TruncatedRead, match='ends at 10, before byte 14'):
             reader.read([(str(spill), 4, 10)])
@@ -105,11 +106,12 @@ def test_a_short_range_is_a_truncated_record_not_a_transient_error(tmp_path):
 def test_gcs_reads_writes_copies_and_deletions_ride_out_faults(faulty_gcs, gcs_emulator):
     bucket = gcs_emulator.create_bucket('storage-faults')
     faulty_gcs.configure(rate=0.5, seed=3, faults=['503', '429', 'reset'])
+    gcs = storage.storage_for(bucket, QUICK)
     for n in range(4):
-        fileio.write_bytes(f'{bucket}/staging/f{n}', b'data %d' % n, QUICK)
-        fileio.copy(f'{bucket}/staging/f{n}', f'{bucket}/v1/f{n}', QUICK)
-        fileio.delete(f'{bucket}/staging/f{n}', QUICK)
-        assert fileio.read_bytes(f'{bucket}/v1/f{n}', QUICK) == b'data %d' % n
+        gcs.write(f'{bucket}/staging/f{n}', b'data %d' % n)
+        gcs.copy(f'{bucket}/staging/f{n}', f'{bucket}/v1/f{n}')
+        gcs.delete(f'{bucket}/staging/f{n}')
+        assert gcs.read(f'{bucket}/v1/f{n}') == b'data %d' % n
     publication.replace_latest(bucket, 'v1', publication.Latest(), QUICK)
     faulty_gcs.configure(rate=0)
     assert gcs_emulator.list(bucket) == [f'{bucket}/LATEST'] + [f'{bucket}/v1/f{n}' for n in range(4)]
@@ -122,7 +124,7 @@ def test_a_copy_that_keeps_failing_ends_in_one_line(faulty_gcs, gcs_emulator):
     gcs_emulator.upload_bytes(f'{bucket}/a', b'a')
     faulty_gcs.configure(rate=1.0, kinds=[WRITE], faults=['503'])
     with pytest.raises(BuildFailed) as failure:
-        fileio.copy(f'{bucket}/a', f'{bucket}/b', retries.RetryPolicy(0.3, 0.01, 0.02))
+        storage.storage_for(bucket, retries.RetryPolicy(0.3, 0.01, 0.02)).copy(f'{bucket}/a', f'{bucket}/b')
     assert str(failure.value).startswith(f'cannot copy {bucket}/a to {bucket}/b: ServiceUnavailable (HTTP 503): ')
     assert 'still failing after' in str(failure.value) and '\n' not in str(failure.value)
 
@@ -132,6 +134,6 @@ def test_a_shard_too_big_for_one_request_is_uploaded_whole_through_faults(faulty
     bucket = gcs_emulator.create_bucket('storage-big')
     data = bytes(range(256)) * (9 * 4096)  # 9 MiB
     faulty_gcs.configure(rate=0.3, seed=5, kinds=[WRITE], faults=['503', 'reset'])
-    fileio.write_bytes(f'{bucket}/v1/train-00000-of-00001.tfrecord', data, QUICK)
+    storage.storage_for(bucket, QUICK).write(f'{bucket}/v1/train-00000-of-00001.tfrecord', data)
     assert gcs_emulator.read_bytes(f'{bucket}/v1/train-00000-of-00001.tfrecord') == data
     assert faulty_gcs.injected and faulty_gcs.requests[WRITE] > 2

@@ -9,7 +9,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from contract import features as F, index, layout
 from contract.tfrecord import read_records
-from imgrec_storage import gcs
+from imgrec_storage import storage
 from pipelines import build_dataset
 from samples.generate import write_images
 from tests.conftest import SMALL
@@ -86,8 +86,8 @@ def test_the_index_finds_a_record_on_gcs_with_one_ranged_read(gcs_emulator, flow
     for source in sources:
         row = index.find_record(config.version_dir, document, source, FileSystems.open)
         assert row[index.SOURCE_GENERATION] > 0 and row[index.SOURCE_MTIME_NS] is None
-        frame = gcs.download_range(f"{config.version_dir}/{row[index.SHARD]}", row[index.OFFSET],
-                                   row[index.OFFSET] + row[index.LENGTH])
+        frame = storage.storage_for(output).read_range(f"{config.version_dir}/{row[index.SHARD]}", row[index.OFFSET],
+                                                       row[index.OFFSET] + row[index.LENGTH])
         (record,) = read_records(io.BytesIO(frame))
         feature = tf.train.Example.FromString(record).features.feature
         assert feature[F.SOURCE].bytes_list.value[0].decode() == source

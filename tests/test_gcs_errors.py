@@ -2,7 +2,7 @@
 import pytest
 from google.api_core import exceptions
 
-from imgrec_storage import gcs
+from imgrec_storage import gcs_storage
 from pipelines import build_dataset
 from tests.gcs_emulator import gcs_emulator  # noqa: F401  (the fixture)
 
@@ -45,6 +45,6 @@ def test_a_permission_error_names_the_roles_to_grant():
     """The emulator has no permissions to refuse, so the 403 message is checked on the API's own error."""
     error = exceptions.Forbidden('GET https://storage.googleapis.com/...: caller does not have '
                                  'storage.objects.list access to the Google Cloud Storage bucket.')
-    message = gcs.describe_error('gs://private-bucket/images', error)
+    message = gcs_storage.describe_error('gs://private-bucket/images', error)
     assert message.startswith('permission denied on gs://private-bucket/images: ')
     assert 'Storage Object Admin' in message and '\n' not in message

@@ -8,7 +8,7 @@ import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from imgrec_storage import gcs
+from imgrec_storage import storage
 from pipelines.local import internals
 from tests.gcs_emulator import gcs_emulator  # noqa: F401  (the fixture)
 from transforms.elements import ImageRef
@@ -41,18 +41,18 @@ def test_list_images_fans_out_by_class_prefix(listed_bucket, suffix):
             (f'{listed_bucket}/photos/cats/b.PNG', 'cats/b.PNG', 'cats'),
             (f'{listed_bucket}/photos/cats/deep/er/c.jpeg', 'cats/deep/er/c.jpeg', 'cats'),
             (f'{listed_bucket}/photos/dogs/d.webp', 'dogs/d.webp', 'dogs'),
-            (f'{listed_bucket}/photos/empty/', 'empty'),  # the placeholder: an empty class folder
+            (f'{listed_bucket}/photos/empty', 'empty'),  # the placeholder: an empty class folder
         ]), label='Images')
         assert_that(listed['ignored'], equal_to(['cats/notes.txt', 'stray.jpg']), label='Ignored')
 
 
-def test_iter_level_yields_prefixes_and_objects_of_one_level(listed_bucket):
-    client = gcs.client()
-    assert sorted(gcs.iter_level(client, f'{listed_bucket}/photos')) == [
-        (gcs.OBJECT, f'{listed_bucket}/photos/stray.jpg'),
-        (gcs.PREFIX, f'{listed_bucket}/photos/cats/'),
-        (gcs.PREFIX, f'{listed_bucket}/photos/dogs/'),
-        (gcs.PREFIX, f'{listed_bucket}/photos/empty/'),
+def test_a_level_listing_yields_the_folders_and_objects_of_one_level(listed_bucket):
+    level = storage.storage_for(listed_bucket).list_level(f'{listed_bucket}/photos')
+    assert sorted((entry.path, entry.is_folder) for entry in level) == [
+        (f'{listed_bucket}/photos/cats', True),
+        (f'{listed_bucket}/photos/dogs', True),
+        (f'{listed_bucket}/photos/empty', True),
+        (f'{listed_bucket}/photos/stray.jpg', False),
     ]
 
 

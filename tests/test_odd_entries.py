@@ -17,7 +17,7 @@ import pytest
 
 from contract import layout
 from contract.reasons import NOT_A_FILE, READ_ERROR
-from imgrec_storage import fileio, retries
+from imgrec_storage import local_storage, retries
 from samples.generate import write_images
 from tests.conftest import SMALL
 from tests.contract_checks import check_version, load_version
@@ -57,15 +57,15 @@ def test_a_fifo_a_symlink_loop_and_a_device_are_quarantined_never_read(tmp_path)
 def test_reads_stop_at_the_size_the_file_had_when_opened(tmp_path):
     path = tmp_path / 'a.jpg'
     path.write_bytes(b'x' * 1000)
-    assert fileio.read_once(str(path)) == b'x' * 1000
+    assert local_storage.read_local(str(path)) == b'x' * 1000
     # /proc files say they hold 0 bytes and then give more: read as what their size says.
     assert os.path.getsize('/proc/self/environ') == 0 and open('/proc/self/environ', 'rb').read()
-    assert fileio.read_once('/proc/self/environ') == b''
+    assert local_storage.read_local('/proc/self/environ') == b''
     os.mkfifo(tmp_path / 'fifo.jpg')
-    with pytest.raises(fileio.NotARegularFile, match='is a FIFO'):  # at once: no writer is waited for
-        fileio.read_once(str(tmp_path / 'fifo.jpg'))
-    with pytest.raises(fileio.NotARegularFile, match='is a folder'):
-        fileio.read_once(str(tmp_path))
+    with pytest.raises(local_storage.NotARegularFile, match='is a FIFO'):  # at once: no writer is waited for
+        local_storage.read_local(str(tmp_path / 'fifo.jpg'))
+    with pytest.raises(local_storage.NotARegularFile, match='is a folder'):
+        local_storage.read_local(str(tmp_path))
 
 
 @pytest.mark.parametrize('number', [errno.ELOOP, errno.ENAMETOOLONG])

@@ -10,11 +10,14 @@ from contract import index, layout
 from contract.tfrecord import frame, read_records
 from imgrec_console.errors import build_failure_message
 from imgrec_storage import frames
+from imgrec_storage import storage
 from imgrec_storage.spill import SpillFile
 from tests.conftest import build, listing
 from tests.contract_checks import check_index, load_version
 from transforms import write
 from transforms.elements import RecordRef
+
+LOCAL = storage.storage_for('')
 
 
 def test_nearby_frames_of_a_file_are_fetched_by_one_read():
@@ -31,12 +34,12 @@ def test_nearby_frames_of_a_file_are_fetched_by_one_read():
 
 
 def test_spilled_frames_read_back_by_reference(tmp_path):
-    spill = SpillFile(str(tmp_path / 'spill'))
+    spill = SpillFile(str(tmp_path / 'spill'), LOCAL)
     payloads = [bytes([i]) * (i * 37 + 1) for i in range(40)]
     refs = [spill.append(frame(payload)) for payload in payloads]
     spill.close()
     assert len({ref[0] for ref in refs}) == 1 and [ref[1] for ref in refs] == sorted(ref[1] for ref in refs)
-    reader = frames.FrameReader(threads=3)
+    reader = frames.FrameReader(LOCAL, threads=3)
     try:
         got = reader.read(list(reversed(refs)))
     finally:
@@ -46,7 +49,7 @@ def test_spilled_frames_read_back_by_reference(tmp_path):
 
 class _CountingReader(frames.FrameReader):
     def __init__(self):
-        super().__init__()
+        super().__init__(LOCAL)
         self.calls = []
 
     def read(self, refs):
@@ -62,7 +65,7 @@ def _ref(source, payload_ref):
 
 
 def test_the_shard_writer_streams_a_bounded_window_in_order_key_order(tmp_path, monkeypatch):
-    spills = [SpillFile(str(tmp_path / 'spill')) for _ in range(3)]  # records scattered over three files
+    spills = [SpillFile(str(tmp_path / 'spill'), LOCAL) for _ in range(3)]  # records scattered over three files
     payloads = {f's{i:02d}': os.urandom(50 + i) for i in range(25)}
     records = [_ref(source, spills[i % 3].append(frame(data)))
                for i, (source, data) in enumerate(payloads.items())]
@@ -70,7 +73,7 @@ def test_the_shard_writer_streams_a_bounded_window_in_order_key_order(tmp_path, 
         spill.close()
     monkeypatch.setattr(write, 'WINDOW_RECORDS', 4)
     reader = _CountingReader()
-    size, placed = write.write_shard(str(tmp_path / 'shard.tfrecord'), records, reader)
+    size, placed = write.write_shard(str(tmp_path / 'shard.tfrecord'), records, reader, LOCAL)
     assert reader.calls and max(reader.calls) <= 4  # never more than a window of frames in memory
     data = (tmp_path / 'shard.tfrecord').read_bytes()
     assert size == len(data)

@@ -17,7 +17,7 @@ import time
 import pytest
 
 from contract import layout, version_ref
-from imgrec_storage import leases, publication
+from imgrec_storage import leases, publication, storage
 from imgrec_versions import verify
 from pipelines import build_dataset
 from samples.generate import write_images
@@ -115,8 +115,8 @@ def _copy(output, tmp_path):
 
 # -- leases, without a build ------------------------------------------------------------------------------
 
-HOLDER = ('import sys\nfrom imgrec_storage import leases\n'
-          'lease = leases.Lease(leases.LocalFiles(), sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4])\n'
+HOLDER = ('import sys\nfrom imgrec_storage import leases, storage\n'
+          'lease = leases.Lease(storage.storage_for(sys.argv[1]), sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4])\n'
           'lease.acquire()\nprint("held", flush=True)\nsys.stdin.read()\n')
 
 
@@ -179,15 +179,15 @@ def test_a_lease_taken_over_is_lost_to_its_holder_and_never_written_again(tmp_pa
     output = tmp_path / 'out'
     output.mkdir()
     lost = []
-    lease = leases.Lease(leases.LocalFiles(), str(output), layout.BUILD_LEASE, layout.staging_name('v1', 'id1'),
+    lease = leases.Lease(storage.storage_for(str(output)), str(output), layout.BUILD_LEASE, layout.staging_name('v1', 'id1'),
                          'id1', on_lost=lost.append).acquire()
     assert lease.renew() and lease.holds()
-    (entry,) = leases.read_all(leases.LocalFiles(), str(output))
-    assert leases.take_over(leases.LocalFiles(), str(output), entry) is None  # live: not to be taken
+    (entry,) = leases.read_all(storage.storage_for(str(output)), str(output))
+    assert leases.take_over(storage.storage_for(str(output)), str(output), entry) is None  # live: not to be taken
     with open(entry.path, 'wb') as stream:  # as it looks once lapsed, held on another machine
         stream.write(leases.encode(dict(entry.lease, holder=None, expires_at=0)))
-    (entry,) = leases.read_all(leases.LocalFiles(), str(output))
-    taken = leases.take_over(leases.LocalFiles(), str(output), entry)
+    (entry,) = leases.read_all(storage.storage_for(str(output)), str(output))
+    taken = leases.take_over(storage.storage_for(str(output)), str(output), entry)
     assert taken is not None and not lease.holds()
     assert not lease.renew() and lost == [lease] and not lease.renew() and lost == [lease]
     lease.release()  # not its own any more: left to the cleanup
@@ -201,7 +201,7 @@ def test_a_reader_lease_blocks_pruning_and_pruning_unpublishes_first(tmp_path):
     for version in ('v1', 'v2', 'v3'):
         _published_version(output, version)
     (output / layout.LATEST).write_text('v3\n')
-    files = leases.LocalFiles()
+    files = storage.storage_for(str(output))
     reader = leases.hold_reader(files, str(output), 'v1')
     kept = publication.keep_newest(str(output), 1)
     assert kept.deleted == ('v2',) and [entry.version for entry in kept.kept] == ['v3', 'v1']
@@ -219,7 +219,7 @@ def test_a_reader_lease_blocks_pruning_and_pruning_unpublishes_first(tmp_path):
 def test_the_lease_folder_is_never_a_version_or_a_staging_folder(tmp_path):
     output = tmp_path / 'out'
     _published_version(output, 'v1')
-    with leases.Lease(leases.LocalFiles(), str(output), layout.READER_LEASE, 'v1'):
+    with leases.Lease(storage.storage_for(str(output)), str(output), layout.READER_LEASE, 'v1'):
         (output / layout.LEASES_DIR / layout.DATASET_JSON).write_text('{}')  # even if something put one there
         assert [version for _, version in publication.published_versions(str(output))] == ['v1']
         assert publication.staging_folders(str(output)) == []

@@ -17,7 +17,7 @@ from PIL import Image
 
 from imgrec_console.errors import build_failure_message
 from imgrec_imaging.record_options import RecordOptions
-from imgrec_storage import fileio, retries
+from imgrec_storage import retries, storage
 from imgrec_storage.retries import RetryPolicy, is_transient
 from transforms.decode import DecodeResizeEncode
 from transforms.elements import ImageRef
@@ -41,7 +41,7 @@ class FlakyReader:
             log.write(b'.')
         if self.attempts(path) <= self.failures:
             raise self.error(f'injected failure {self.attempts(path)} reading {path}')
-        return fileio.read_bytes(path)
+        return storage.storage_for(path).read(path)
 
 
 @pytest.fixture
@@ -56,7 +56,8 @@ def _run(ref, reader, deadline_s):
     """The decode step on one ref, retrying reads for ``deadline_s``; returns (pipeline, written, rejected)."""
     p = TestPipeline()
     policy = RetryPolicy(deadline_s=deadline_s, initial_delay_s=0.01, max_delay_s=0.02)
-    result = p | beam.Create([[ref]]) | DecodeResizeEncode(RecordOptions((16, 16)), read=reader, retry_policy=policy)
+    result = p | beam.Create([[ref]]) | DecodeResizeEncode(RecordOptions((16, 16)), storage.storage_for(ref.path, policy),
+                                                           read=reader)
     written = result['images'] | 'Sources' >> beam.FlatMap(lambda images: [image.ref.source for image in images])
     rejected = result['rejected'] | 'Why' >> beam.Map(lambda r: (r.source, r.reason, r.bytes))
     return p, written, rejected

@@ -14,6 +14,7 @@ from contract import index as I, layout
 from contract.tfrecord import frame
 from imgrec_console.errors import BuildFailed
 from imgrec_imaging.record_options import RecordOptions
+from imgrec_storage import storage
 from imgrec_versions import verify
 from pipelines import build_dataset
 from samples.generate import write_images
@@ -126,7 +127,7 @@ def test_the_check_names_what_is_wrong_and_refuses_a_source_whose_bytes_changed(
     rows = {row[I.SOURCE]: row for row in _rows(built / 'v1')}
     source = next(iter(sorted(rows)))
     row, path = rows[source], images / source
-    check = ReuseCheck(str(built / 'v1'), RecordOptions((32, 32)))
+    check = ReuseCheck(str(built / 'v1'), RecordOptions((32, 32)), storage.storage_for(str(built)))
     with open(built / 'v1' / row[I.SHARD], 'rb') as stream:
         stream.seek(row[I.OFFSET])
         good = stream.read(row[I.LENGTH])

@@ -7,7 +7,7 @@ import pytest
 
 from contract import counters
 from contract.tfrecord import frame, read_records
-from imgrec_storage import fileio, gcs, request_counts
+from imgrec_storage import gcs_storage, request_counts, storage
 from pipelines import build_dataset
 from samples.generate import write_images
 from tests.conftest import SMALL
@@ -39,21 +39,21 @@ def bucket(gcs_emulator):
 
 
 def test_each_call_counts_the_requests_the_server_answers(faulty_gcs, bucket, tmp_path):
+    store = storage.storage_for(bucket)
     before, first = request_counts.made(), len(faulty_gcs.timeline)
-    fileio.write_bytes(f'{bucket}/a/one.bin', b'x' * 1000)
-    assert fileio.read_bytes(f'{bucket}/a/one.bin') == b'x' * 1000
-    assert gcs.download_range(f'{bucket}/a/one.bin', 10, 20) == b'x' * 10
-    fileio.copy(f'{bucket}/a/one.bin', f'{bucket}/a/two.bin')
+    store.write(f'{bucket}/a/one.bin', b'x' * 1000)
+    assert store.read(f'{bucket}/a/one.bin') == b'x' * 1000
+    assert store.read_range(f'{bucket}/a/one.bin', 10, 20) == b'x' * 10
+    store.copy(f'{bucket}/a/one.bin', f'{bucket}/a/two.bin')
     large = tmp_path / 'large.bin'
     large.write_bytes(b'y' * (request_counts.MULTIPART_LIMIT + 1))  # a resumable upload: more than one request
-    gcs.upload_file(f'{bucket}/a/large.bin', str(large))
-    for i in range(3):
-        fileio.write_bytes(f'{bucket}/a/more-{i}.bin', b'z')
+    store.put_file(str(large), f'{bucket}/a/large.bin')
+    store.write_all({f'{bucket}/a/more-{i}.bin': b'z' for i in range(3)})
     # A listing costs a request a page (the emulator answers every listing in one page).
-    assert len(list(gcs.iter_objects(None, f'{bucket}/a'))) == 6
-    assert len(list(gcs.iter_level(gcs.client(), bucket))) == 1
-    assert gcs.stat(None, f'{bucket}/a/two.bin')[0] == 1000
-    fileio.delete(f'{bucket}/a/two.bin')
+    assert len(list(store.list(f'{bucket}/a'))) == 6
+    assert len(list(store.list_level(bucket))) == 1
+    assert store.stat(f'{bucket}/a/two.bin').size == 1000
+    store.delete(f'{bucket}/a/two.bin')
 
     counted, seen = _counted(before), _seen(faulty_gcs, first)
     assert counted[counters.WRITES] == seen['write'] == 1 + request_counts.upload_requests(large.stat().st_size) + 3
@@ -106,9 +106,10 @@ def test_a_gcs_build_counts_one_read_per_image_and_every_write_and_listing(fault
 def test_an_object_is_streamed_in_ranged_reads_after_one_metadata_request(faulty_gcs, bucket):
     records = [bytes([i]) * (300 + 97 * i) for i in range(12)]
     data = b''.join(frame(record) for record in records)
-    fileio.write_bytes(f'{bucket}/s/shard.tfrecord', data)
+    store = storage.storage_for(bucket)
+    store.write(f'{bucket}/s/shard.tfrecord', data)
     before, first = request_counts.made(), len(faulty_gcs.timeline)
-    with fileio.ObjectReader(f'{bucket}/s/shard.tfrecord', chunk=1000) as stream:
+    with gcs_storage.ObjectReader(store, f'{bucket}/s/shard.tfrecord', chunk=1000) as stream:
         assert list(read_records(stream)) == records
         assert stream.read(10) == b''
     counted, seen = _counted(before), _seen(faulty_gcs, first)
@@ -116,7 +117,7 @@ def test_an_object_is_streamed_in_ranged_reads_after_one_metadata_request(faulty
     assert counted[counters.RANGED_READS] == seen['ranged'] == chunks
     assert counted[counters.METADATA_READS] == 1
     assert counted[counters.BYTES_DOWNLOADED] == len(data)
-    with fileio.ObjectReader(f'{bucket}/s/shard.tfrecord', chunk=1000) as stream:
+    with store.open_read(f'{bucket}/s/shard.tfrecord') as stream:
         assert stream.read(1500) + stream.read() == data
     with pytest.raises(FileNotFoundError):
-        fileio.ObjectReader(f'{bucket}/s/none.tfrecord')
+        store.open_read(f'{bucket}/s/none.tfrecord')

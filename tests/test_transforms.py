@@ -8,6 +8,7 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from contract import features as F
 from contract.tfrecord import frame
+from imgrec_storage import storage
 from transforms.elements import EncodedImage, ImageRef
 from transforms.examples import ToExample, to_example
 from transforms.labels import ResolveLabels
@@ -72,7 +73,8 @@ def test_to_example_spills_every_contract_feature_and_passes_a_reference(tmp_pat
 
     with TestPipeline() as p:
         labels = p | 'Labels' >> beam.Create([['cat', 'dog']])
-        records = p | beam.Create([[image]]) | ToExample(beam.pvalue.AsSingleton(labels), spill_dir)
+        records = p | beam.Create([[image]]) | ToExample(beam.pvalue.AsSingleton(labels), spill_dir,
+                                                         storage.storage_for(spill_dir))
         assert_that(records, spilled)
     assert os.listdir(spill_dir)
     feature = tf.train.Example.FromString(to_example(image, 1)).features.feature

@@ -7,7 +7,7 @@ import dataclasses
 
 from contract import layout, metadata as metadata_lib, shard_check, version_ref
 from imgrec_console.errors import DataError, UserError
-from training import tf_files
+from imgrec_storage import storage
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,7 +46,7 @@ class DatasetVersion:
 
     def check_shards(self, splits):
         """Refuses a version whose shards of ``splits`` are missing or not the size ``dataset.json`` gives."""
-        problems = shard_check.shard_problems(self.metadata, self.directory, tf_files.size, splits)
+        problems = shard_check.shard_problems(self.metadata, self.directory, _size, splits)
         if problems:
             more = f' (and {len(problems) - 1} more problem(s))' if len(problems) > 1 else ''
             raise DataError(f'dataset {self.directory} is damaged: {problems[0]}{more}')
@@ -56,15 +56,21 @@ class DatasetVersion:
         return metadata_lib.num_examples(self.metadata, split)
 
 
+def _size(path: str) -> int | None:
+    """Bytes in the file at ``path``, or None if there is no such file."""
+    found = storage.storage_for(path).stat(path)
+    return None if found is None else found.size
+
+
 def open_version(root: str, version: str | None = None) -> DatasetVersion:
     """Returns the ``DatasetVersion`` named ``version`` in the output folder ``root``, else the one
     ``root`` names: ``root/LATEST``'s, or ``root`` itself when it is a version folder. The rules are the
     contract's (``contract.version_ref``): every tool refuses the same mistakes with the same line."""
+    files = storage.storage_for(root)
     is_that_version = (version is not None and root.rstrip('/').rpartition('/')[2] == version
-                       and tf_files.exists(layout.join(root, layout.DATASET_JSON)))  # resuming on OUT/VERSION
+                       and files.exists(layout.join(root, layout.DATASET_JSON)))  # resuming on OUT/VERSION
     try:
-        ref = version_ref.resolve(root, tf_files.read_text, tf_files.exists,
-                                  None if is_that_version else version)
+        ref = version_ref.resolve(root, files.read, files.exists, None if is_that_version else version)
     except version_ref.VersionError as error:
         raise UserError(str(error)) from None
     return DatasetVersion(root=ref.output, version=ref.name, metadata=ref.document)

@@ -9,7 +9,7 @@ whole split.
 """
 from contract import features as F, layout, tfrecord
 from contract.example import decode_example
-from training import tf_files
+from imgrec_storage import storage
 
 
 def first_problem(shards, image_shape=None, num_labels=None):
@@ -45,10 +45,11 @@ def record_problem(record, image_shape=None, num_labels=None):
 def shard_problem(path, expected, image_shape=None, num_labels=None):
     """What is wrong with the shard at ``path``, which ``dataset.json`` says holds ``expected`` records (of
     ``image_shape`` and labels under ``num_labels``, when given), or None."""
-    if tf_files.size(path) is None:
+    files = storage.storage_for(path)
+    if not files.exists(path):
         return f'{path} is missing'
     count = 0
-    with tf_files.open_file(path, 'rb') as stream:
+    with files.open_read(path) as stream:
         records = tfrecord.read_records(stream)
         while True:
             offset = stream.tell()

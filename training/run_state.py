@@ -9,7 +9,7 @@ import json
 
 from contract import layout
 from imgrec_console.errors import UserError
-from training import tf_files
+from imgrec_storage import storage
 
 RUN_JSON = 'run.json'
 CHECKPOINTS = 'checkpoints'
@@ -18,14 +18,16 @@ CHECKPOINTS = 'checkpoints'
 def read_settings(model_dir):
     """The settings pinned in ``model_dir``, or {} for a new run."""
     path = layout.join(model_dir, RUN_JSON)
-    return json.loads(tf_files.read_text(path)) if tf_files.exists(path) else {}
+    files = storage.storage_for(path)
+    return json.loads(files.read(path)) if files.exists(path) else {}
 
 
 def pin_settings(model_dir, settings):
     """Writes ``settings`` for a new ``model_dir``; for an existing one, refuses any that changed."""
     pinned = read_settings(model_dir)
     if not pinned:
-        tf_files.write_text(layout.join(model_dir, RUN_JSON), json.dumps(settings, indent=2, sort_keys=True) + '\n')
+        path = layout.join(model_dir, RUN_JSON)
+        storage.storage_for(path).write(path, (json.dumps(settings, indent=2, sort_keys=True) + '\n').encode('utf-8'))
         return
     changed = [f'{key} {pinned.get(key)!r} -> {value!r}' for key, value in settings.items() if pinned.get(key) != value]
     if changed:

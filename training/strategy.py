@@ -17,6 +17,7 @@ import urllib.parse
 import tensorflow as tf
 
 from imgrec_console.errors import UserError
+from imgrec_storage import storage
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +63,7 @@ def check_storage(target, **paths):
     """Refuses local paths for a TPU node, whose hosts read the data and write checkpoints themselves."""
     if target is None or target.is_tpu_vm:
         return
-    local = [f'--{name} {path}' for name, path in paths.items() if path and not path.startswith('gs://')]
+    local = [f'--{name} {path}' for name, path in paths.items() if path and not storage.on_gcs(path)]
     if local:
         raise UserError(f"TPU {target.address!r} (from {target.source}) is a TPU node, whose hosts cannot read "
                         f"this machine's disk: {', '.join(local)} must be on gs://")

@@ -25,7 +25,7 @@ from imgrec_console.arguments import Parser
 from imgrec_console.command import Command, run_command
 from imgrec_console.supervisor import supervise
 from imgrec_console.errors import UserError
-from imgrec_storage import leases
+from imgrec_storage import leases, storage
 from training import dataset_version, quiet, run_state
 from training.batching import DEFAULT_PER_REPLICA_BATCH, TPU_PER_REPLICA_BATCH, TPU_STEPS_PER_EXECUTION
 from training.config import TrainConfig
@@ -159,37 +159,6 @@ def check_data(config):
     return source
 
 
-def _url_lease_files():
-    """Lease I/O through TensorFlow's file systems (gs://, ram://): no lock, no preconditions."""
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel  # only for URLs
-
-    gfile = tf.io.gfile
-
-    def read(path):
-        try:
-            with gfile.GFile(path, 'rb') as stream:
-                return stream.read()
-        except tf.errors.NotFoundError:
-            return None
-
-    def write(path, data):
-        gfile.makedirs(path.rpartition('/')[0])
-        with gfile.GFile(path, 'wb') as stream:
-            stream.write(data)
-
-    def delete(path):
-        with contextlib.suppress(tf.errors.NotFoundError):
-            gfile.remove(path)
-
-    def names(folder):
-        try:
-            return sorted(name.rstrip('/') for name in gfile.listdir(folder))
-        except tf.errors.NotFoundError:
-            return []
-
-    return leases.CallableFiles(read, write, delete, names, gfile.exists)
-
-
 @contextlib.contextmanager
 def reading(source):
     """Holds a reader's lease on the version ``source`` while the block runs, renewed every
@@ -197,7 +166,7 @@ def reading(source):
 
     An output this run may not write to gets a warning, and the run goes on without the lease.
     """
-    files = leases.LocalFiles() if '://' not in source.root else _url_lease_files()
+    files = storage.storage_for(source.root)
 
     def lost(lease):
         log.warning('train-model: warning: the reader lease %s lapsed: a build with --keep_versions may now '

@@ -9,13 +9,13 @@ transient error (timeout, reset, HTTP 429 or 5xx) is retried until the retry dea
 (``imgrec_storage.retries``); if it still fails the build fails with BuildFailed, since the file itself may
 be fine and quarantining it would silently drop it. Only permanent read errors (missing, forbidden, a
 symlink loop) are quarantined, as ``read_error``; a path that is no regular file (a FIFO, a device) is
-never opened, and is quarantined as ``not_a_file`` (``fileio.read_local``).
+never opened, and is quarantined as ``not_a_file`` (``local_storage.read_local``).
 
 Reads run ahead of decoding, ``READ_AHEAD`` files within a batch, so a worker's core decodes while the
 next files come off the disk or out of the bucket. A ``gs://`` read (tens of milliseconds of waiting) runs
 on a thread of the DoFn's own, and is the read's first attempt; retries and their counters run in the
 DoFn's thread, where Beam keeps metrics. A local file only gets a read-ahead hint to the kernel
-(``fileio.will_read``): a thread would cost more in Python's lock than the read itself. The sha256 of a
+(``Storage.will_read``): a thread would cost more in Python's lock than the read itself. The sha256 of a
 source is taken as its bytes come in, on the thread that read them. A batch's decoded images keep their
 order; everything is emitted from ``process``, so each output keeps its input's timestamp and window.
 
@@ -40,7 +40,7 @@ from contract import counters
 from contract.reasons import READ_ERROR
 from imgrec_console.errors import BuildFailed
 from imgrec_imaging import image_ops
-from imgrec_storage import fileio, gcs, retries
+from imgrec_storage import retries
 from transforms.elements import EncodedImage, Rejected
 
 REJECTED = 'rejected'
@@ -53,12 +53,12 @@ EMIT_BATCH = 4
 
 
 class _DecodeResizeEncodeFn(beam.DoFn):
-    def __init__(self, options, read, retry_policy, with_hash=False, decode_threads=0):
+    def __init__(self, options, read, storage, with_hash=False, decode_threads=0):
         self._options = options
         self._with_hash = with_hash
         self._decode_threads = decode_threads
         self._read = read
-        self._retry_policy = retry_policy
+        self._storage = storage
         self.decoded = Metrics.counter(*counters.IMAGES_DECODED)
         self.rejected = Metrics.counter(*counters.IMAGES_REJECTED)
         self.bytes_read = Metrics.counter(*counters.BYTES_READ)
@@ -99,11 +99,12 @@ class _DecodeResizeEncodeFn(beam.DoFn):
         """A callable that makes the first attempt at reading ``path``, begun now where it pays (its storage
         requests are counted when it is called, on the DoFn's thread); with decode threads, a local file
         is read by the thread that decodes it (``_READ_BY_DECODER``)."""
-        if gcs.is_gcs(path):
+        storage = self._storage.for_path(path)
+        if storage.remote:
             return retries.counted_submit(self._pool, self._read, path)
         if self._decoders is not None:
             return _READ_BY_DECODER
-        fileio.will_read(path)
+        storage.will_read(path)
         return lambda: self._read(path)
 
     def _advance(self, ref, first_attempt, outputs):
@@ -146,7 +147,7 @@ class _DecodeResizeEncodeFn(beam.DoFn):
             return next(attempts, lambda: self._read(ref.path))()
 
         try:
-            return retries.call(attempt, retries.READ, ref.path, self._retry_policy)
+            return retries.call(attempt, retries.READ, ref.path, self._storage.retry)
         except retries.RetriesExhausted as error:
             raise BuildFailed(f'cannot read {ref.path}: {error}') from error
         except Exception as error:  # a permanent error: the input is quarantined (not_a_file, else read_error)
@@ -212,20 +213,29 @@ class _Done(typing.NamedTuple):
         return self.value
 
 
+class _ReadOnce:
+    """One attempt at reading a path, through the storage of its scheme."""
+
+    def __init__(self, storage):
+        self._storage = storage
+
+    def __call__(self, path):
+        return self._storage.for_path(path).read_once(path)
+
+
 class DecodeResizeEncode(beam.PTransform):
     """Batches (lists) of ImageRef -> {'images': lists of EncodedImage, a batch's in its order, 'rejected':
     Rejected, one an image}, under ``options`` (a RecordOptions).
 
-    ``read`` (path -> bytes, one attempt) is the read boundary, retried under ``retry_policy``
-    (``retries.RetryPolicy``; default ``retries.default_policy()``: a deadline per file). Tests
-    pass a reader whose first reads fail. ``with_hash``: also the perceptual hash of each decoded image.
+    ``read`` (path -> bytes, one attempt; default ``Storage.read_once`` of the path's storage, which
+    ``storage`` hands on) is the read boundary, retried under ``storage.retry``. Tests pass a reader whose
+    first reads fail. ``with_hash``: also the perceptual hash of each decoded image.
     ``decode_threads``: threads that decode alongside the DoFn's own (0: it decodes itself).
     """
 
-    def __init__(self, options, *, read=fileio.read_once, retry_policy=None, with_hash=False, decode_threads=0):
+    def __init__(self, options, storage, *, read=None, with_hash=False, decode_threads=0):
         super().__init__()
-        self._fn = _DecodeResizeEncodeFn(options, read, retry_policy or retries.default_policy(), with_hash,
-                                         decode_threads)
+        self._fn = _DecodeResizeEncodeFn(options, read or _ReadOnce(storage), storage, with_hash, decode_threads)
 
     def expand(self, refs):
         results = refs | 'Decode' >> beam.ParDo(self._fn).with_outputs(REJECTED, main='images')

@@ -10,6 +10,8 @@ and the shards, their order and the index follow from each image alone.
 """
 import apache_beam as beam
 
+from imgrec_storage.storage import Storage
+
 from transforms.decode import DecodeResizeEncode
 from transforms.examples import ToExample
 
@@ -32,11 +34,11 @@ class Encode(beam.PTransform):
     its own).
     """
 
-    def __init__(self, options, labels, spill_dir, retry_policy=None, with_hash=False, decode_threads=0):
+    def __init__(self, options, labels, spill_dir: str, storage: Storage, with_hash: bool = False,
+                 decode_threads: int = 0):
         super().__init__()
-        self._decode = DecodeResizeEncode(options, retry_policy=retry_policy, with_hash=with_hash,
-                                          decode_threads=decode_threads)
-        self._to_example = ToExample(labels, spill_dir, retry_policy)
+        self._decode = DecodeResizeEncode(options, storage, with_hash=with_hash, decode_threads=decode_threads)
+        self._to_example = ToExample(labels, spill_dir, storage)
 
     def expand(self, refs):
         decoded = (refs

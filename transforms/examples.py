@@ -12,6 +12,7 @@ from contract import counters, features as F
 from contract.example import encode_example
 from contract.tfrecord import frame
 from imgrec_storage import spill
+from imgrec_storage.storage import Storage
 from transforms.elements import RecordRef
 
 
@@ -31,9 +32,9 @@ def to_example(image, label_index):
 
 
 class _ToExampleFn(beam.DoFn):
-    def __init__(self, spill_dir, policy):
+    def __init__(self, spill_dir, storage):
         self._spill_dir = spill_dir
-        self._policy = policy
+        self._storage = storage
         self.examples = Metrics.counter(*counters.EXAMPLES_BUILT)
         self.example_bytes = Metrics.counter(*counters.EXAMPLE_BYTES)
         # What one record costs each shuffle it crosses: the encoded size of its RecordRef.
@@ -43,7 +44,7 @@ class _ToExampleFn(beam.DoFn):
         self._spill = None
 
     def start_bundle(self):
-        self._spill = spill.SpillFile(self._spill_dir, self._policy)
+        self._spill = spill.SpillFile(self._spill_dir, self._storage)
 
     def process(self, images, labels):
         if labels is not self._labels:  # the side input is the same object for a whole bundle
@@ -77,15 +78,15 @@ class ToExample(beam.PTransform):
     """Lists of EncodedImage -> lists of RecordRef, each Example's frame appended to a spill file under
     ``spill_dir``.
 
-    ``labels`` is a singleton side input: the ordered class list.
+    ``labels`` is a singleton side input: the ordered class list; ``storage``: the spill folder's.
     """
 
-    def __init__(self, labels, spill_dir, retry_policy=None):
+    def __init__(self, labels, spill_dir: str, storage: Storage):
         super().__init__()
         self._labels = labels
         self._spill_dir = spill_dir
-        self._policy = retry_policy
+        self._storage = storage
 
     def expand(self, images):
-        return images | 'SerialiseAndSpill' >> beam.ParDo(_ToExampleFn(self._spill_dir, self._policy),
+        return images | 'SerialiseAndSpill' >> beam.ParDo(_ToExampleFn(self._spill_dir, self._storage),
                                                           labels=self._labels)

@@ -2,7 +2,7 @@
 
 Folder listing fans out: the input's class folders are listed first, then a Reshuffle spreads the
 folders over the workers and each lists its own. A gs:// listing goes one level at a time and one page
-at a time (``imgrec_storage.gcs``), so no worker holds the whole listing, even of millions of objects.
+at a time (``Storage.list_level``, ``Storage.list``), so no worker holds the whole listing, even of millions of objects.
 Each page is retried on transient errors (``imgrec_storage.retries``); a listing that still fails, fails
 the build in one line, since images it did not list would be silently missing.
 
@@ -13,24 +13,22 @@ so its class is kept, with no image, and named, instead of vanishing from the la
 A local file's size and stamp (modification time, inode change time, inode number: what a refresh
 compares, docs/reuse.md) come from one ``os.stat``, symlinks followed. An entry that is no regular file
 (a FIFO, a link to a device) or cannot be stat'ed (a symlink loop) is listed all the same: its read
-quarantines it at once, without opening it (``fileio.read_local``).
+quarantines it at once, without opening it (``local_storage.read_local``).
 
 A manifest may come from Excel: a UTF-8 byte-order mark before the first line and CRLF or CR-only line
 ends are read as plain line ends.
 """
 import csv
 import os
-import posixpath
 import typing
 
 import apache_beam as beam
-from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
 from contract import counters, layout
 from contract.reasons import BAD_MANIFEST_LINE
 from imgrec_console.errors import BuildFailed
-from imgrec_storage import gcs, retries
+from imgrec_storage import retries, storage as storage_lib
 from transforms.constants import Empty, Value
 from transforms.elements import ClassFolder, ImageRef, Rejected
 
@@ -55,69 +53,39 @@ class ListedFile(typing.NamedTuple):
     inode: int = None        # local files
 
 
-def local_file(path, status):
-    """The ListedFile of a local file from its ``os.stat`` (symlinks followed: the stamp of what is read)."""
-    return ListedFile(path, status.st_size, mtime_ns=status.st_mtime_ns, ctime_ns=status.st_ctime_ns,
-                      inode=status.st_ino)
+def listed_file(entry):
+    """The ListedFile of a storage ``Entry``: a local file's stamp, or an object's generation."""
+    if entry.local_stamp is None:
+        return ListedFile(entry.path, entry.size, generation=entry.generation or None)
+    mtime_ns, ctime_ns, inode = entry.local_stamp
+    return ListedFile(entry.path, entry.size, mtime_ns=mtime_ns, ctime_ns=ctime_ns, inode=inode)
 
 
-def _is_local(path):
-    return FileSystems.get_scheme(path) is None
+def list_top_level(root, storage):
+    """Yields the storage ``Entry`` of each class folder (``is_folder``) and file lying directly in ``root``,
+    one page (or one local folder) in memory at a time."""
+    yield from storage.list_level(root)
 
 
-def list_top_level(root, storage_client=None, policy=None):
-    """Yields (gcs.PREFIX, class folder) and (gcs.OBJECT, file lying directly in ``root``).
-
-    Local folders come sorted; a gs:// root is listed one level at a time with a '/' delimiter, one
-    page in memory at a time (``storage_client`` from ``gcs.client``).
-    """
-    if not _is_local(root):
-        yield from gcs.iter_level(storage_client, root, policy)
-        return
-    with os.scandir(root) as entries:
-        paths = sorted((os.path.join(root, entry.name), entry.is_dir()) for entry in entries)
-    for path, is_dir in paths:
-        yield (gcs.PREFIX if is_dir else gcs.OBJECT), path
-
-
-def iter_files(folder, storage_client=None, policy=None):
+def iter_files(folder, storage):
     """Yields a ListedFile for every file below ``folder``, at any depth, without holding the listing."""
-    if not _is_local(folder):
-        for url, size, generation in gcs.iter_objects(storage_client, folder, policy):
-            yield ListedFile(url, size, generation=generation)
-        return
-    for directory, _, names in os.walk(folder):
-        for name in names:
-            path = os.path.join(directory, name)
-            try:
-                status = os.stat(path)
-            except OSError:  # gone since the walk, a broken link, a loop: the read will say which
-                yield ListedFile(path, -1)
-                continue
-            yield local_file(path, status)
+    for entry in storage.list(folder):
+        yield listed_file(entry)
 
 
 def relative_source(root, path):
     """``path`` relative to ``root`` with '/' separators: the image's name in the dataset."""
-    if _is_local(root):
-        return os.path.relpath(path, root).replace(os.sep, '/')
-    return path[len(gcs.as_folder(root)):].rstrip('/')
+    return storage_lib.relative_name(root, path)
 
 
 class _ListingFn(beam.DoFn):
-    """Holds a storage client for a gs:// root, made once per worker from the job's options."""
+    """Lists the input root through its ``storage``."""
 
-    def __init__(self, root, options, retry_policy):
+    def __init__(self, root, storage):
         self._root = root
-        self._options = options
-        self._retry_policy = retry_policy
-        self._client = None
+        self._storage = storage
         self.listed = Metrics.counter(*counters.IMAGES_LISTED)
         self.ignored = Metrics.counter(*counters.FILES_IGNORED)
-
-    def setup(self):
-        if not _is_local(self._root):
-            self._client = gcs.client(self._options)
 
     def listing(self, folder, entries):
         """``entries`` of ``folder``; a listing error fails the build in one line."""
@@ -129,19 +97,19 @@ class _ListingFn(beam.DoFn):
 
 class _ListTopLevel(_ListingFn):
     def process(self, root):
-        for kind, path in self.listing(root, list_top_level(root, self._client, self._retry_policy)):
-            if kind == gcs.PREFIX:
-                yield path
+        for entry in self.listing(root, list_top_level(root, self._storage)):
+            if entry.is_folder:
+                yield entry.path
             else:  # a file outside any class folder has no label
                 self.ignored.inc()
-                yield beam.pvalue.TaggedOutput(IGNORED, relative_source(root, path))
+                yield beam.pvalue.TaggedOutput(IGNORED, relative_source(root, entry.path))
 
 
 class _ListClassFolder(_ListingFn):
     def process(self, folder):
         label = relative_source(self._root, folder)
         images = 0
-        for listed in self.listing(folder, iter_files(folder, self._client, self._retry_policy)):
+        for listed in self.listing(folder, iter_files(folder, self._storage)):
             source = relative_source(self._root, listed.path)
             if is_image_name(listed.path):
                 self.listed.inc()
@@ -183,29 +151,23 @@ def parse_manifest_line(line, manifest_dir):
     path, label = fields
     if (path.lower(), label.lower()) == ('path', 'label'):
         return None
-    full = path
-    if FileSystems.get_scheme(path) is None and not os.path.isabs(path):
-        full = layout.join(manifest_dir, path)
+    full = layout.join(manifest_dir, path) if storage_lib.is_relative(path) else path
     return ImageRef(path=full, source=path, label=label)
 
 
-def stat_file(path, storage_client_of):
+def stat_file(path, storage):
     """The ListedFile of one path named by a manifest: one stat, or one metadata request on gs://."""
-    if _is_local(path):
-        try:
-            status = os.stat(path)
-        except OSError:  # missing or unreadable: the read will quarantine it with the reason
-            return ListedFile(path, -1)
-        return local_file(path, status)
-    found = gcs.stat(storage_client_of(), path)
-    return ListedFile(path, -1) if found is None else ListedFile(path, found[0], generation=found[1])
+    try:
+        found = storage.for_path(path).stat(path)
+    except OSError:  # unreadable: the read will quarantine it with the reason
+        found = None
+    return ListedFile(path, -1) if found is None else listed_file(found)
 
 
 class _ParseManifestLine(beam.DoFn):
-    def __init__(self, manifest_dir, options):
+    def __init__(self, manifest_dir, storage):
         self._manifest_dir = manifest_dir
-        self._options = options
-        self._client = None
+        self._storage = storage
         self.listed = Metrics.counter(*counters.IMAGES_LISTED)
         self.bad_lines = Metrics.counter(*counters.BAD_MANIFEST_LINES)
 
@@ -220,14 +182,9 @@ class _ParseManifestLine(beam.DoFn):
                 continue
             if ref is not None:
                 self.listed.inc()
-                listed = stat_file(ref.path, self._storage_client)
+                listed = stat_file(ref.path, self._storage)
                 yield ref._replace(size=listed.size, mtime_ns=listed.mtime_ns, generation=listed.generation,
                                    ctime_ns=listed.ctime_ns, inode=listed.inode)
-
-    def _storage_client(self):
-        if self._client is None:
-            self._client = gcs.client(self._options)
-        return self._client
 
 
 class ListImages(beam.PTransform):
@@ -235,36 +192,35 @@ class ListImages(beam.PTransform):
 
     ``images`` carry no split yet; beside them, a ClassFolder for each class folder that holds no image
     (none from a manifest), which ``ResolveLabels`` keeps as a class and drops. ``ignored`` are non-image
-    files under ``--input``; ``rejected`` are manifest lines that name no image.
+    files under ``--input``; ``rejected`` are manifest lines that name no image. ``storage`` hands on the
+    storage of the input (``Storage.for_path``), with the job's options for its workers' clients.
     """
 
-    def __init__(self, input_root=None, manifest=None, retry_policy=None):
+    def __init__(self, input_root=None, manifest=None, storage=None):
         super().__init__()
-        self._retry_policy = retry_policy or retries.default_policy()
+        self._storage = storage or storage_lib.storage_for(input_root or manifest)
         if (input_root is None) == (manifest is None):
             raise ValueError('give exactly one of input_root and manifest')
         self._input_root = input_root
         self._manifest = manifest
 
     def expand(self, pbegin):
-        # The job's options reach the workers' storage clients (credentials, impersonation, audit labels).
-        options = pbegin.pipeline.options.get_all_options(drop_default=True)
         if self._manifest is not None:
-            manifest_dir = posixpath.dirname(self._manifest) if not _is_local(self._manifest) \
-                else os.path.dirname(os.path.abspath(self._manifest))
+            manifest_dir = storage_lib.folder_of(self._manifest)
             lines = pbegin | 'ReadManifest' >> beam.io.ReadFromText(self._manifest)
-            parsed = lines | 'ParseLines' >> beam.ParDo(_ParseManifestLine(manifest_dir, options)).with_outputs(
+            parsed = lines | 'ParseLines' >> beam.ParDo(_ParseManifestLine(manifest_dir, self._storage)).with_outputs(
                 REJECTED, main='images')
             ignored = pbegin | 'NoIgnoredFiles' >> beam.Create([])
             return {'images': parsed.images, IGNORED: ignored, REJECTED: parsed[REJECTED]}
         root = self._input_root
+        storage = self._storage.for_path(root)
         top = (pbegin
                | 'Root' >> Value(root)
-               | 'ListClassFolders' >> beam.ParDo(_ListTopLevel(root, options, self._retry_policy)).with_outputs(
+               | 'ListClassFolders' >> beam.ParDo(_ListTopLevel(root, storage)).with_outputs(
                    IGNORED, main='folders'))
         listed = (top.folders
                   | 'SpreadFolders' >> beam.Reshuffle()
-                  | 'ListFolders' >> beam.ParDo(_ListClassFolder(root, options, self._retry_policy)).with_outputs(
+                  | 'ListFolders' >> beam.ParDo(_ListClassFolder(root, storage)).with_outputs(
                       IGNORED, main='images'))
         ignored = (top[IGNORED], listed[IGNORED]) | 'AllIgnored' >> beam.Flatten()
         rejected = pbegin | 'NoRejectedLines' >> Empty()

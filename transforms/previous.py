@@ -30,7 +30,8 @@ from contract.example import decode_example
 from contract.reasons import CORRUPT, EMPTY, NOT_AN_IMAGE, TOO_MANY_PIXELS, TOO_SMALL, TRUNCATED, UNSUPPORTED_FORMAT
 from imgrec_console.errors import BuildFailed
 from imgrec_imaging import image_ops
-from imgrec_storage import fileio, retries
+from imgrec_storage import retries
+from imgrec_storage.storage import Storage
 from transforms.elements import EncodedImage, ImageRef, RecordRef, Rejected, stamp
 from transforms.examples import to_example
 
@@ -202,10 +203,10 @@ class ReuseCheck:
     it against damage; only a frame written on purpose with other pixels under the same names passes).
     """
 
-    def __init__(self, previous_dir, options, policy=None):
+    def __init__(self, previous_dir: str, options, storage: Storage):
         self._prefix = previous_dir.rstrip('/') + '/'
         self._options = options  # RecordOptions: the previous version's, or there is no reuse
-        self._policy = policy
+        self._storage = storage  # hands on the storage of each source (Storage.for_path)
 
     def copies(self, record):
         """Whether ``record``'s frame lies in the previous version (else in this build's own spill files)."""
@@ -241,7 +242,7 @@ class ReuseCheck:
         made of (its stamp did not change, see docs/reuse.md) or cannot be read or decoded now.
         """
         try:
-            data = fileio.read_bytes(record.path, self._policy)
+            data = self._storage.for_path(record.path).read(record.path)
         except Exception as error:  # missing now, forbidden, or retries exhausted: nothing to make it from
             raise BuildFailed(f'cannot decode {record.path} again ({why}): {retries.describe(error)}') from error
         digest = hashlib.sha256(data).hexdigest()

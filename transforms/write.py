@@ -14,9 +14,9 @@ from apache_beam.metrics import Metrics
 
 from contract import counters, index as I, layout, tfrecord
 from imgrec_console.errors import BuildFailed
-from imgrec_storage import fileio
 from imgrec_storage.array_records import ArrayRecordFile
 from imgrec_storage.frames import FrameReader
+from imgrec_storage.storage import Storage
 
 INDEX_ROWS = 'index_rows'
 # A writer fetches at most this many bytes of frames (or records) before streaming them out.
@@ -62,7 +62,7 @@ def _unframed(data, record, array_record):
                           f'{record.payload_file} offset {record.payload_offset} is damaged ({error})') from None
 
 
-def write_shard(path, records, reader, policy=None, array_record=None, reuse_check=None, damaged=None):
+def write_shard(path, records, reader, storage: Storage, array_record=None, reuse_check=None, damaged=None):
     """Streams the frames of ``records`` (sorted here by order key) into ``path``, and each record, unframed,
     into ``array_record`` (an open ``ArrayRecordFile``) when given.
 
@@ -71,7 +71,7 @@ def write_shard(path, records, reader, policy=None, array_record=None, reuse_che
     records are appended to ``damaged`` (a list). Returns (bytes written, [(record, offset in the shard)]).
     """
     placed, offset = [], 0
-    with fileio.StreamedFile(path, policy) as stream:
+    with storage.open_write(path) as stream:
         for window in windows(sorted(records, key=lambda r: r.order_key), WINDOW_BYTES, WINDOW_RECORDS):
             refs = [_payload(record) for record in window]
             # A refresh's frames may lie in a damaged previous shard: their errors come back to be mended.
@@ -93,22 +93,22 @@ def write_shard(path, records, reader, policy=None, array_record=None, reuse_che
     return offset, placed
 
 
-def write_shards(path, records, reader, policy=None, array_record_path=None, reuse_check=None, damaged=None):
+def write_shards(path, records, reader, storage: Storage, array_record_path=None, reuse_check=None, damaged=None):
     """``write_shard``, and the ArrayRecord shard at ``array_record_path`` too when given.
 
     Returns (TFRecord bytes, [(record, offset)], ArrayRecord bytes or None).
     """
     if array_record_path is None:
-        return (*write_shard(path, records, reader, policy, reuse_check=reuse_check, damaged=damaged), None)
-    with ArrayRecordFile(array_record_path, policy) as array_record:
-        size, placed = write_shard(path, records, reader, policy, array_record, reuse_check, damaged)
+        return (*write_shard(path, records, reader, storage, reuse_check=reuse_check, damaged=damaged), None)
+    with ArrayRecordFile(array_record_path, storage) as array_record:
+        size, placed = write_shard(path, records, reader, storage, array_record, reuse_check, damaged)
         return size, placed, array_record.close()
 
 
 class _WriteShardFn(beam.DoFn):
-    def __init__(self, version_dir, policy, array_record=False, reuse_check=None):
+    def __init__(self, version_dir, storage, array_record=False, reuse_check=None):
         self._version_dir = version_dir
-        self._policy = policy
+        self._storage = storage
         self._array_record = array_record
         self._reuse_check = reuse_check
         self._reader = None
@@ -118,7 +118,7 @@ class _WriteShardFn(beam.DoFn):
         self.bytes = Metrics.counter(*counters.BYTES_WRITTEN)
 
     def setup(self):
-        self._reader = FrameReader(self._policy)
+        self._reader = FrameReader(self._storage)
 
     def teardown(self):
         if self._reader is not None:
@@ -134,7 +134,7 @@ class _WriteShardFn(beam.DoFn):
             size, placed, array_record_size = 0, [], 0
         else:
             size, placed, array_record_size = write_shards(
-                layout.join(self._version_dir, name), records, self._reader, self._policy,
+                layout.join(self._version_dir, name), records, self._reader, self._storage,
                 array_record_name and layout.join(self._version_dir, array_record_name), self._reuse_check, damaged)
         self.reuse_damaged.inc(len(damaged))
         self.shards.inc()
@@ -168,13 +168,15 @@ class WriteShards(beam.PTransform):
     shard's records also go to its ArrayRecord shard, and its stats name it under ``layout.ARRAY_RECORD``.
     With ``reuse_check`` (a refresh's ``transforms.previous.ReuseCheck``), every frame copied from the
     previous version is checked, a damaged one decoded again, and the stats count them (``reuse_damaged``).
+    ``storage``: the output's (spill files, the previous version's shards and the new ones all lie there).
     """
 
-    def __init__(self, version_dir, shard_counts, retry_policy, unchanged, array_record=False, reuse_check=None):
+    def __init__(self, version_dir: str, shard_counts, storage: Storage, unchanged, array_record: bool = False,
+                 reuse_check=None):
         super().__init__()
         self._version_dir = version_dir
         self._shard_counts = shard_counts
-        self._policy = retry_policy
+        self._storage = storage
         self._unchanged = unchanged
         self._array_record = array_record
         self._reuse_check = reuse_check
@@ -185,7 +187,7 @@ class WriteShards(beam.PTransform):
         results = ((assigned, slots)
                    | 'WithEmptyShards' >> beam.Flatten()
                    | 'GroupByShard' >> beam.GroupByKey()
-                   | 'Write' >> beam.ParDo(_WriteShardFn(self._version_dir, self._policy, self._array_record,
+                   | 'Write' >> beam.ParDo(_WriteShardFn(self._version_dir, self._storage, self._array_record,
                                                          self._reuse_check),
                                            beam.pvalue.AsSingleton(self._shard_counts), self._unchanged).with_outputs(
                        INDEX_ROWS, main='stats'))

@@ -9,7 +9,7 @@ import io
 import apache_beam as beam
 
 from contract import index as I, layout
-from imgrec_storage import fileio
+from imgrec_storage.storage import Storage
 
 
 def index_part_bytes(rows):
@@ -26,11 +26,11 @@ def index_part_bytes(rows):
     return out.getvalue()
 
 
-def _write_part(keyed_rows, version_dir, parts, policy):
+def _write_part(keyed_rows, version_dir, parts, storage):
     part, rows = keyed_rows
     rows = list(rows)
     name = layout.index_file_name(part, parts)
-    fileio.write_bytes(layout.join(version_dir, name), index_part_bytes(rows), policy)
+    storage.write(layout.join(version_dir, name), index_part_bytes(rows))
     return {'file': name, 'rows': len(rows)}
 
 
@@ -38,13 +38,13 @@ class WriteIndex(beam.PTransform):
     """Index rows (``contract.index.row``) -> one {'file', 'rows'} per index part written (every part, even
     an empty one)."""
 
-    def __init__(self, version_dir, retry_policy=None):
+    def __init__(self, version_dir: str, storage: Storage):
         super().__init__()
         self._version_dir = version_dir
-        self._policy = retry_policy
+        self._storage = storage
 
     def expand(self, rows):
-        version_dir, policy = self._version_dir, self._policy
+        version_dir, storage = self._version_dir, self._storage
         parts = beam.pvalue.AsSingleton(
             rows | 'CountRows' >> beam.combiners.Count.Globally().without_defaults() | 'Parts' >> beam.Map(I.num_parts),
             default_value=I.num_parts(0))
@@ -57,4 +57,4 @@ class WriteIndex(beam.PTransform):
                 | 'GroupByPart' >> beam.GroupByKey()
                 | 'WritePart' >> beam.Map(
                     lambda kv, n: _write_part((kv[0], [row for row in kv[1] if row is not None]),
-                                              version_dir, n, policy), parts))
+                                              version_dir, n, storage), parts))
