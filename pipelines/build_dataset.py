@@ -171,7 +171,7 @@ def pipeline_options(beam_args: list[str], config: BuildConfig | None = None) ->
 def counted_images(config: BuildConfig, limit: int) -> int:
     """The images a local --input (or local manifest) lists, counted up to ``limit`` by name only; ``limit``
     for a gs:// one or one that cannot be read (its listing costs requests; the pre-flight checks say why)."""
-    source = config.input or config.manifest
+    source = config.input or config.manifest or ''
     if storage.on_gcs(source) or (config.input and not os.path.isdir(config.input)):
         return limit
     count = 0

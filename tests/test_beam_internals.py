@@ -289,9 +289,6 @@ NON_PUBLIC = ('apache_beam.internal', 'apache_beam.runners.worker', 'apache_beam
               'apache_beam.runners.portability.fn_api_runner', 'apache_beam.runners.portability.local_job_service',
               'apache_beam.runners.portability.portable_metrics', 'apache_beam.utils.windowed_value',
               'apache_beam.options.value_provider.RuntimeValueProvider.runtime_options')
-# Uses being removed on other branches of issue 25 (the batching and the storage helpers'): each must still be
-# found here, so that this list is emptied when they land.
-PENDING = {('imgrec_storage/gcs.py', 'apache_beam.options.value_provider.RuntimeValueProvider.runtime_options')}
 
 
 def _non_public(dotted):
@@ -344,8 +341,7 @@ def test_no_module_outside_pipelines_local_uses_a_non_public_beam_name():
     for path in modules:
         with open(os.path.join(ROOT, path), encoding='utf-8') as stream:
             found |= {(path, dotted) for dotted in beam_internals_used(stream.read())}
-    assert found - PENDING == set()
-    assert PENDING - found == set(), 'gone: remove them from PENDING'
+    assert found == set()
 
 
 @pytest.mark.parametrize('source, found', [
