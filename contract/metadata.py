@@ -20,7 +20,7 @@ ARRAY_RECORD_SHARDS = 'array_record_shards'
 _SHARD_FIELDS = ('file', 'records', 'bytes')
 
 
-def add_shard(split: dict, stats: dict) -> None:
+def add_shard(split: dict, stats: typing.Mapping[str, typing.Any]) -> None:
     """Adds one shard writer's ``stats`` to ``split`` (an entry of build_metadata's ``splits``): its
     TFRecord shard to 'shards' and, when it wrote one, its ArrayRecord shard to ARRAY_RECORD_SHARDS."""
     split['shards'].append({field: stats[field] for field in _SHARD_FIELDS})

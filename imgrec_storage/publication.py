@@ -512,7 +512,7 @@ def _prune(files: Storage, output: str, version: str, lease: leases.Lease,
         if holders:
             # gs://: a reader took its lease while dataset.json was going (it reads it after taking the lease)
             with contextlib.suppress(storage.Conflict):
-                files.write(marker, saved, generation=0)
+                files.write(marker, saved, if_generation=0)
             return ', '.join(holders)
     _delete_in_halves(version_dir, 'prune:mid_delete', policy)
     return DELETED

@@ -154,10 +154,16 @@ def _count_retry(kind: str) -> None:
     count(NAMESPACE, kind)
 
 
-def _new_tally():
-    tally = collections.Counter()
-    tally.lock = threading.Lock()
-    return tally
+class _Tally(collections.Counter):
+    """Counts by (namespace, name), with the lock its writers take."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lock = threading.Lock()
+
+
+def _new_tally() -> _Tally:
+    return _Tally()
 
 
 def _on_tally(tally, function, *args):

@@ -203,8 +203,8 @@ class _WriteMetadata(beam.DoFn):
             return
         document = self._document(accounting, started.version, labels, decisions, index_parts, refresh_counts,
                                   near_summary)
-        written = dataclasses.replace(started, accounting=None, document=document,
-                                      dataset_json=metadata.dumps(document).encode())
+        dataset_json = metadata.dumps(document).encode()
+        written = dataclasses.replace(started, accounting=None, document=document, dataset_json=dataset_json)
         if publication.published_by(written) is not None:
             yield written  # promoted already: the staging folder is gone, or going
             return
@@ -216,7 +216,7 @@ class _WriteMetadata(beam.DoFn):
             layout.join(staging, layout.DUPLICATES_JSONL): jsonl(accounting.duplicates),
             layout.join(staging, layout.NEAR_DUPLICATES_JSONL):
                 jsonl(sorted(near_rows, key=lambda row: (row.group, row.source))),
-            layout.join(staging, layout.DATASET_JSON): written.dataset_json,
+            layout.join(staging, layout.DATASET_JSON): dataset_json,
             **{layout.join(staging, name): data for name, data in tfds_metadata.files(document).items()},
         }, policy)
         publication.crash_point('metadata:after_files')
