@@ -16,8 +16,7 @@ rounds' paired ratios. Three 40-image builds per mode, interleaved too, measure 
 Beside them: the data-plane crossings an image makes (``crossings``: the elements entering each shuffle,
 counted in a build of 400 of the photos), and the cost of the perceptual fingerprint and the sha256 an
 image.
-``--startup`` then runs ``benchmarks/startup.py`` (the 40-image build, ``--help``, the no-op refresh),
-when that file exists.
+``--startup`` then runs ``benchmarks/startup.py`` (the 40-image build, ``--help``, the no-op refresh).
 
 The naive loop does, for each file: Image.open -> convert('RGB') -> ImageOps.fit(size, BILINEAR) -> JPEG
 save at quality 90 (a full decode), in this process, on up to ``--naive_images`` of the images, once before
