@@ -18,7 +18,7 @@ from imgrec_storage import publication
 from imgrec_versions import verify
 from pipelines import build_dataset
 from samples.generate import write_images
-from tests.conftest import SMALL
+from tests.conftest import SMALL, listing
 from tests.contract_checks import check_version
 from tests.gcs_emulator import gcs_emulator  # noqa: F401  (the fixture)
 
@@ -102,7 +102,7 @@ def test_a_rerun_after_a_local_crash_at_each_point_completes_the_publication(poi
         capsys.readouterr()
         assert verify.main([str(output / 'v2')]) == 0  # published whole; LATEST not moved
     _rerun_completes(images, output, capsys)
-    assert sorted(os.listdir(output)) == [layout.LATEST, 'v2']
+    assert listing(output) == [layout.LATEST, 'v2']
     assert (output / layout.LATEST).read_text() == 'v2\n'
     check_version(str(output), input_root=str(images))
 
@@ -155,5 +155,5 @@ def test_the_same_version_again_stands_when_nothing_changed_and_is_refused_when_
     err = capsys.readouterr().err
     assert 'version v1 already exists' in err and 'images changed since: pass another --version' in err
     # Nothing else published; the failed build's staging folder stays, to be diagnosed, as any failed build's.
-    assert sorted(name for name in os.listdir(output) if not layout.is_staging_name(name)) == [layout.LATEST, 'v1']
+    assert [name for name in listing(output) if not layout.is_staging_name(name)] == [layout.LATEST, 'v1']
     assert (output / layout.LATEST).read_text() == 'v1\n'
