@@ -16,6 +16,7 @@ COPY --from=launcher /opt/google/dataflow/python_template_launcher /opt/google/d
 WORKDIR /template
 COPY setup.py MANIFEST.in constraints.txt ./
 COPY requirements requirements
+COPY imgrec imgrec
 COPY contract contract
 COPY imgrec_console imgrec_console
 COPY imgrec_storage imgrec_storage

@@ -1,0 +1,59 @@
+"""Installed names cannot collide: the packages named with common words install under ``imgrec``.
+
+The wheel is built from this checkout and installed into a folder of its own, then imported from a
+process that sees only that folder, as a user's environment would.
+"""
+import os
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+COMMON_WORDS = ('contract', 'pipelines', 'transforms', 'training', 'samples')
+
+
+@pytest.fixture(scope='module')
+def wheel(tmp_path_factory):
+    out = tmp_path_factory.mktemp('wheel')
+    subprocess.run([sys.executable, '-m', 'pip', 'wheel', '--quiet', '--no-deps', '--no-build-isolation',
+                    '--wheel-dir', str(out), ROOT], check=True, capture_output=True, cwd=str(out))
+    (path,) = out.glob('*.whl')
+    return path
+
+
+def _top_level(wheel_path):
+    with zipfile.ZipFile(wheel_path) as archive:
+        return {name.split('/')[0] for name in archive.namelist() if not name.split('/')[0].endswith('.dist-info')}
+
+
+def test_the_wheel_installs_nothing_under_a_common_word(wheel):
+    top = _top_level(wheel)
+    assert 'imgrec' in top
+    assert not top & set(COMMON_WORDS)
+    assert all(name == 'imgrec' or name.startswith('imgrec_') for name in top)
+
+
+def test_console_scripts_point_inside_the_namespace(wheel):
+    with zipfile.ZipFile(wheel) as archive:
+        (entry_points,) = [n for n in archive.namelist() if n.endswith('entry_points.txt')]
+        scripts = archive.read(entry_points).decode().split('[console_scripts]')[1]
+    targets = [line.split('=', 1)[1].strip() for line in scripts.splitlines() if '=' in line]
+    assert targets and all(t.startswith(('imgrec.', 'imgrec_')) for t in targets)
+
+
+def test_installed_the_common_words_are_free_for_the_users_own_modules(wheel, tmp_path):
+    target = tmp_path / 'site'
+    subprocess.run([sys.executable, '-m', 'pip', 'install', '--quiet', '--no-deps', '--target', str(target),
+                    str(wheel)], check=True, capture_output=True)
+    probe = ('import importlib.util, imgrec.contract.layout as layout; print(layout.__file__); '
+             f'print(*[importlib.util.find_spec(name) is None for name in {COMMON_WORDS!r}])')
+    # -S: no site-packages (the checkout is on the venv's path), only the installed folder, from a folder
+    # of the user's: what a user's `import training` would find.
+    done = subprocess.run([sys.executable, '-S', '-c', probe], env={**os.environ, 'PYTHONPATH': str(target)},
+                          cwd=str(tmp_path), capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    layout_file, *absent = done.stdout.split()
+    assert layout_file.startswith(str(target))
+    assert absent == ['True'] * len(COMMON_WORDS)
