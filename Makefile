@@ -18,10 +18,10 @@ $(STAMP): setup.py requirements/worker.txt requirements/train.txt requirements/t
 
 demo: $(STAMP)
 	rm -rf $(DEMO_DIR)
-	$(PY) -m samples.generate --output $(DEMO_DIR)/images --per_class 160
-	$(PY) -m pipelines.build_dataset --input $(DEMO_DIR)/images --output $(DEMO_DIR)/records \
+	$(PY) -m imgrec.samples.generate --output $(DEMO_DIR)/images --per_class 160
+	$(PY) -m imgrec.pipelines.build_dataset --input $(DEMO_DIR)/images --output $(DEMO_DIR)/records \
 		--image_size 64 --splits train=80,validation=20 --num_shards train=4,validation=2
-	$(PY) -m training.train --data $(DEMO_DIR)/records --epochs 6 --batch_size 32 \
+	$(PY) -m imgrec.training.train --data $(DEMO_DIR)/records --epochs 6 --batch_size 32 \
 		--model_dir $(DEMO_DIR)/model
 
 # The suite runs on TEST_WORKERS processes (pytest-xdist), each taking whole test files, so a file's

@@ -46,9 +46,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from harness import MAX_GENERATED, corpus, counter, job, listed, measure  # noqa: E402
 
-from contract import counters, features as F, index as I, layout  # noqa: E402
-from contract.example import decode_example  # noqa: E402
-from contract.tfrecord import read_records  # noqa: E402
+from imgrec.contract import counters, features as F, index as I, layout  # noqa: E402
+from imgrec.contract.example import decode_example  # noqa: E402
+from imgrec.contract.tfrecord import read_records  # noqa: E402
 from imgrec_imaging.image_ops import parse_image_size  # noqa: E402
 
 SMALL_RUN = 40

@@ -34,7 +34,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks import prices, storage_runs  # noqa: E402
 from benchmarks.harness import corpus  # noqa: E402
-from contract import counters  # noqa: E402
+from imgrec.contract import counters  # noqa: E402
 
 MIN_SMALL = 4
 MILLION = 1_000_000

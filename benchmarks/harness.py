@@ -1,6 +1,6 @@
 """What the benchmarks share: generated photo corpora, and running the build as a user runs it while
 measuring its whole process tree (wall time, CPU, peak memory) and reading back its counters (by
-``contract.counters.read``, the rule the build's summary uses; ``counter`` picks one out)."""
+``imgrec.contract.counters.read``, the rule the build's summary uses; ``counter`` picks one out)."""
 import collections
 import contextlib
 import json
@@ -25,7 +25,7 @@ CACHE = os.environ.get('IMGREC_BENCH_CACHE') or os.path.join(os.path.dirname(os.
 
 def corpus(count):
     """``count`` distinct photo files: a generated corpus, or ``distinct_copies`` of 2,000 generated photos."""
-    from samples.generate import photo_corpus  # pylint: disable=import-outside-toplevel  # not in the job's process
+    from imgrec.samples.generate import photo_corpus  # pylint: disable=import-outside-toplevel  # not in the job's process
     if count <= MAX_GENERATED:
         return photo_corpus(CACHE, count)
     return distinct_copies(photo_corpus(CACHE, BASE_CORPUS), os.path.join(CACHE, f'copies-{count}'), count)
@@ -134,7 +134,7 @@ def job(args, env=None):
 
 
 def counter(run, which):
-    """The value of counter ``which`` (a ``contract.counters.Counter``) in what ``job`` returned."""
+    """The value of counter ``which`` (a ``imgrec.contract.counters.Counter``) in what ``job`` returned."""
     return run['counters'].get(str(which), 0)
 
 
@@ -142,14 +142,14 @@ def _run_job(args):
     """Inside the job's own process: the build as ``build-dataset`` runs it, then its counters as JSON."""
     import logging  # pylint: disable=import-outside-toplevel
     logging.basicConfig(level=logging.ERROR)
-    from contract import counters  # pylint: disable=import-outside-toplevel
-    from pipelines import build_dataset  # pylint: disable=import-outside-toplevel
-    from pipelines.local import workers  # pylint: disable=import-outside-toplevel
-    workers.tune_malloc()  # as build-dataset does (pipelines.build_dataset.cli)
+    from imgrec.contract import counters  # pylint: disable=import-outside-toplevel
+    from imgrec.pipelines import build_dataset  # pylint: disable=import-outside-toplevel
+    from imgrec.pipelines.local import workers  # pylint: disable=import-outside-toplevel
+    workers.tune_malloc()  # as build-dataset does (imgrec.pipelines.build_dataset.cli)
     config, result = build_dataset.run(['--progress', 'off', *args])
     values = {str(counter): value for counter, value in counters.read(result).items()}
     print(json.dumps({'version_dir': config.version_dir, 'counters': values}), flush=True)
-    os._exit(0)  # as build-dataset ends (pipelines.build_dataset.cli): no interpreter teardown
+    os._exit(0)  # as build-dataset ends (imgrec.pipelines.build_dataset.cli): no interpreter teardown
 
 
 if __name__ == '__main__' and sys.argv[1:2] == ['--_job']:

@@ -24,7 +24,7 @@ MODES = {'default': [], 'in_memory': ['--direct_running_mode', 'in_memory']}
 
 def small_corpus(count):
     """``count`` distinct small JPEGs in class folders under the benchmarks' cache, made once."""
-    from samples.generate import write_images  # pylint: disable=import-outside-toplevel  # not in the job's process
+    from imgrec.samples.generate import write_images  # pylint: disable=import-outside-toplevel  # not in the job's process
     base = os.path.join(CACHE, f'small-base-{BASE_IMAGES}')
     if not os.path.isdir(base):
         write_images(base + '.partial', BASE_IMAGES // 4, min_side=40, max_side=48, png_every=0)

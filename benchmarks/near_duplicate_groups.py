@@ -3,7 +3,7 @@ number of images grows?
 
     python -m benchmarks.near_duplicate_groups [--hashes 100000,1000000] [--one_style 2000,20000] [--seed 0]
 
-The grouping is ``transforms.near_duplicate_groups``'s rule, run here with the module's own pure
+The grouping is ``imgrec.transforms.near_duplicate_groups``'s rule, run here with the module's own pure
 functions and no Beam: every hash is cut into ``threshold + 1`` bands (``perceptual_hash.band_edges``);
 for each band the hashes are bucketed by band value (a numpy sort); each bucket of two or more goes to
 ``pairs_in_bucket`` (its all-pairs compare is ``perceptual_hash.pairs_within``); each candidate is a
@@ -20,10 +20,10 @@ Inputs, each size in a process of its own (``harness.measure``: the peak memory 
   show (``PLANTED_DISTANCES``: each transform in turn, its distance drawn through the table's median, 95th
   percentile and maximum), and a thumbnail perturbed as that transform would (re-compression noise; ±8-12%
   brightness; a 2-5% border crop; a dark caption bar over the bottom row).
-- ``one_style`` N: N small images drawn in memory by ``samples.generate.draw_image`` (one shape on a
+- ``one_style`` N: N small images drawn in memory by ``imgrec.samples.generate.draw_image`` (one shape on a
   noisy gradient, random colours, sizes and positions: the style in which issue 24 saw one group take
   1,765 of 2,000 images), saved as JPEG and decoded as a build decodes them; 1% of them planted copies
-  made by ``samples.near_duplicates.make_twin`` (each transform in turn) and saved as it says. Hashed and
+  made by ``imgrec.samples.near_duplicates.make_twin`` (each transform in turn) and saved as it says. Hashed and
   thumbnailed by ``imgrec_imaging.perceptual_hash``.
 
 Printed: a table (hashes, threshold, comparisons, candidates, links, false pairs per image, recall, the
@@ -46,7 +46,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from imgrec_imaging import perceptual_hash as ph  # noqa: E402
-from transforms.near_duplicate_groups import join_labels, pairs_in_bucket, star_groups  # noqa: E402
+from imgrec.transforms.near_duplicate_groups import join_labels, pairs_in_bucket, star_groups  # noqa: E402
 
 PLANTED_SHARE = 0.01
 # Hamming distances from planted copies to their originals, docs/near-duplicates.md ("Measured on planted
@@ -141,10 +141,10 @@ def _copied_thumbnail(thumbnail, grid, kind, rng):
 
 
 def one_style(count, seed, planted_share=PLANTED_SHARE, min_side=96, max_side=320, aspect=(0.6, 1.7)):
-    """As ``synthetic``, from ``count`` images drawn in one style (``samples.generate.draw_image``,
+    """As ``synthetic``, from ``count`` images drawn in one style (``imgrec.samples.generate.draw_image``,
     sizes as its ``write_images`` draws them), saved and decoded; thumbnails as bytes rows."""
-    from samples.generate import CLASSES, draw_image  # pylint: disable=import-outside-toplevel
-    from samples.near_duplicates import make_twin  # pylint: disable=import-outside-toplevel
+    from imgrec.samples.generate import CLASSES, draw_image  # pylint: disable=import-outside-toplevel
+    from imgrec.samples.near_duplicates import make_twin  # pylint: disable=import-outside-toplevel
     from imgrec_imaging import image_ops  # pylint: disable=import-outside-toplevel
     target = image_ops.parse_image_size('224')
     rng = random.Random(seed)
@@ -197,7 +197,7 @@ def band_buckets(hashes, threshold):
 
 
 def group_in_memory(sources, hashes, thumbnails, threshold, timings=None):
-    """The grouping of ``transforms.near_duplicate_groups`` without Beam. ``sources``: names; ``hashes``:
+    """The grouping of ``imgrec.transforms.near_duplicate_groups`` without Beam. ``sources``: names; ``hashes``:
     ints (or a uint64 array); ``thumbnails``: THUMBNAIL_BYTES bytes (or uint8 rows) each, in the same order.
 
     Returns a dict: ``leader_of`` {source: leader} of every linked image (what ``FindGroups`` yields as

@@ -7,13 +7,13 @@ the two checks alone (hash and thumbnail, as plain functions, no build) on three
 
 With --check, each image is decoded as the build decodes it (``--image_size``, 192 by default) and
 hashed and thumbnailed, then for a planted corpus (as below, 320 to 800 pixels), ``--distinct``
-one-style renders and as many mixed images (``samples.one_style``, photo-sized), at the threshold
+one-style renders and as many mixed images (``imgrec.samples.one_style``, photo-sized), at the threshold
 ``threshold_for`` gives each corpus, it prints: recall by transform (a pair is found when its hashes
 are within the threshold and ``same_picture`` confirms it), the images with a stranger among their
 hash candidates and among their confirmed ones, the most confirmed candidates any image has, and the
 cost per image of the thumbnail against the hash's, timed on the same decoded images.
 
-The corpus (``samples.near_duplicates``: 5 classes of ``per_class`` photos, 320 to 800 pixels on the long
+The corpus (``imgrec.samples.near_duplicates``: 5 classes of ``per_class`` photos, 320 to 800 pixels on the long
 side, plus ``twins`` planted near-duplicates) is generated once and reused while ``benchmarks/out``
 holds it. The job runs as a user runs it (``harness.job``: a process of its own, DirectRunner, one
 worker process per core), alternating off and group ``--runs`` times each, so a machine that speeds
@@ -39,11 +39,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from apache_beam.coders import coders
 from harness import CACHE, counter, job
 
-from contract import counters, layout
+from imgrec.contract import counters, layout
 from imgrec_imaging import image_ops, perceptual_hash as ph
-from samples import one_style
-from samples.near_duplicates import CLASSES, TRANSFORMS, write_corpus
-from transforms.splits import split_for
+from imgrec.samples import one_style
+from imgrec.samples.near_duplicates import CLASSES, TRANSFORMS, write_corpus
+from imgrec.transforms.splits import split_for
 
 IMAGENET = 1_281_167
 SPLITS = (('train', 90), ('validation', 10))
@@ -121,7 +121,7 @@ def uniform_comparisons(images, threshold):
 
 
 def distinct_corpus(count, mixed):
-    """(folder, names) of ``count`` cached distinct images (``samples.one_style``, seed 0), generated on
+    """(folder, names) of ``count`` cached distinct images (``imgrec.samples.one_style``, seed 0), generated on
     every core the first time."""
     root = os.path.join(CACHE, f"{'mixed' if mixed else 'one-style'}-{count}-0")
     if not os.path.isdir(root):

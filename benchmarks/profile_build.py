@@ -190,7 +190,7 @@ def main():
     keep = args.keep or work
     os.makedirs(keep, exist_ok=True)
     commands = {
-        'build': [sys.executable, '-m', 'pipelines.build_dataset', '--input', images, '--image_size', '224',
+        'build': [sys.executable, '-m', 'imgrec.pipelines.build_dataset', '--input', images, '--image_size', '224',
                   '--progress', 'off', *shlex.split(args.args), '--output'],
         'pool script': [sys.executable, POOL_SCRIPT, images, '--processes', '2', '--size', '224'],
     }

@@ -1,15 +1,15 @@
-"""Read benchmark: images/s of ``training.dataset`` over TFRecord shards vs a per-file tf.data pipeline.
+"""Read benchmark: images/s of ``imgrec.training.dataset`` over TFRecord shards vs a per-file tf.data pipeline.
 
     python benchmarks/read_throughput.py [--images DIR] [--data OUTPUT] [--count 2000] [--image_size 224]
 
 Both sides deliver the same thing, batches of ``image_size`` images, with the same batch size and the
 same tf.data parallelism, measured one after the other in one run:
-- shards: ``training.dataset.InputReader`` on the ``train`` split (training configuration: file-order
+- shards: ``imgrec.training.dataset.InputReader`` on the ``train`` split (training configuration: file-order
   and record shuffling, parse, decode, scale, augment, batch);
 - per-file baseline: ``list_files -> read_file -> decode -> resize -> batch`` over the original images.
 Without ``--images`` it uses the build benchmark's corpus of ``--count`` photo-sized images (640x480
 to 1600x1200, ``harness.corpus``); without ``--data`` it builds them with the real Beam
-job (``pipelines.build_dataset``) into ``--work``. Both are reused by the next run.
+job (``imgrec.pipelines.build_dataset``) into ``--work``. Both are reused by the next run.
 """
 import argparse
 import os
@@ -22,15 +22,15 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
 import tensorflow as tf  # noqa: E402
 
-from contract import layout  # noqa: E402
+from imgrec.contract import layout  # noqa: E402
 from harness import corpus  # noqa: E402
-from training import dataset, dataset_version  # noqa: E402
+from imgrec.training import dataset, dataset_version  # noqa: E402
 
 SPLIT = 'train'
 
 
 def build_shards(images, output, image_size, num_shards):
-    from pipelines import build_dataset
+    from imgrec.pipelines import build_dataset
     status = build_dataset.main(['--input', images, '--output', output, '--image_size', str(image_size),
                                  '--splits', f'{SPLIT}=100', '--num_shards', f'{SPLIT}={num_shards}',
                                  '--progress', 'off'])
@@ -85,7 +85,7 @@ def main(argv=None):
         reader.dataset(epoch=epoch).map(lambda batch, labels: batch) for epoch in range(args.passes))
     file_count, file_rate = images_per_second(
         per_file_pipeline(images, args.image_size, args.batch_size) for _ in range(args.passes))
-    print(f'shards   (training.dataset):                        {shard_count:6d} images, {shard_rate:8.0f} images/s')
+    print(f'shards   (imgrec.training.dataset):                        {shard_count:6d} images, {shard_rate:8.0f} images/s')
     print(f'per-file (list_files->read->decode->resize->batch): {file_count:6d} images, {file_rate:8.0f} images/s')
     print(f'ratio: {shard_rate / file_rate:.1f}x  (batch {args.batch_size}, {args.image_size}x{args.image_size}, '
           f'{os.cpu_count()} cores)')

@@ -5,7 +5,7 @@
 Builds the corpus (copies of 2,000 generated photos with distinct trailing bytes), then adds ``--new``
 new images and rewrites ``--changed`` of them in place, and refreshes: the refresh decodes only those,
 and copies every other record from the previous version's shards. Both run as a user runs them
-(``python -m pipelines.build_dataset``, DirectRunner with a worker per core), timed from process start
+(``python -m imgrec.pipelines.build_dataset``, DirectRunner with a worker per core), timed from process start
 to exit, with the peak memory of the process tree. The input folder is hard links to the cached corpus,
 so the cache is never changed.
 """
@@ -19,7 +19,7 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from harness import corpus, counter, job, listed  # noqa: E402
-from contract import counters, layout  # noqa: E402
+from imgrec.contract import counters, layout  # noqa: E402
 
 
 def linked_copy(root, target):

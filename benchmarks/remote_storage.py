@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks import storage_runs  # noqa: E402
 from benchmarks.harness import corpus  # noqa: E402
-from contract import layout  # noqa: E402
+from imgrec.contract import layout  # noqa: E402
 
 LAUNCHER = 'pre-flight, leases, LATEST'
 

@@ -20,31 +20,31 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks import harness  # noqa: E402
-from contract import layout  # noqa: E402
+from imgrec.contract import layout  # noqa: E402
 
 SPLITS = 'train=80,validation=20'
 
 
 def _demo(root, per_class, seed=0, classes=None):
-    from samples.generate import CLASSES, write_images  # pylint: disable=import-outside-toplevel
+    from imgrec.samples.generate import CLASSES, write_images  # pylint: disable=import-outside-toplevel
     write_images(root, per_class, seed=seed, classes=tuple(classes or CLASSES))
     return []
 
 
 def _one_style(root, count, mixed=False, seed=0):
-    from samples.one_style import write_corpus  # pylint: disable=import-outside-toplevel
+    from imgrec.samples.one_style import write_corpus  # pylint: disable=import-outside-toplevel
     write_corpus(root, count, seed=seed, mixed=mixed, min_side=320, max_side=640, processes=2)
     return []
 
 
 def _one_class(root, count, seed=0):
-    from samples.generate import write_images  # pylint: disable=import-outside-toplevel
+    from imgrec.samples.generate import write_images  # pylint: disable=import-outside-toplevel
     write_images(root, count, seed=seed, classes=('circle',))
     return []
 
 
 def _tiny_and_huge(root, seed=0):
-    from samples.generate import write_images  # pylint: disable=import-outside-toplevel
+    from imgrec.samples.generate import write_images  # pylint: disable=import-outside-toplevel
     write_images(root, 1200, seed=seed, classes=('circle',))
     write_images(root, 3, seed=seed + 1, classes=('square',))
     write_images(root, 1, seed=seed + 2, classes=('triangle',))
@@ -52,7 +52,7 @@ def _tiny_and_huge(root, seed=0):
 
 
 def _planted(root, seed=0):
-    from samples.near_duplicates import write_corpus  # pylint: disable=import-outside-toplevel
+    from imgrec.samples.near_duplicates import write_corpus  # pylint: disable=import-outside-toplevel
     return write_corpus(root, 120, 60, seed=seed)
 
 
@@ -88,7 +88,7 @@ def _grow(root, name):
         if name in ('one_style_2000', 'mixed_2000'):
             _one_style(extra, count, mixed=name == 'mixed_2000', seed=99)
         elif name == 'planted':
-            from samples.near_duplicates import write_corpus  # pylint: disable=import-outside-toplevel
+            from imgrec.samples.near_duplicates import write_corpus  # pylint: disable=import-outside-toplevel
             classes = sorted(os.listdir(root))
             write_corpus(extra, max(1, count // len(classes)), 0, seed=99, classes=tuple(classes))
         else:  # the corpus's own classes, drawn as the demo draws

@@ -7,7 +7,7 @@ proxy, a corpus uploaded to it, and builds from gs:// to gs:// run as a user run
 - A build runs in a process of its own (``build-dataset``, DirectRunner, a worker process per core). Its
   process tree is sampled every 0.2 s: peak memory and CPU of the launching process and of each worker.
 - Each GroupByKey's input is tapped (``tap_shuffles``): every element entering a shuffle is encoded with
-  the coder Beam gives that input, and its bytes counted, ``contract.counters.SHUFFLED_BYTES/<label>``.
+  the coder Beam gives that input, and its bytes counted, ``imgrec.contract.counters.SHUFFLED_BYTES/<label>``.
   The taps cost a little CPU of their own (one encoding an element a shuffle).
 - The storage layer counts its own requests (``imgrec_storage.request_counts``): the workers' reach the
   job's counters; the launcher's own are printed by the job process itself.
@@ -26,7 +26,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from benchmarks.harness import measure  # noqa: E402
-from contract import counters  # noqa: E402
+from imgrec.contract import counters  # noqa: E402
 from tests.gcs_emulator import Emulator, start_server  # noqa: E402
 
 
@@ -166,8 +166,8 @@ def _run_job(args):
     import logging  # pylint: disable=import-outside-toplevel
     logging.basicConfig(level=logging.ERROR)
     from imgrec_storage import request_counts  # pylint: disable=import-outside-toplevel
-    from pipelines import build_dataset  # pylint: disable=import-outside-toplevel
-    from pipelines.local import workers  # pylint: disable=import-outside-toplevel
+    from imgrec.pipelines import build_dataset  # pylint: disable=import-outside-toplevel
+    from imgrec.pipelines.local import workers  # pylint: disable=import-outside-toplevel
     workers.tune_malloc()
     shuffles = []
     build_pipeline = build_dataset.build_pipeline

@@ -49,14 +49,14 @@ SHARDS_WRITTEN = Counter('write', 'shards_written')
 RECORDS_WRITTEN = Counter('write', 'records_written')
 BYTES_WRITTEN = Counter('write', 'bytes_written')
 UNCHANGED = Counter('publish', 'unchanged')
-# Near-duplicate groups (transforms.near_duplicates) and stratified splits (transforms.splits).
+# Near-duplicate groups (imgrec.transforms.near_duplicates) and stratified splits (imgrec.transforms.splits).
 IMAGES_GROUPED = Counter('near_duplicates', 'images_grouped')
 IMAGES_MOVED = Counter('near_duplicates', 'images_moved')
 HASHES_COMPARED = Counter('near_duplicates', 'hashes_compared')  # pairs of hashes compared in band buckets
 IMAGES_DEALT = Counter('splits', 'images_dealt_from_hash_split')  # images whose final split is not split_for's
 PAIRS_CONFIRMED = Counter('near_duplicates', 'pairs_confirmed')  # hash candidates the thumbnails confirmed
 PAIRS_REFUSED = Counter('near_duplicates', 'pairs_refused')  # hash candidates the thumbnails refused
-# One counter a reason (contract.reasons): QUARANTINE/<reason>.
+# One counter a reason (imgrec.contract.reasons): QUARANTINE/<reason>.
 QUARANTINE = 'quarantine'
 # One counter a kind of operation retried (imgrec_storage.retries): RETRIES/<kind>.
 RETRIES = 'retries'

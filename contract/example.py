@@ -12,7 +12,7 @@ computed before its bytes, so the image bytes are copied once, by the final join
 """
 import functools
 
-from contract import features as F
+from imgrec.contract import features as F
 
 _LENGTH_DELIMITED = 2
 _FIELD_1 = b'\x0a'  # field 1, length-delimited: Example.features, Features.feature, the entry's key, the lists

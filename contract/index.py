@@ -8,8 +8,8 @@ ArrayRecord shards, ``array_record_position`` is the record's position in the Ar
 same name (``layout.array_record_file_name``): ``reader.read([position])`` gives the same Example.
 Reading the index needs pyarrow (which Apache Beam brings), not TensorFlow.
 """
-from contract import layout
-from contract.hashing import stable_hash
+from imgrec.contract import layout
+from imgrec.contract.hashing import stable_hash
 
 FORMAT = 'parquet'
 # Rows per index part to aim for: a lookup reads one part, and a part writer holds its rows (about 5 kB

@@ -1,7 +1,7 @@
 """File names inside an output folder (local path or ``gs://`` prefix).
 
 <output>/LATEST                       name of the newest complete version, written last
-<output>/<version>/dataset.json       metadata (contract.metadata)
+<output>/<version>/dataset.json       metadata (imgrec.contract.metadata)
 <output>/<version>/labels.txt         one class name a line; line number = label
 <output>/<version>/quarantine.jsonl   inputs that could not be used, with a reason, one JSON object a line
 <output>/<version>/duplicates.jsonl   inputs not written because the same bytes were, one JSON object a line
@@ -9,7 +9,7 @@
 <output>/<version>/{split}-{index:05d}-of-{count:05d}.tfrecord
 <output>/<version>/{split}-{index:05d}-of-{count:05d}.array_record   with --formats tfrecord,array_record: the
                                       same records in the same order (docs/array-record.md)
-<output>/<version>/index/part-{index:05d}-of-{count:05d}.parquet   record index (contract.index)
+<output>/<version>/index/part-{index:05d}-of-{count:05d}.parquet   record index (imgrec.contract.index)
 <output>/<version>/report.html        the build report: one self-contained page (imgrec_versions.report)
 <output>/<version>/dataset_info.json, features.json, image.class.label.labels.txt
                                       TFDS's metadata, so tfds.builder_from_directory reads the version

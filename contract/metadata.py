@@ -6,7 +6,7 @@ reads JSON, and both sides agree on the names.
 import json
 import typing
 
-from contract import features as F, layout
+from imgrec.contract import features as F, layout
 
 # dataset.json's near_duplicates.mode, and --near_duplicates: group them into one split, report them, or off.
 NEAR_DUPLICATE_MODES = ('group', 'report', 'off')
@@ -47,7 +47,7 @@ def build_metadata(*, name: str, version: str, created: str, options: dict, reco
     'upscaled': written images enlarged to reach the target}; ``near_duplicates`` = {'mode', 'file', 'hash',
     'threshold', 'bands', 'groups', 'images', 'pairs', 'pairs_across_splits', 'pairs_across_labels',
     'images_moved', 'largest_group'} (docs/near-duplicates.md);
-    ``index`` = ``contract.index.describe(...)``; ``classes`` is derived from the labels and class counts
+    ``index`` = ``imgrec.contract.index.describe(...)``; ``classes`` is derived from the labels and class counts
     (``class_facts``); a refresh reuses records only if ``record_options`` are unchanged; ``label_order``
     how the label order was decided; ``refresh`` = {'previous', 'mode',
     'full_reason', 'reused', 'decoded', 'new', 'changed', 'removed', 'reuse_damaged'} (records of the previous

@@ -4,7 +4,7 @@ It reads no records: one size look-up a shard, so a reader can run it before it 
 a full check re-reads the records). The caller supplies ``size_of``, which keeps this module free of
 any filesystem library: local disks and ``gs://`` are both the caller's business.
 """
-from contract import layout
+from imgrec.contract import layout
 
 
 def shard_problems(metadata, version_dir, size_of, splits=None):

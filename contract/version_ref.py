@@ -25,7 +25,7 @@ import re
 import typing
 import unicodedata
 
-from contract import layout, metadata
+from imgrec.contract import layout, metadata
 
 # Unicode categories a folder name may not hold: control characters (line breaks, tabs, NUL...) and
 # the line and paragraph separators that text tools also split lines on.

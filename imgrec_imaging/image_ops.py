@@ -16,7 +16,7 @@ import math
 import PIL
 from PIL import Image, ImageOps, UnidentifiedImageError
 
-from contract.reasons import CORRUPT, EMPTY, NOT_AN_IMAGE, TOO_MANY_PIXELS, TOO_SMALL, TRUNCATED, UNSUPPORTED_FORMAT
+from imgrec.contract.reasons import CORRUPT, EMPTY, NOT_AN_IMAGE, TOO_MANY_PIXELS, TOO_SMALL, TRUNCATED, UNSUPPORTED_FORMAT
 from imgrec_imaging import perceptual_hash
 
 RESIZE_MODES = ('crop', 'pad', 'stretch')

@@ -1,4 +1,4 @@
-"""The whole-file calls ``imgrec_storage.publication`` and ``transforms.publish`` still make by name, until
+"""The whole-file calls ``imgrec_storage.publication`` and ``imgrec.transforms.publish`` still make by name, until
 they move onto ``storage.Storage``: each one a call of the path's storage under ``policy``."""
 from __future__ import annotations
 

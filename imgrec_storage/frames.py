@@ -60,7 +60,7 @@ class FrameReader:
         With ``failures``, a ref whose bytes cannot be had (its file is missing or forbidden, or ends before
         it) maps to that exception instead of raising it, and a read of several frames that fails so is
         tried again a frame at a time, so only the frames it cannot reach fail: a refresh decodes those
-        images again (``transforms.previous.ReuseCheck``). A transient error past the deadline still raises.
+        images again (``imgrec.transforms.previous.ReuseCheck``). A transient error past the deadline still raises.
         """
         reads = plan_reads(refs, self._gap)
         if self._pool is None:

@@ -23,7 +23,7 @@ from typing import Any
 from google.api_core import exceptions as api_exceptions
 from google.cloud import storage as gcs_client
 
-from contract import counters
+from imgrec.contract import counters
 from imgrec_storage import request_counts, retries
 from imgrec_storage.byte_ranges import checked_range
 from imgrec_storage.storage import GCS_SCHEME, Conflict, Entry, BaseStorage, Versioned, retried

@@ -1,6 +1,6 @@
 """Leases: who uses what in an output folder now, so that cleanup deletes only what nobody uses.
 
-A lease is one small JSON object, ``OUT/_leases/<kind>-<id>.json`` (``contract.layout``), that its
+A lease is one small JSON object, ``OUT/_leases/<kind>-<id>.json`` (``imgrec.contract.layout``), that its
 holder writes before it starts, renews while it runs (a heartbeat thread) and deletes when it is done:
 
 - ``build``: a build's staging folder (``target``), and with it the version that build will publish;
@@ -33,7 +33,7 @@ import uuid
 from collections.abc import Callable, Container, Iterable, Iterator
 from typing import Any, ContextManager, Protocol
 
-from contract import layout
+from imgrec.contract import layout
 from imgrec_storage import storage
 from imgrec_storage.storage import Conflict
 

@@ -14,7 +14,7 @@ import threading
 import uuid
 from collections.abc import Iterator, Mapping
 
-from contract.reasons import NOT_A_FILE
+from imgrec.contract.reasons import NOT_A_FILE
 from imgrec_storage import retries
 from imgrec_storage.byte_ranges import checked_range
 from imgrec_storage.storage import Conflict, Entry, Reader, BaseStorage, Versioned, retried

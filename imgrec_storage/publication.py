@@ -34,7 +34,7 @@ import signal
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from contract import layout, shard_check, version_ref
+from imgrec.contract import layout, shard_check, version_ref
 from imgrec_console.errors import BuildFailed, UserError
 from imgrec_storage import leases, retries, storage
 from imgrec_storage.storage import Storage
@@ -118,7 +118,7 @@ class Accounting:
 
 @dataclasses.dataclass(frozen=True)
 class Publication:
-    """What one build publishes, handed from step to step (``transforms.publish`` runs the steps).
+    """What one build publishes, handed from step to step (``imgrec.transforms.publish`` runs the steps).
 
     ``unchanged``: nothing changed, nothing to publish (the staging folder goes, LATEST stays, pruning
     still runs). ``accounting``: what the accounting step found, for the step that writes the metadata;
@@ -202,7 +202,7 @@ def release_build_lease(output: str, staging_dir: str, policy: retries.RetryPoli
 def read_latest(output: str, policy: retries.RetryPolicy | None = None) -> Latest:
     """LATEST of ``output`` as a ``Latest`` (no version when there is no LATEST); transient errors are
     retried under ``policy``. A LATEST that names no plain version folder (empty, a staging name,
-    ``../elsewhere``) raises ``contract.version_ref.VersionError``, by the contract's one rule set."""
+    ``../elsewhere``) raises ``imgrec.contract.version_ref.VersionError``, by the contract's one rule set."""
     path = layout.join(output, layout.LATEST)
     try:
         found = _storage(path, policy).read_versioned(path)

@@ -2,7 +2,7 @@
 
 What a build costs in Cloud Storage operations is what it asks of the service, so the count is taken
 where each request is sent (``imgrec_storage.gcs``), one per HTTP request: a retried attempt is a
-request too. The kinds and their names are ``contract.counters.REQUEST_KINDS``. Each count goes two ways:
+request too. The kinds and their names are ``imgrec.contract.counters.REQUEST_KINDS``. Each count goes two ways:
 
 - the Beam counter of its kind, which reaches the job's results from the workers (Beam drops it outside
   a running bundle; requests made on a pool's threads reach it through ``retries.counted_map`` and
@@ -16,7 +16,7 @@ from __future__ import annotations
 import collections
 import threading
 
-from contract import counters
+from imgrec.contract import counters
 from imgrec_storage import retries
 
 _made: collections.Counter[counters.Counter] = collections.Counter()
@@ -29,7 +29,7 @@ RESUMABLE_CHUNK = 100 * 1024 * 1024
 
 
 def count(counter: counters.Counter, n: int = 1) -> None:
-    """Counts ``n`` requests (or bytes) under ``counter`` (a ``contract.counters.Counter``)."""
+    """Counts ``n`` requests (or bytes) under ``counter`` (a ``imgrec.contract.counters.Counter``)."""
     if not n:
         return
     with _lock:

@@ -7,7 +7,7 @@ write (``storage``). A permanent error (404, 403, a full or read-only disk, a sy
 long) is not retried.
 
 Every retry increments the Beam counter ``retries/<kind>`` (kind: read, write, list), so
-``summary_line`` can report them once the build has finished (read by ``contract.counters.read``).
+``summary_line`` can report them once the build has finished (read by ``imgrec.contract.counters.read``).
 Beam keeps metrics per thread: work on a pool's threads goes through ``counted_map`` or ``counted_submit``,
 which add their retries (and ``imgrec_storage.request_counts``' requests, through ``count``) to the
 calling thread's counters.
@@ -33,7 +33,7 @@ from google.api_core import exceptions as api_exceptions, retry as api_retry
 from google.auth import exceptions as auth_exceptions
 from google.cloud.storage import exceptions as storage_exceptions
 
-from contract import counters
+from imgrec.contract import counters
 
 NAMESPACE = counters.RETRIES
 READ, WRITE, LIST = 'read', 'write', 'list'

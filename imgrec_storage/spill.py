@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import uuid
 
-from contract import layout
+from imgrec.contract import layout
 from imgrec_storage.storage import Storage, Writer
 
 

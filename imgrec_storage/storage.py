@@ -103,7 +103,7 @@ class Storage(Protocol):
 
     def read_once(self, path: str) -> bytes:
         """``read`` in one attempt, its error raised as it is: for a caller that begins reads ahead and
-        retries them itself (``transforms.decode``)."""
+        retries them itself (``imgrec.transforms.decode``)."""
 
     def read_range(self, path: str, start: int, end: int) -> bytes:
         """Bytes [start, end); ``byte_ranges.TruncatedRead`` when the file ends before ``end``."""

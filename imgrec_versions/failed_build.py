@@ -12,7 +12,7 @@ import json
 
 from apache_beam.io.filesystems import FileSystems
 
-from contract import layout
+from imgrec.contract import layout
 from imgrec_console.command import was_interrupted
 from imgrec_console.errors import BuildFailed, build_failure_message
 from imgrec_storage import fileio, retries

@@ -6,7 +6,7 @@ import collections
 
 from apache_beam.io.filesystems import FileSystems
 
-from contract import layout
+from imgrec.contract import layout
 from imgrec_storage import leases, publication
 
 NAMED = 5  # folders a line names; past them, how many more

@@ -18,9 +18,9 @@ import re
 
 from PIL import Image
 
-from contract import features as F, index as index_lib, layout, metadata, tfrecord
-from contract.example import decode_example
-from contract.reasons import REASONS
+from imgrec.contract import features as F, index as index_lib, layout, metadata, tfrecord
+from imgrec.contract.example import decode_example
+from imgrec.contract.reasons import REASONS
 from imgrec_console.command import Command, run_command
 from imgrec_console.errors import UserError
 from imgrec_imaging import image_ops
@@ -443,7 +443,7 @@ def _share(info):
 
 def _shares_table(images, weights):
     """The table of each split's share of ``images`` ({split: images}) next to the share its weight in
-    ``weights`` ({split: weight}, --splits) asked for, as ``contract.metadata.split_shares`` reckons both:
+    ``weights`` ({split: weight}, --splits) asked for, as ``imgrec.contract.metadata.split_shares`` reckons both:
     every split asked for, one that got no image too."""
     splits = list(dict.fromkeys([*weights, *images]))
     images = {split: images.get(split, 0) for split in splits}

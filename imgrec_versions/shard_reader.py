@@ -5,7 +5,7 @@ shard where Beam's reader makes five, one after the other, and each next chunk a
 """
 from collections.abc import Iterator
 
-from contract import tfrecord
+from imgrec.contract import tfrecord
 from imgrec_storage import storage
 
 

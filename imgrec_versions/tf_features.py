@@ -1,11 +1,11 @@
 """The contract's Example features as TensorFlow's parser reads them: the one place they become ``tf.io``.
 
-``contract.features`` holds the spec as plain data. verify-dataset parses with it, and so does training,
+``imgrec.contract.features`` holds the spec as plain data. verify-dataset parses with it, and so does training,
 which imports it from here (a version's reader sits below training). Importing this imports TensorFlow.
 """
 import tensorflow as tf
 
-from contract import features as F
+from imgrec.contract import features as F
 
 _TF_DTYPES = {F.INT64: tf.int64, F.BYTES: tf.string}
 

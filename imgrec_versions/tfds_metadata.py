@@ -23,7 +23,7 @@ one builder for each (``builder_from_directory(..., file_format='array_record')`
 By name: TFDS looks for ``data_dir/NAME/VERSION/`` with VERSION a semantic version and takes the highest
 (``read_only_builder._find_builder_dir``). Once LATEST names a new local version, its view
 ``OUT/<tfds name>/<semantic version>/`` holds the same metadata, numbered one above the views already
-there (``contract.version_ref.next_semantic_version``), with shard templates that lead to
+there (``imgrec.contract.version_ref.next_semantic_version``), with shard templates that lead to
 ``../../<version>/``: so ``tfds.load(NAME, data_dir=OUT)`` reads the version's own shards. The version
 folder's own dataset_info.json stays ``TFDS_VERSION``, so its bytes depend on the inputs and options
 alone, not on the output's history. Not on gs://:
@@ -35,7 +35,7 @@ import os
 import re
 import shutil
 
-from contract import features as F, layout, metadata, version_ref
+from imgrec.contract import features as F, layout, metadata, version_ref
 from imgrec_storage import fileio, storage
 
 # The shards' names (layout.shard_file_name) in TFDS's template language: the same names up to 99,999
@@ -95,7 +95,7 @@ def dataset_info_json(document):
         'description': f"{document['name']} version {document['version']}, built by build-dataset "
                        f'(see dataset.json and report.html).',
         'fileFormat': FILE_FORMAT,
-        'moduleName': 'pipelines.build_dataset',
+        'moduleName': 'imgrec.pipelines.build_dataset',
         'supervisedKeys': {'tuple': {'items': [{'featureKey': key} for key in SUPERVISED_KEYS]}},
         'splits': [_split(split, info) for split, info in document['splits'].items()],
     }

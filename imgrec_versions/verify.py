@@ -22,8 +22,8 @@ import time
 
 from PIL import Image
 
-from contract import features as F, index as I, layout, metadata
-from contract.tfrecord import FRAME_OVERHEAD
+from imgrec.contract import features as F, index as I, layout, metadata
+from imgrec.contract.tfrecord import FRAME_OVERHEAD
 from imgrec_console.command import Command, run_command
 from imgrec_console.errors import UserError
 from imgrec_storage import array_records, storage

@@ -1,11 +1,11 @@
 """Finds a version folder from what a user types (OUT or OUT/VERSION), by the contract's rules
-(``contract.version_ref``), and reads its metadata files."""
+(``imgrec.contract.version_ref``), and reads its metadata files."""
 import json
 import typing
 from collections.abc import Iterator
 from typing import Any
 
-from contract import layout, version_ref
+from imgrec.contract import layout, version_ref
 from imgrec_storage import storage
 
 

@@ -1,7 +1,7 @@
 """The names of Beam's options and runners, known without loading Beam (a second and more of imports).
 
 ``build-dataset --help`` and a misspelt option are answered from these names before Beam is imported;
-Beam's own parser checks the values once it is (``pipelines.build_dataset``). The names are those of the
+Beam's own parser checks the values once it is (``imgrec.pipelines.build_dataset``). The names are those of the
 Beam release below, read by ``from_beam``; with another release installed, ``known`` reads them from
 Beam itself (slower, never wrong), and ``tests/test_cli_errors.py`` says to refresh them.
 """
@@ -80,7 +80,7 @@ def from_beam():
     import apache_beam
     from apache_beam.options.pipeline_options import StandardOptions
 
-    import pipelines.graph  # noqa: F401  pylint: disable=unused-import  # every options class the build loads
+    import imgrec.pipelines.graph  # noqa: F401  pylint: disable=unused-import  # every options class the build loads
 
     beam = parser()
     names = set(re.findall(r'(?<![\w-])--[A-Za-z][\w-]*', beam.format_help())) - {'--help'}

@@ -1,11 +1,11 @@
 """Launches the build job: options, runner, pre-flight checks, the run, and the report.
 
-    python -m pipelines.build_dataset --input DIR_OR_GS_PREFIX --output DIR_OR_GS_PREFIX [options]
+    python -m imgrec.pipelines.build_dataset --input DIR_OR_GS_PREFIX --output DIR_OR_GS_PREFIX [options]
 
 From Python (a notebook), ``build(input=..., output=..., **options)`` runs the same build (docs/python-api.md).
 Runs on the DirectRunner unless ``--runner`` says otherwise: a worker process per core, or with
 ``--direct_running_mode in_memory`` in this process, decoding on a thread per core. The graph itself is
-``pipelines.graph``.
+``imgrec.pipelines.graph``.
 """
 import contextlib
 import dataclasses
@@ -27,18 +27,18 @@ from apache_beam.options.pipeline_options import (
     WorkerOptions,
 )
 
-from contract import counters, layout, metadata, version_ref
+from imgrec.contract import counters, layout, metadata, version_ref
 from imgrec_console.command import Command, was_interrupted
 from imgrec_console.errors import BuildFailed, CommandError, Interrupted, UserError, build_failure_message
 from imgrec_console.held_stderr import held_stderr
 from imgrec_storage import publication, retries, storage
 from imgrec_versions import failed_build
-from pipelines import beam_names, job_endpoint, preflight, progress, refresh
-from pipelines.build_result import BuildResult
-from pipelines.graph import build_pipeline
-from pipelines.command_line import cli  # noqa: F401  # the command (and an older install's entry point)
-from pipelines.local import internals
-from pipelines.options import (
+from imgrec.pipelines import beam_names, job_endpoint, preflight, progress, refresh
+from imgrec.pipelines.build_result import BuildResult
+from imgrec.pipelines.graph import build_pipeline
+from imgrec.pipelines.command_line import cli  # noqa: F401  # the command (and an older install's entry point)
+from imgrec.pipelines.local import internals
+from imgrec.pipelines.options import (
     DATAFLOW_RUNNER,
     DIRECT_RUNNER,
     BuildConfig,
@@ -48,9 +48,9 @@ from pipelines.options import (
     runner_name,
     utc_now,
 )
-from transforms.labels import listed_names
-from transforms.listing import is_image_name
-from transforms.publish import earlier_run, ranked_reasons, retention
+from imgrec.transforms.labels import listed_names
+from imgrec.transforms.listing import is_image_name
+from imgrec.transforms.publish import earlier_run, ranked_reasons, retention
 
 # Dataflow workers install the project from this file (with requirements/worker.txt only: no TensorFlow).
 TOP_REASONS = 3  # quarantine reasons the summary names
@@ -79,7 +79,7 @@ class BeamOptions(PipelineOptions):
 def check_beam_values(beam_args):
     """Beam's own parser over the arguments left for Beam: a value it refuses is a one-line UserError.
 
-    Their names were checked before Beam was loaded (``pipelines.options``); this also catches one that
+    Their names were checked before Beam was loaded (``imgrec.pipelines.options``); this also catches one that
     Beam no longer takes, should the names kept there be of another Beam release.
     """
     _, unknown = beam_names.parser().parse_known_args(beam_args)
@@ -199,7 +199,7 @@ def local_runner(options, live_counters=True):
     Beam's DirectRunner now first tries Prism, a binary it downloads at run time; our local runs must
     work offline and honour ``--direct_running_mode`` and ``--direct_num_workers``, which Prism ignores.
     With ``live_counters`` (progress lines), the FnApiRunner polls running bundles for their counters
-    (feature live-counters, ``pipelines.local``). ``launch`` takes its runner from ``internals.local_run``.
+    (feature live-counters, ``imgrec.pipelines.local``). ``launch`` takes its runner from ``internals.local_run``.
     """
     if not is_local(options):
         return None
@@ -231,7 +231,7 @@ def launch(config: BuildConfig, facts: RunFacts,
     """Checks the destinations, then runs the job; returns (BuildConfig as run, RunFacts, PipelineResult).
 
     Waits for the job to finish unless ``--no_wait_until_finish`` (Beam's option) is given. A local run
-    applies the Beam internals it uses for as long as it runs (``pipelines.local``); a Dataflow
+    applies the Beam internals it uses for as long as it runs (``imgrec.pipelines.local``); a Dataflow
     submission applies none.
     """
     local = is_local(options)
@@ -294,7 +294,7 @@ def failure_report(config, facts):
 
 
 def decode_threads(options, beam_args):
-    """Threads each decoding DoFn decodes on beside its own (``transforms.decode``): in a local in_memory
+    """Threads each decoding DoFn decodes on beside its own (``imgrec.transforms.decode``): in a local in_memory
     run, whose runner runs every stage on one thread, one a core (or ``--direct_num_workers``); else none."""
     direct = options.view_as(DirectOptions)
     if not is_local(options) or direct.direct_running_mode != 'in_memory':
@@ -344,9 +344,9 @@ def unchanged(result):
 
 
 def counter(result, name):
-    """The value of the job's counter ``name`` (``contract.counters``' rule), summed over steps.
+    """The value of the job's counter ``name`` (``imgrec.contract.counters``' rule), summed over steps.
 
-    ``name`` is a ``contract.counters.Counter``, or a bare name, summed over the namespaces that use it.
+    ``name`` is a ``imgrec.contract.counters.Counter``, or a bare name, summed over the namespaces that use it.
     """
     values = counters.read(result)
     return values[name] if isinstance(name, counters.Counter) else counters.by_name(values, name)

@@ -1,30 +1,30 @@
 """The ``build-dataset`` command: what it answers before Beam is loaded, then the build.
 
 ``--help``, and a mistake in the options (an unknown or misspelt option, a bad value of the build's own
-options, a runner Beam does not know), are answered from ``pipelines.options`` alone, in a fraction of a
-second; only then is the job loaded (``pipelines.build_dataset``: Beam and the graph, a second or two of
+options, a runner Beam does not know), are answered from ``imgrec.pipelines.options`` alone, in a fraction of a
+second; only then is the job loaded (``imgrec.pipelines.build_dataset``: Beam and the graph, a second or two of
 imports), which parses the same command line again (a millisecond) and runs it.
-``python -m pipelines.build_dataset`` runs the same build, with Beam loaded first.
+``python -m imgrec.pipelines.build_dataset`` runs the same build, with Beam loaded first.
 """
 import sys
 
 from imgrec_console.command import Command, run_command
 from imgrec_console.supervisor import supervise
-from pipelines.local.malloc import tune_malloc
-from pipelines.options import parse_args
+from imgrec.pipelines.local.malloc import tune_malloc
+from imgrec.pipelines.options import parse_args
 
 PROG = 'build-dataset'
 
 
 def main(argv=None):
     """Returns the exit status: 2 for a mistake in the options, found before Beam is imported; else the
-    build's (``pipelines.build_dataset.main``)."""
+    build's (``imgrec.pipelines.build_dataset.main``)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     with Command(PROG) as command:
         parse_args(argv)  # --help exits here, and a mistake is one line
     if command.status:
         return command.status
-    from pipelines import build_dataset  # pylint: disable=import-outside-toplevel  # Beam, once it is needed
+    from imgrec.pipelines import build_dataset  # pylint: disable=import-outside-toplevel  # Beam, once it is needed
     return build_dataset.main(argv)
 
 

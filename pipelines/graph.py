@@ -3,36 +3,36 @@
 Only light records cross the shuffles: each image's Example is appended to a spill file as soon as it
 is encoded, and the shard writers copy it from there by reference (``RecordRef``). On a refresh, the
 records of unchanged images are references into the previous version's shards: nothing is read or
-decoded for them (``transforms.previous``). From the listing's stage to the end of encoding, and into
-``Dedupe``, images cross Beam in batches (``transforms.encode``); per image, only what a per-image key is
+decoded for them (``imgrec.transforms.previous``). From the listing's stage to the end of encoding, and into
+``Dedupe``, images cross Beam in batches (``imgrec.transforms.encode``); per image, only what a per-image key is
 for crosses a shuffle alone (a content key to find copies, band keys to find near-duplicates), and the
 shard dealing. Decoding also hashes each image (a perceptual hash), and
 ``NearDuplicates`` keeps each group of near-duplicates in one split before the shards are dealt
-(``transforms.near_duplicates``).
+(``imgrec.transforms.near_duplicates``).
 """
 import apache_beam as beam
 
-from contract import counters, layout
+from imgrec.contract import counters, layout
 from imgrec_storage import storage
 from imgrec_storage.publication import Latest
-from pipelines.refresh import RefreshPlan, label_order
-from transforms.constants import Value
-from transforms.decode import CountDecisions
-from transforms.dedupe import Dedupe
-from transforms.elements import ImageRef
-from transforms.encode import Encode, batched
-from transforms.labels import ResolveLabels
-from transforms.listing import ListImages
-from transforms.near_duplicates import OFF, NearDuplicates
-from transforms.previous import (COUNTS, REJECTED, REUSED, TO_DECODE, MatchPrevious, ReadPrevious, ReuseCheck,
+from imgrec.pipelines.refresh import RefreshPlan, label_order
+from imgrec.transforms.constants import Value
+from imgrec.transforms.decode import CountDecisions
+from imgrec.transforms.dedupe import Dedupe
+from imgrec.transforms.elements import ImageRef
+from imgrec.transforms.encode import Encode, batched
+from imgrec.transforms.labels import ResolveLabels
+from imgrec.transforms.listing import ListImages
+from imgrec.transforms.near_duplicates import OFF, NearDuplicates
+from imgrec.transforms.previous import (COUNTS, REJECTED, REUSED, TO_DECODE, MatchPrevious, ReadPrevious, ReuseCheck,
                                  nothing_changed)
-from transforms.published import WithPublishedSplits
-from transforms.publish import DECODED, IGNORED, UPSCALED, Publish
-from transforms.quarantine import Quarantine
-from transforms.sharding import AssignBalancedShards
-from transforms.splits import MOVES, AssignSplit
-from transforms.write import INDEX_ROWS, WriteShards
-from transforms.write_index import WriteIndex
+from imgrec.transforms.published import WithPublishedSplits
+from imgrec.transforms.publish import DECODED, IGNORED, UPSCALED, Publish
+from imgrec.transforms.quarantine import Quarantine
+from imgrec.transforms.sharding import AssignBalancedShards
+from imgrec.transforms.splits import MOVES, AssignSplit
+from imgrec.transforms.write import INDEX_ROWS, WriteShards
+from imgrec.transforms.write_index import WriteIndex
 
 
 def _encode(config, facts, labels, staging_dir, output_storage):

@@ -2,10 +2,10 @@
 loaded (``build-dataset --help`` and a mistake in the options take no second of Beam's imports).
 
 Every option the job does not know is left for Beam (``--runner``, ``--direct_num_workers``,
-Dataflow's options...): its name is checked here against Beam's (``pipelines.beam_names``), its value by
-Beam's own parser once Beam is loaded (``pipelines.build_dataset``). A mistake raises UserError with a
+Dataflow's options...): its name is checked here against Beam's (``imgrec.pipelines.beam_names``), its value by
+Beam's own parser once Beam is loaded (``imgrec.pipelines.build_dataset``). A mistake raises UserError with a
 one-line message. Checks that need the file system or the network (inputs, outputs, buckets, the labels
-file) are ``pipelines.preflight``'s.
+file) are ``imgrec.pipelines.preflight``'s.
 """
 import dataclasses
 import datetime
@@ -16,20 +16,20 @@ import re
 import typing
 import uuid
 
-from contract import layout, version_ref
-from contract.layout import MAX_SHARDS
-from contract.metadata import NEAR_DUPLICATE_MODES
+from imgrec.contract import layout, version_ref
+from imgrec.contract.layout import MAX_SHARDS
+from imgrec.contract.metadata import NEAR_DUPLICATE_MODES
 from imgrec_console.arguments import Parser, is_number
 from imgrec_console.errors import UserError
 from imgrec_imaging import image_ops
 from imgrec_imaging.record_options import RecordOptions
-from pipelines import beam_names
+from imgrec.pipelines import beam_names
 
-if typing.TYPE_CHECKING:  # for annotations only (pipelines.refresh imports this module; the others load Beam)
+if typing.TYPE_CHECKING:  # for annotations only (imgrec.pipelines.refresh imports this module; the others load Beam)
     from imgrec_storage import retries
     from imgrec_storage.publication import Latest
-    from pipelines.refresh import RefreshPlan
-    from transforms.sharding import ShardConfig
+    from imgrec.pipelines.refresh import RefreshPlan
+    from imgrec.transforms.sharding import ShardConfig
 
 DEFAULT_SPLITS = 'train=90,validation=10'
 # --retry_deadline's default as --help states it: the storage layer's (``retries.DEFAULT_DEADLINE_S``, which
@@ -95,12 +95,12 @@ class BuildConfig:
         return layout.join(self.output, self.version)
 
     def shard_config(self) -> 'ShardConfig':
-        from transforms.sharding import ShardConfig  # pylint: disable=import-outside-toplevel  # Beam's module
+        from imgrec.transforms.sharding import ShardConfig  # pylint: disable=import-outside-toplevel  # Beam's module
         return ShardConfig(fixed=dict(self.num_shards or {}), target_bytes=self.target_shard_mb * 1e6)
 
     def describe(self) -> dict[str, typing.Any]:
         """The options dataset.json records: all but the run options, the record options among them (which it
-        records in ``record_options`` only: ``contract.metadata.build_metadata``)."""
+        records in ``record_options`` only: ``imgrec.contract.metadata.build_metadata``)."""
         options = {field.name: getattr(self, field.name) for field in dataclasses.fields(self)
                    if field.metadata.get('recorded', True)}
         options.update(dataclasses.asdict(options.pop('record_options')))
@@ -119,7 +119,7 @@ class RunFacts:
     build_id: str  # names this run's staging folder
     previous: 'Latest | None' = None  # what LATEST named when the build started (pre-flight)
     refresh: 'RefreshPlan | None' = None  # decided before the job runs
-    decode_threads: int = 0  # threads each decoding DoFn decodes on beside its own (transforms.decode): local in_memory runs
+    decode_threads: int = 0  # threads each decoding DoFn decodes on beside its own (imgrec.transforms.decode): local in_memory runs
 
     @classmethod
     def start(cls, now: datetime.datetime | None = None) -> 'RunFacts':

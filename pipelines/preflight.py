@@ -15,17 +15,17 @@ import uuid
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions
 from google.api_core.exceptions import Forbidden, GoogleAPIError, NotFound
 
-from contract import layout, version_ref
+from imgrec.contract import layout, version_ref
 from imgrec_console.errors import BuildFailed, UserError
 from imgrec_storage import publication, storage as storage_lib
 from imgrec_storage.gcs_storage import describe_error
 from imgrec_storage.retries import RetryPolicy
 from imgrec_versions import incomplete
-from transforms.labels import parse_labels_file
-from transforms.listing import is_image_name, iter_files, list_top_level, manifest_lines, parse_manifest_line
+from imgrec.transforms.labels import parse_labels_file
+from imgrec.transforms.listing import is_image_name, iter_files, list_top_level, manifest_lines, parse_manifest_line
 
 if typing.TYPE_CHECKING:
-    from pipelines.options import BuildConfig
+    from imgrec.pipelines.options import BuildConfig
 
 # Below this much free space on a local output's disk the build is refused before it starts.
 MIN_FREE_BYTES = 64 * 2**20
@@ -79,7 +79,7 @@ def read_labels(path: str) -> tuple[str, ...]:
 
 def read_latest(output: str, policy: RetryPolicy | None = None) -> publication.Latest:
     """What LATEST of ``output`` names now (a ``publication.Latest``). A LATEST that names no plain version
-    folder is the user's to fix, in the same line every tool gives (``contract.version_ref``)."""
+    folder is the user's to fix, in the same line every tool gives (``imgrec.contract.version_ref``)."""
     try:
         return publication.read_latest(output, policy)
     except GoogleAPIError as error:  # a permanent error: permission, a missing bucket

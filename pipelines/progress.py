@@ -1,12 +1,12 @@
 """Live progress of a build: a line at least every ``--progress_interval`` seconds, and Dataflow's job URL.
 
-Local runs: the runner counts as it goes (feature live-counters, whose counts ``pipelines.local.internals.
+Local runs: the runner counts as it goes (feature live-counters, whose counts ``imgrec.pipelines.local.internals.
 live_tally`` hands over once its check passed); ``Progress`` prints them from a thread while the job runs.
 With that feature off, a local build prints no progress lines; so does a portable runner's, whose
 counters (``PipelineResult.metrics()``) exist only once the job is done.
 
 Dataflow: ``Progress.wait`` prints the job's console URL, then waits in steps of the interval and prints
-the same counters from the job's metrics (the Dataflow API, read by ``contract.counters.read``) after
+the same counters from the job's metrics (the Dataflow API, read by ``imgrec.contract.counters.read``) after
 each step.
 
     build-dataset ... [--progress | --no_progress] [--progress_interval SECONDS]
@@ -20,8 +20,8 @@ import time
 from apache_beam.options.pipeline_options import GoogleCloudOptions
 from apache_beam.runners.runner import PipelineState
 
-from contract import counters
-from pipelines.local import internals
+from imgrec.contract import counters
+from imgrec.pipelines.local import internals
 
 DEFAULT_INTERVAL = 10.0
 

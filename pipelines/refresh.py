@@ -7,25 +7,25 @@ build says why in one line and decodes everything.
 
 A refresh that would publish nothing (``nothing_changed``) is known before any pipeline starts: from one
 listing of the input against the previous version's index, by the rule the job applies
-(``transforms.previous``); the listing stops at the first difference.
+(``imgrec.transforms.previous``); the listing stops at the first difference.
 """
 import dataclasses
 import typing
 
 
-from contract import index, layout, version_ref
+from imgrec.contract import index, layout, version_ref
 from imgrec_console.errors import UserError
 from imgrec_imaging import perceptual_hash, record_options
 from imgrec_storage import storage
-from transforms import previous as previous_version
-from transforms.elements import ImageRef
-from transforms.labels import is_plain_label, unmatched_labels_message
-from transforms.listing import (is_image_name, iter_files, list_top_level, manifest_lines, parse_manifest_line,
+from imgrec.transforms import previous as previous_version
+from imgrec.transforms.elements import ImageRef
+from imgrec.transforms.labels import is_plain_label, unmatched_labels_message
+from imgrec.transforms.listing import (is_image_name, iter_files, list_top_level, manifest_lines, parse_manifest_line,
                                 relative_source, stat_file)
 
 if typing.TYPE_CHECKING:  # for annotations only
     from imgrec_storage.publication import Latest
-    from pipelines.options import BuildConfig
+    from imgrec.pipelines.options import BuildConfig
 
 # Index columns every reused record must have: facts of the image that a refresh carries over.
 _IMAGE_COLUMNS = (index.PERCEPTUAL_HASH, index.SOURCE_WIDTH, index.SOURCE_HEIGHT, index.UPSCALED)
@@ -153,7 +153,7 @@ def label_order(config, refresh):
 
 def nothing_changed(config, plan, options):
     """Whether the refresh ``plan`` of ``config`` publishes nothing new, decided before any pipeline starts: no
-    image is new, changed or removed (``transforms.previous.nothing_new_changed_or_removed``) and the labels
+    image is new, changed or removed (``imgrec.transforms.previous.nothing_new_changed_or_removed``) and the labels
     are the previous version's. ``options``: the job's, for a gs:// listing's client."""
     if not plan.may_publish_nothing(config):
         return False

@@ -17,7 +17,7 @@ CLASSES = ('circle', 'square', 'triangle', 'cross')
 def draw_image(kind, width, height, rng, noise=None):
     """Returns an RGB image of one ``kind`` of shape on a noisy gradient background. ``noise``: a grey
     image of the same size to blend in; by default Pillow's ``effect_noise``, whose C generator no seed
-    reaches (``samples.one_style`` passes seeded noise instead)."""
+    reaches (``imgrec.samples.one_style`` passes seeded noise instead)."""
     top = tuple(rng.randrange(256) for _ in range(3))
     bottom = tuple(rng.randrange(256) for _ in range(3))
     background = Image.linear_gradient('L').resize((width, height))

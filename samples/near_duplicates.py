@@ -1,6 +1,6 @@
 """Writes a photo-like labelled corpus with planted near-duplicates: ``<output>/<class>/<name>.<ext>``.
 
-    python -m samples.near_duplicates --output DIR [--per_class 120] [--twins 60]
+    python -m imgrec.samples.near_duplicates --output DIR [--per_class 120] [--twins 60]
 
 Every original is drawn from its own random seed: a smooth random colour field (a few control points
 upsampled), a light source, several shapes of random kind, colour and place, fine texture and noise, at
@@ -23,7 +23,7 @@ import random
 import numpy as np
 from PIL import Image, ImageDraw, ImageEnhance, ImageFilter
 
-from samples import parallel
+from imgrec.samples import parallel
 
 CLASSES = ('beach', 'city', 'forest', 'harbour', 'mountain')
 TRANSFORMS = ('jpeg', 'scale', 'crop', 'brightness', 'caption', 'png')

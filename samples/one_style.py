@@ -1,13 +1,13 @@
 """Writes corpora of distinct images with no near-duplicates: ``<output>/<class>/<name>.jpg``.
 
-    python -m samples.one_style --output DIR [--count 2000] [--mixed] [--seed 0]
+    python -m imgrec.samples.one_style --output DIR [--count 2000] [--mixed] [--seed 0]
 
-One style (the default): renders like the demo's (``samples.generate.draw_image``): one shape (the
+One style (the default): renders like the demo's (``imgrec.samples.generate.draw_image``): one shape (the
 class: circle, square, triangle or cross) of random size and place on a noisy gradient of two random
 colours, photo-sized (640x480 to 1600x1200 by default). No two are alike to the eye, but they share a
 layout (a big blob on a smooth gradient), so their grey hashes meet far more often than photos' do:
 the corpus a near-duplicate check must not group. ``--mixed``: the same count spread over three styles
-in turn, those renders, photo-like pictures (``samples.near_duplicates.draw_photo``) and the same
+in turn, those renders, photo-like pictures (``imgrec.samples.near_duplicates.draw_photo``) and the same
 pictures in grey (where colour tells nothing), with the style as the class.
 
 Every choice is drawn from ``--seed`` first, then each image from its own seed (its noise included),
@@ -20,7 +20,7 @@ import random
 import numpy as np
 from PIL import Image
 
-from samples import generate, near_duplicates, parallel
+from imgrec.samples import generate, near_duplicates, parallel
 
 STYLES = ('render', 'photo', 'grey')
 _ASPECTS = (0.75, 0.5625, 1.333)  # height / width, as samples.generate.photo_corpus draws them

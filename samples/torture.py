@@ -1,6 +1,6 @@
 """Writes a labelled folder of every awkward input a real image bucket holds, and the fate each must meet.
 
-    python -m samples.torture --output DIR
+    python -m imgrec.samples.torture --output DIR
 
 ``write_corpus(root)`` returns {source: Expected} for the build options in ``BUILD_OPTIONS``. Most
 images show four coloured quadrants (red, green / blue, yellow when upright), so a wrong rotation, a
@@ -15,7 +15,7 @@ import zlib
 
 from PIL import Image
 
-from contract.reasons import (
+from imgrec.contract.reasons import (
     CORRUPT,
     EMPTY,
     LABEL_CONFLICT,

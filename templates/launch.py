@@ -5,7 +5,7 @@ come after the defaults below, so a ``runner`` parameter still wins.
 """
 import sys
 
-from pipelines import build_dataset
+from imgrec.pipelines import build_dataset
 
 if __name__ == '__main__':
     sys.exit(build_dataset.main(['--runner=DataflowRunner', '--no_wait_until_finish', *sys.argv[1:]]))

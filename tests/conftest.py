@@ -3,9 +3,9 @@ import os
 
 import pytest
 
-from contract import layout, version_ref
-from pipelines import build_dataset
-from samples.generate import write_images
+from imgrec.contract import layout, version_ref
+from imgrec.pipelines import build_dataset
+from imgrec.samples.generate import write_images
 
 # Small images keep the suite fast; the pipeline does the same work on any size.
 SMALL = dict(min_side=40, max_side=120)

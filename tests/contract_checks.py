@@ -13,10 +13,10 @@ import pyarrow.parquet as pq
 import tensorflow as tf
 from PIL import Image
 
-from contract import features as F, index as I, layout, metadata
-from contract.tfrecord import read_records
+from imgrec.contract import features as F, index as I, layout, metadata
+from imgrec.contract.tfrecord import read_records
 from imgrec_versions import tfds_metadata
-from training.example_parsing import parse_example
+from imgrec.training.example_parsing import parse_example
 
 
 def read_shard(path):

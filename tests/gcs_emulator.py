@@ -20,7 +20,7 @@ import pytest
 from google.cloud import storage
 
 from imgrec_storage import gcs
-from pipelines.local import emulator as beam_emulator_credentials
+from imgrec.pipelines.local import emulator as beam_emulator_credentials
 
 _START_DEADLINE_S = 30  # how long the server may take to answer before the fixture gives up
 

@@ -10,14 +10,14 @@ import pytest
 import tensorflow_datasets as tfds
 from array_record.python.array_record_module import ArrayRecordReader
 
-from contract import features as F, index as I, layout, metadata
-from contract.example import decode_example
-from contract.tfrecord import read_records
+from imgrec.contract import features as F, index as I, layout, metadata
+from imgrec.contract.example import decode_example
+from imgrec.contract.tfrecord import read_records
 from imgrec_console.errors import BuildFailed
 from imgrec_storage import array_records, retries, storage
 from imgrec_versions import verify
-from pipelines import build_dataset
-from samples.generate import write_images
+from imgrec.pipelines import build_dataset
+from imgrec.samples.generate import write_images
 from tests.conftest import SMALL, build
 from tests.contract_checks import check_version, load_version
 from tests.fault_proxy import WRITE, faulty_gcs, gcs_emulator  # noqa: F401  (the fixtures)

@@ -1,4 +1,4 @@
-"""The Beam internals behind one gate (pipelines.local): canaries against the Beam installed, nothing
+"""The Beam internals behind one gate (imgrec.pipelines.local): canaries against the Beam installed, nothing
 applied at import, everything undone after a run, a feature whose check fails is off in one line while
 the build goes on, a build with every feature off writes the same bytes, and no module outside
 pipelines/local/ uses a non-public Beam name."""
@@ -18,10 +18,10 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.portability import local_job_service
 from apache_beam.runners.portability.fn_api_runner import fn_runner, worker_handlers
 
-from contract import counters, layout
-from pipelines import build_dataset
-from pipelines.local import internals, live_counters, workers
-from samples.generate import write_images
+from imgrec.contract import counters, layout
+from imgrec.pipelines import build_dataset
+from imgrec.pipelines.local import internals, live_counters, workers
+from imgrec.samples.generate import write_images
 from tests.conftest import SMALL
 from tests.test_determinism import _outputs
 
@@ -162,10 +162,10 @@ def state():
         found[module + ':' + path] = value if isinstance(value, (bool, type(None))) else id(value)
     return found
 before = state()
-import pipelines.build_dataset, templates.launch, pipelines.local.internals  # noqa
+import imgrec.pipelines.build_dataset, templates.launch, imgrec.pipelines.local.internals  # noqa
 after = state()
 print(json.dumps({'before': before, 'after': after,
-                  'plugin imported': 'pipelines.local.worker_plugin' in sys.modules}))
+                  'plugin imported': 'imgrec.pipelines.local.worker_plugin' in sys.modules}))
 '''
 
 
@@ -256,7 +256,7 @@ def test_the_switch_names_the_features_on(value, on):
 
 def _build_as_users_do(images, output, switch):
     env = dict(os.environ, **{internals.ENV: switch})
-    subprocess.run([sys.executable, '-m', 'pipelines.build_dataset', '--input', images, '--output', str(output),
+    subprocess.run([sys.executable, '-m', 'imgrec.pipelines.build_dataset', '--input', images, '--output', str(output),
                     '--image_size', '32', '--version', 'v', '--direct_num_workers', '2'],
                    cwd=ROOT, env=env, capture_output=True, check=True)
     return output

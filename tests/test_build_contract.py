@@ -2,7 +2,7 @@
 import json
 import os
 
-from contract import features as F, layout, metadata
+from imgrec.contract import features as F, layout, metadata
 from tests.conftest import build
 from tests.contract_checks import check_version, load_version
 

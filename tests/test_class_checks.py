@@ -17,17 +17,17 @@ from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 from PIL import Image
 
-from contract import layout, metadata
+from imgrec.contract import layout, metadata
 from imgrec_storage import storage
-from pipelines import build_dataset, preflight
-from samples.generate import write_images
-from samples.near_duplicates import draw_photo, make_twin
+from imgrec.pipelines import build_dataset, preflight
+from imgrec.samples.generate import write_images
+from imgrec.samples.near_duplicates import draw_photo, make_twin
 from tests.chromium import open_page, requires_chromium
 from tests.conftest import SMALL
 from tests.contract_checks import check_version
 from tests.gcs_emulator import gcs_emulator  # noqa: F401  (the fixture)
-from transforms.elements import ClassFolder, ImageRef
-from transforms.labels import ResolveLabels, unmatched_labels_message
+from imgrec.transforms.elements import ClassFolder, ImageRef
+from imgrec.transforms.labels import ResolveLabels, unmatched_labels_message
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LABELS = ['beach', 'empty', 'forest', 'lonely', 'notes']  # sorted: the empty classes in their place

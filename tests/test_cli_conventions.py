@@ -11,11 +11,11 @@ import pytest
 from imgrec_console.arguments import Parser
 from imgrec_console.errors import UserError
 from imgrec_versions import verify
-from pipelines import build_dataset, options
-from training import train
+from imgrec.pipelines import build_dataset, options
+from imgrec.training import train
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MODULES = {'build-dataset': 'pipelines.build_dataset', 'train-model': 'training.train',
+MODULES = {'build-dataset': 'imgrec.pipelines.build_dataset', 'train-model': 'imgrec.training.train',
            'verify-dataset': 'imgrec_versions.verify', 'dataset-report': 'imgrec_versions.report'}
 
 

@@ -7,10 +7,10 @@ import sys
 
 import pytest
 
-from contract import layout
+from imgrec.contract import layout
 from imgrec_console.errors import UserError
 from imgrec_storage import retries
-from pipelines import beam_names, build_dataset, options, preflight
+from imgrec.pipelines import beam_names, build_dataset, options, preflight
 from tests.contract_checks import check_version
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -65,7 +65,7 @@ def test_a_build_that_writes_nothing_fails_without_publishing(run_main, tmp_path
 
 
 def test_the_command_line_exits_non_zero_without_a_traceback(tmp_path):
-    result = subprocess.run([sys.executable, '-m', 'pipelines.build_dataset', '--input', str(tmp_path),
+    result = subprocess.run([sys.executable, '-m', 'imgrec.pipelines.build_dataset', '--input', str(tmp_path),
                              '--output', str(tmp_path / 'out'), '--image_size', '0'],
                             capture_output=True, text=True)
     assert result.returncode == 2
@@ -73,7 +73,7 @@ def test_the_command_line_exits_non_zero_without_a_traceback(tmp_path):
 
 
 def test_help_shows_every_default_beams_common_options_and_two_examples():
-    result = subprocess.run([sys.executable, '-m', 'pipelines.build_dataset', '--help'], capture_output=True,
+    result = subprocess.run([sys.executable, '-m', 'imgrec.pipelines.build_dataset', '--help'], capture_output=True,
                             text=True, cwd=ROOT)
     assert result.returncode == 0 and not result.stderr
     text = result.stdout
@@ -103,7 +103,7 @@ def test_help_shows_every_default_beams_common_options_and_two_examples():
     (['--full=maybe'], "argument --full: expected true or false, got 'maybe'"),
 ])
 def test_wrong_options_are_one_line_before_anything_runs(sample_images, tmp_path, args, message):
-    result = subprocess.run([sys.executable, '-m', 'pipelines.build_dataset', '--input', sample_images,
+    result = subprocess.run([sys.executable, '-m', 'imgrec.pipelines.build_dataset', '--input', sample_images,
                              '--output', str(tmp_path / 'out'), *args], capture_output=True, text=True, cwd=ROOT)
     assert result.returncode == 2
     assert result.stderr.count('\n') == 1 and result.stderr.startswith('build-dataset: error: ')
@@ -114,7 +114,7 @@ def test_wrong_options_are_one_line_before_anything_runs(sample_images, tmp_path
 # Runs the command as its console script does, then says whether Beam (or TensorFlow) was ever imported.
 _BEFORE_BEAM = """
 import json, sys
-from pipelines import command_line
+from imgrec.pipelines import command_line
 try:
     status = command_line.main(sys.argv[1:])
 except SystemExit as exit_:

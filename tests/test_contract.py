@@ -5,9 +5,9 @@ import random
 import pytest
 import tensorflow as tf
 
-from contract import features as F, layout
-from contract.example import encode_example
-from contract.tfrecord import frame, read_records
+from imgrec.contract import features as F, layout
+from imgrec.contract.example import encode_example
+from imgrec.contract.tfrecord import frame, read_records
 
 SPEC = {'a/int': F.INT64, 'b/bytes': F.BYTES, 'c/int': F.INT64, 'z/text': F.BYTES}
 

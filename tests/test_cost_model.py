@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from benchmarks import cost_model, prices
-from samples.generate import write_images
+from imgrec.samples.generate import write_images
 from tests.conftest import SMALL
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -13,8 +13,8 @@ import pytest
 from apache_beam.portability.api import beam_runner_api_pb2
 from google.cloud.dataflow_v1beta3.types import TemplateMetadata
 
-from pipelines import build_dataset, options
-from samples.generate import write_images
+from imgrec.pipelines import build_dataset, options
+from imgrec.samples.generate import write_images
 from tests.conftest import SMALL
 from tests.gcs_emulator import gcs_emulator  # noqa: F401  (the fixture)
 

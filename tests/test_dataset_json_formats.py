@@ -8,11 +8,11 @@ import pathlib
 
 import pytest
 
-from contract import layout, metadata, version_ref
+from imgrec.contract import layout, metadata, version_ref
 from imgrec_versions import tfds_metadata
-from samples.generate import write_images
+from imgrec.samples.generate import write_images
 from tests.conftest import SMALL, build
-from training import dataset_version
+from imgrec.training import dataset_version
 
 # Written by the release before format 2 (commit a36e286): 24 images at --image_size 24x32 --resize pad.
 FORMAT_1 = pathlib.Path(__file__).parent / 'data' / 'dataset_format_1.json'

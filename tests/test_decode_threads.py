@@ -6,14 +6,14 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.testing.test_pipeline import TestPipeline
 from PIL import Image
 
-from contract import counters
-from contract.reasons import NOT_AN_IMAGE, READ_ERROR, TRUNCATED
+from imgrec.contract import counters
+from imgrec.contract.reasons import NOT_AN_IMAGE, READ_ERROR, TRUNCATED
 from imgrec_imaging.record_options import RecordOptions
 from imgrec_storage import retries, storage
 from imgrec_storage.retries import RetryPolicy
 from tests.test_quarantine_reads import FlakyReader
-from transforms.decode import DecodeResizeEncode
-from transforms.elements import ImageRef
+from imgrec.transforms.decode import DecodeResizeEncode
+from imgrec.transforms.elements import ImageRef
 
 
 @pytest.fixture

@@ -5,8 +5,8 @@ import apache_beam as beam
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from transforms.dedupe import Dedupe
-from transforms.elements import Duplicate, RecordRef
+from imgrec.transforms.dedupe import Dedupe
+from imgrec.transforms.elements import Duplicate, RecordRef
 
 
 def _image(source, label, content, split='train'):

@@ -1,7 +1,7 @@
 """Same inputs and options, same bytes: across runs, runner modes and worker counts."""
 import os
 
-from pipelines import build_dataset
+from imgrec.pipelines import build_dataset
 from tests.conftest import build
 from tests.contract_checks import load_version, shard_files
 

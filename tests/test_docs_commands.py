@@ -49,8 +49,8 @@ SMALL = {'--per_class': '6', '--image_size': '32', '--epochs': '1', '--batch_siz
 PLACEHOLDERS = {'runs/demo/export/900': lambda folder: max((folder / 'runs' / 'demo' / 'export').iterdir(),
                                                            key=lambda export: int(export.name))}
 # The tools the runnable blocks must exercise: dropping a block's mark fails here, not silently.
-MUST_RUN = ('samples.generate', 'build-dataset', 'verify-dataset', 'dataset-report', 'train-model',
-            'training.train', 'saved_model_cli', 'samples.torture')
+MUST_RUN = ('imgrec.samples.generate', 'build-dataset', 'verify-dataset', 'dataset-report', 'train-model',
+            'imgrec.training.train', 'saved_model_cli', 'imgrec.samples.torture')
 # Top-level folders whose paths the docs name, and the packages whose dotted module names they name.
 SOURCE_FOLDERS = ('contract', 'imgrec_console', 'imgrec_storage', 'imgrec_imaging', 'imgrec_versions',
                   'transforms', 'pipelines', 'training', 'samples', 'benchmarks', 'templates', 'examples',
@@ -101,7 +101,7 @@ def _shrunk(command, folder):
 
 
 def _console_scripts():
-    """{'training.train': 'train-model', ...}: the console scripts setup.py declares, by module."""
+    """{'imgrec.training.train': 'train-model', ...}: the console scripts setup.py declares, by module."""
     return {module: name for name, module in
             re.findall(r"'([\w-]+)=([\w.]+):\w+'", (REPO / 'setup.py').read_text())}
 

@@ -1,6 +1,6 @@
 """The contract's hand-written Example encoder gives exactly protobuf's deterministic bytes.
 
-``contract.example.encode_example`` writes the wire format itself (no TensorFlow, no generated code on
+``imgrec.contract.example.encode_example`` writes the wire format itself (no TensorFlow, no generated code on
 Beam workers), so it is pinned here against protobuf's own ``SerializeToString(deterministic=True)`` of
 TensorFlow's ``tf.train.Example``, on random Examples whose lengths and integers cross every varint
 boundary, with random keys and Unicode text, and read back by both decoders.
@@ -10,8 +10,8 @@ import random
 import pytest
 from tensorflow.core.example import example_pb2
 
-from contract import features as F
-from contract.example import decode_example, encode_example
+from imgrec.contract import features as F
+from imgrec.contract.example import decode_example, encode_example
 
 # Lengths and integers on both sides of each varint size change (1, 2, 3, 4 bytes), and the int64 extremes.
 LENGTHS = (0, 1, 127, 128, 129, 16383, 16384, 2097151, 2097152)

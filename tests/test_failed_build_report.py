@@ -10,12 +10,12 @@ import re
 
 import pytest
 
-from contract import layout
+from imgrec.contract import layout
 from imgrec_console.errors import BuildFailed
 from imgrec_storage import publication, retries
 from imgrec_versions import failed_build, incomplete, report, version as version_lib
-from pipelines import build_dataset
-from samples.near_duplicates import draw_photo
+from imgrec.pipelines import build_dataset
+from imgrec.samples.near_duplicates import draw_photo
 from tests.chromium import open_page, requires_chromium
 from tests.gcs_emulator import gcs_emulator  # noqa: F401 (fixture)
 

@@ -14,7 +14,7 @@ import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.portability.fn_api_runner import fn_runner
 
-from contract import layout
+from imgrec.contract import layout
 from imgrec_console.command import Command
 from imgrec_storage.byte_ranges import checked_range
 from tests import launcher, training_fixtures as fixtures
@@ -91,7 +91,7 @@ def _build(images, output, *extra, **limits):
     """The build in a process of its own, under ``limits`` (see ``launcher.command``); its log files go to the
     folder above ``output``."""
     return subprocess.Popen(
-        launcher.command([sys.executable, '-m', 'pipelines.build_dataset', '--input', str(images), '--output',
+        launcher.command([sys.executable, '-m', 'imgrec.pipelines.build_dataset', '--input', str(images), '--output',
                           str(output), '--image_size', '32', *extra], **limits),
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env=dict(os.environ, TMPDIR=os.path.dirname(output)))
@@ -153,7 +153,7 @@ def _claim(data, edit):
 
 
 def _train(data, model_dir):
-    return subprocess.run([sys.executable, '-m', 'training.train', '--data', str(data), '--epochs', '1',
+    return subprocess.run([sys.executable, '-m', 'imgrec.training.train', '--data', str(data), '--epochs', '1',
                            '--batch_size', '4', '--model_dir', str(model_dir)],
                           capture_output=True, text=True, timeout=GIVE_UP_S, cwd=ROOT)
 

@@ -5,14 +5,14 @@ import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.test_pipeline import TestPipeline
 
-from contract import layout
+from imgrec.contract import layout
 from imgrec_console.errors import build_failure_message
 from imgrec_storage import retries, storage
-from pipelines import build_dataset
-from samples.generate import write_images
+from imgrec.pipelines import build_dataset
+from imgrec.samples.generate import write_images
 from tests.conftest import SMALL
 from tests.fault_proxy import LATEST, LIST, READ, WRITE, faulty_gcs, gcs_emulator  # noqa: F401  (fixtures)
-from transforms.listing import ListImages
+from imgrec.transforms.listing import ListImages
 
 OPTIONS = ['--image_size', '32', '--version', 'v1', '--num_shards', 'train=2,validation=1',
            '--direct_running_mode', 'in_memory']

@@ -7,11 +7,11 @@ import pytest
 import tensorflow as tf
 from apache_beam.io.filesystems import FileSystems
 
-from contract import features as F, index, layout
-from contract.tfrecord import read_records
+from imgrec.contract import features as F, index, layout
+from imgrec.contract.tfrecord import read_records
 from imgrec_storage import storage
-from pipelines import build_dataset
-from samples.generate import write_images
+from imgrec.pipelines import build_dataset
+from imgrec.samples.generate import write_images
 from tests.conftest import SMALL
 from tests.contract_checks import check_version
 from tests.gcs_emulator import gcs_emulator  # noqa: F401  (the fixture)

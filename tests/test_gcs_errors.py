@@ -3,7 +3,7 @@ import pytest
 from google.api_core import exceptions
 
 from imgrec_storage import gcs_storage
-from pipelines import build_dataset
+from imgrec.pipelines import build_dataset
 from tests.gcs_emulator import gcs_emulator  # noqa: F401  (the fixture)
 
 

@@ -9,10 +9,10 @@ from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from imgrec_storage import storage
-from pipelines.local import internals
+from imgrec.pipelines.local import internals
 from tests.gcs_emulator import gcs_emulator  # noqa: F401  (the fixture)
-from transforms.elements import ImageRef
-from transforms.listing import ListImages
+from imgrec.transforms.elements import ImageRef
+from imgrec.transforms.listing import ListImages
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -10,12 +10,12 @@ import sys
 
 import pytest
 
-import training
-from contract import layout
-from contract.tfrecord import read_records
+from imgrec import training
+from imgrec.contract import layout
+from imgrec.contract.tfrecord import read_records
 from imgrec_console.errors import UserError
 from tests.conftest import build
-from training import grain_input
+from imgrec.training import grain_input
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / 'examples' / 'grain_reader.py'

@@ -9,10 +9,10 @@ import sys
 import pytest
 from PIL import Image
 
-from contract.reasons import LABEL_CONFLICT, REASONS
+from imgrec.contract.reasons import LABEL_CONFLICT, REASONS
 from imgrec_imaging import image_ops
 from imgrec_imaging.record_options import RecordOptions
-from samples import torture
+from imgrec.samples import torture
 from tests.torture_fixtures import TOLERANCE, colour_errors
 
 CASES = {source: case for source, case in torture.corpus().items() if case[1].fate != torture.IGNORED}

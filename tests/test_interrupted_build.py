@@ -4,9 +4,9 @@ import signal
 import subprocess
 import sys
 
-from contract import layout
-from pipelines import build_dataset
-from samples.generate import write_images
+from imgrec.contract import layout
+from imgrec.pipelines import build_dataset
+from imgrec.samples.generate import write_images
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -15,7 +15,7 @@ def test_ctrl_c_ends_with_interrupted_naming_the_staging_folder_left_which_clean
     images, output = tmp_path / 'images', tmp_path / 'out'
     write_images(str(images), 150, min_side=40, max_side=80)  # long enough a build to stop midway
     argv = ['--input', str(images), '--output', str(output), '--image_size', '32', '--direct_running_mode', 'in_memory']
-    build = subprocess.Popen([sys.executable, '-m', 'pipelines.build_dataset', *argv, '--version', 'v1',
+    build = subprocess.Popen([sys.executable, '-m', 'imgrec.pipelines.build_dataset', *argv, '--version', 'v1',
                               '--progress_interval', '0.2'], cwd=ROOT, text=True,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     seen = []

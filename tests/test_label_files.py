@@ -10,13 +10,13 @@ import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from contract import layout
-from pipelines import build_dataset
-from samples.generate import write_images
+from imgrec.contract import layout
+from imgrec.pipelines import build_dataset
+from imgrec.samples.generate import write_images
 from tests.conftest import SMALL
-from transforms.elements import ImageRef
-from transforms.labels import ResolveLabels, parse_labels_file, unmatched_labels_message
-from transforms.listing import ListImages
+from imgrec.transforms.elements import ImageRef
+from imgrec.transforms.labels import ResolveLabels, parse_labels_file, unmatched_labels_message
+from imgrec.transforms.listing import ListImages
 
 CLASSES = ('circle', 'square')
 

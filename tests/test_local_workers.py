@@ -9,7 +9,7 @@ import psutil
 from apache_beam.runners.portability import local_job_service
 from apache_beam.runners.worker import sdk_worker_main
 
-from pipelines.local import internals, workers
+from imgrec.pipelines.local import internals, workers
 from tests import launcher
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -24,7 +24,7 @@ def _build_with_workers_that_cannot_start(images, tmp_path, **signal_states):
         "    sys.exit(3)\n")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path / 'site'), ROOT]))
     return subprocess.run(
-        launcher.command([sys.executable, '-m', 'pipelines.build_dataset', '--input', images, '--output',
+        launcher.command([sys.executable, '-m', 'imgrec.pipelines.build_dataset', '--input', images, '--output',
                           str(tmp_path / 'out'), '--image_size', '32', '--direct_running_mode', 'multi_processing',
                           '--direct_num_workers', '2'], **signal_states),
         cwd=ROOT, env=env, capture_output=True, text=True,

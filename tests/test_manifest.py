@@ -2,10 +2,10 @@
 import os
 import shutil
 
-from contract import features as F
+from imgrec.contract import features as F
 from tests.conftest import run_build
 from tests.contract_checks import check_version
-from transforms.listing import parse_manifest_line
+from imgrec.transforms.listing import parse_manifest_line
 
 
 def test_manifest_lines_parse():

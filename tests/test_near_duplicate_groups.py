@@ -1,4 +1,4 @@
-"""The grouping rule of ``transforms.near_duplicate_groups``: stars that cannot chain, the same whatever the
+"""The grouping rule of ``imgrec.transforms.near_duplicate_groups``: stars that cannot chain, the same whatever the
 order, every member a confirmed near-duplicate of its leader, and Beam's ``FindGroups`` giving the same
 groups as the benchmark's in-memory grouping (``benchmarks.near_duplicate_groups.group_in_memory``)."""
 import collections
@@ -12,8 +12,8 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from benchmarks.near_duplicate_groups import group_in_memory, synthetic
 from imgrec_imaging import perceptual_hash as ph
-from transforms.elements import RecordRef
-from transforms.near_duplicate_groups import FindGroups, star_groups
+from imgrec.transforms.elements import RecordRef
+from imgrec.transforms.near_duplicate_groups import FindGroups, star_groups
 
 CHAIN = ('chain/a.jpg', 'chain/b.jpg', 'chain/c.jpg', 'chain/d.jpg', 'chain/e.jpg')
 

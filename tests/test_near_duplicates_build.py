@@ -9,11 +9,11 @@ import shutil
 import pytest
 from PIL import Image
 
-from contract import layout, metadata
+from imgrec.contract import layout, metadata
 from imgrec_imaging import image_ops, perceptual_hash as ph
-from samples.near_duplicates import make_twin, write_corpus
+from imgrec.samples.near_duplicates import make_twin, write_corpus
 from tests.conftest import build
-from transforms.splits import split_for
+from imgrec.transforms.splits import split_for
 
 PER_CLASS, TWINS = 120, 60
 SPLITS = (('train', 80), ('validation', 20))

@@ -10,11 +10,11 @@ from PIL import Image
 
 from imgrec_imaging import image_ops, perceptual_hash as ph
 from imgrec_imaging.record_options import RecordOptions
-from samples import one_style
-from samples.near_duplicates import TRANSFORMS, draw_photo, make_twin, write_corpus
-from transforms.elements import RecordRef
-from transforms.near_duplicate_groups import join_labels, pairs_in_bucket
-from transforms.splits import published_group_split
+from imgrec.samples import one_style
+from imgrec.samples.near_duplicates import TRANSFORMS, draw_photo, make_twin, write_corpus
+from imgrec.transforms.elements import RecordRef
+from imgrec.transforms.near_duplicate_groups import join_labels, pairs_in_bucket
+from imgrec.transforms.splits import published_group_split
 
 THRESHOLD = ph.MAX_THRESHOLD
 EDGES = ph.band_edges(ph.bands_for(THRESHOLD))

@@ -11,13 +11,13 @@ import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from contract.reasons import NEAR_DUPLICATE_CONFLICT
+from imgrec.contract.reasons import NEAR_DUPLICATE_CONFLICT
 from imgrec_console.errors import build_failure_message
 from imgrec_imaging import perceptual_hash as ph
-from transforms.elements import RecordRef
-from transforms.near_duplicate_groups import FindGroups
-from transforms.near_duplicates import GROUP, OFF, REPORT, NearDuplicates
-from transforms.splits import apportion, split_for
+from imgrec.transforms.elements import RecordRef
+from imgrec.transforms.near_duplicate_groups import FindGroups
+from imgrec.transforms.near_duplicates import GROUP, OFF, REPORT, NearDuplicates
+from imgrec.transforms.splits import apportion, split_for
 
 WEIGHTS = (('train', 50), ('validation', 50))
 THRESHOLD = ph.threshold_for(46)  # the records of _corpus

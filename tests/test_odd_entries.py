@@ -15,10 +15,10 @@ import xml.etree.ElementTree as ElementTree
 
 import pytest
 
-from contract import layout
-from contract.reasons import NOT_A_FILE, READ_ERROR
+from imgrec.contract import layout
+from imgrec.contract.reasons import NOT_A_FILE, READ_ERROR
 from imgrec_storage import local_storage, retries
-from samples.generate import write_images
+from imgrec.samples.generate import write_images
 from tests.conftest import SMALL
 from tests.contract_checks import check_version, load_version
 
@@ -28,7 +28,7 @@ GIVE_UP_S = 600  # a safety net against a hang, not a timing threshold
 
 def _build(images, output, *extra):
     return subprocess.run(
-        [sys.executable, '-m', 'pipelines.build_dataset', '--input', str(images), '--output', str(output),
+        [sys.executable, '-m', 'imgrec.pipelines.build_dataset', '--input', str(images), '--output', str(output),
          '--image_size', '32', '--direct_running_mode', 'in_memory', *extra],
         cwd=ROOT, capture_output=True, text=True, timeout=GIVE_UP_S)
 

@@ -6,16 +6,16 @@ import shutil
 
 import pytest
 
-from contract import index, layout
-from contract.tfrecord import frame, read_records
+from imgrec.contract import index, layout
+from imgrec.contract.tfrecord import frame, read_records
 from imgrec_console.errors import build_failure_message
 from imgrec_storage import frames
 from imgrec_storage import storage
 from imgrec_storage.spill import SpillFile
 from tests.conftest import build, listing
 from tests.contract_checks import check_index, load_version
-from transforms import write
-from transforms.elements import RecordRef
+from imgrec.transforms import write
+from imgrec.transforms.elements import RecordRef
 
 LOCAL = storage.storage_for('')
 

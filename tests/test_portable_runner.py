@@ -8,10 +8,10 @@ import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.portability import local_job_service
 
-from contract import layout
+from imgrec.contract import layout
 from imgrec_console.errors import UserError
-from pipelines import build_dataset, job_endpoint
-from samples.generate import write_images
+from imgrec.pipelines import build_dataset, job_endpoint
+from imgrec.samples.generate import write_images
 from tests.conftest import SMALL
 
 OPTIONS = ('--image_size', '32', '--splits', 'train=80,validation=20', '--num_shards', 'train=2,validation=1',

@@ -15,9 +15,9 @@ from apache_beam.runners.dataflow.dataflow_metrics import DataflowMetrics
 from apache_beam.runners.runner import PipelineState
 from google.cloud.dataflow_v1beta3 import types as dataflow
 
-from contract import counters, layout
-from pipelines import build_dataset, progress
-from pipelines.local.live_counters import CountingRunner
+from imgrec.contract import counters, layout
+from imgrec.pipelines import build_dataset, progress
+from imgrec.pipelines.local.live_counters import CountingRunner
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LINE = re.compile(r'^build-dataset: \[(?P<stage>\w+)\] \d+ s: listed (?P<listed>\d+), decoded (?P<decoded>\d+), '
@@ -26,7 +26,7 @@ LINE = re.compile(r'^build-dataset: \[(?P<stage>\w+)\] \d+ s: listed (?P<listed>
 
 def _build(sample_images, output, *extra):
     return subprocess.run(
-        [sys.executable, '-m', 'pipelines.build_dataset', '--input', sample_images, '--output', str(output),
+        [sys.executable, '-m', 'imgrec.pipelines.build_dataset', '--input', sample_images, '--output', str(output),
          '--image_size', '32', '--version', 'v1', '--direct_running_mode', 'multi_processing',
          '--direct_num_workers', '2', *extra],
         cwd=ROOT, capture_output=True, text=True, check=True)

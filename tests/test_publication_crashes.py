@@ -13,11 +13,11 @@ import sys
 
 import pytest
 
-from contract import layout
+from imgrec.contract import layout
 from imgrec_storage import publication
 from imgrec_versions import verify
-from pipelines import build_dataset
-from samples.generate import write_images
+from imgrec.pipelines import build_dataset
+from imgrec.samples.generate import write_images
 from tests.conftest import SMALL, listing
 from tests.contract_checks import check_version
 from tests.gcs_emulator import gcs_emulator  # noqa: F401  (the fixture)
@@ -38,7 +38,7 @@ def _argv(images, output):
 def _crash(images, output, point, log):
     """The build, in its own process, made to end at ``point``."""
     with open(log, 'wb') as stream:
-        status = subprocess.run([sys.executable, '-m', 'pipelines.build_dataset', *_argv(images, output)], cwd=ROOT,
+        status = subprocess.run([sys.executable, '-m', 'imgrec.pipelines.build_dataset', *_argv(images, output)], cwd=ROOT,
                                 env=dict(os.environ, **{publication.CRASH_AT: point}), stdout=stream,
                                 stderr=stream, timeout=GIVE_UP_S, check=False).returncode
     assert status == 137, log.read_text()[-3000:]

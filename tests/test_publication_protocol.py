@@ -16,11 +16,11 @@ import time
 
 import pytest
 
-from contract import layout, version_ref
+from imgrec.contract import layout, version_ref
 from imgrec_storage import leases, publication, storage
 from imgrec_versions import verify
-from pipelines import build_dataset
-from samples.generate import write_images
+from imgrec.pipelines import build_dataset
+from imgrec.samples.generate import write_images
 from tests.conftest import SMALL, listing
 from tests.contract_checks import check_version
 from tests.gcs_emulator import gcs_emulator  # noqa: F401  (the fixture)
@@ -43,7 +43,7 @@ def _build(images, output, *extra):
 def _start(images, output, *extra, env=None, log=None):
     """The build as its own process (and process group), its output in the file ``log``."""
     stream = open(log, 'wb') if log else subprocess.DEVNULL  # pylint: disable=consider-using-with
-    return subprocess.Popen([sys.executable, '-m', 'pipelines.build_dataset', *_argv(images, output, *extra)],
+    return subprocess.Popen([sys.executable, '-m', 'imgrec.pipelines.build_dataset', *_argv(images, output, *extra)],
                             cwd=ROOT, env=dict(os.environ, **(env or {})), stdout=stream, stderr=stream,
                             start_new_session=True)
 
@@ -296,7 +296,7 @@ def test_a_build_that_finds_nothing_changed_still_prunes_to_exactly_keep_version
 
 def test_a_training_run_holds_its_version_and_the_summary_names_what_pruning_kept_and_deleted(
         images, published, tmp_path, capsys, monkeypatch):
-    from training import train, trainer  # pylint: disable=import-outside-toplevel  # TensorFlow: this test only
+    from imgrec.training import train, trainer  # pylint: disable=import-outside-toplevel  # TensorFlow: this test only
     output = _copy(published, tmp_path)
     seen = {}
 

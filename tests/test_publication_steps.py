@@ -13,13 +13,13 @@ import shutil
 
 import pytest
 
-from contract import layout
+from imgrec.contract import layout
 from imgrec_storage import leases, publication
-from pipelines import build_dataset
-from samples.generate import write_images
+from imgrec.pipelines import build_dataset
+from imgrec.samples.generate import write_images
 from tests.conftest import SMALL
 from tests.gcs_emulator import gcs_emulator  # noqa: F401  (the fixture)
-from transforms import publish
+from imgrec.transforms import publish
 
 BUILD_ID = 'steps0000001'
 STAGING = layout.staging_name('v2', BUILD_ID)

@@ -13,14 +13,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from contract import layout
+from imgrec.contract import layout
 from imgrec_console.errors import BuildFailed, CommandError, UserError
-from pipelines import build_dataset, options
-from pipelines.build_result import BuildResult
+from imgrec.pipelines import build_dataset, options
+from imgrec.pipelines.build_result import BuildResult
 from tests.conftest import build as cli_build, listing
-import training
-from training import dataset, dataset_version, quiet
-from training.dataset_info import DatasetInfo
+from imgrec import training
+from imgrec.training import dataset, dataset_version, quiet
+from imgrec.training.dataset_info import DatasetInfo
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 PAGE = REPO / 'docs' / 'python-api.md'

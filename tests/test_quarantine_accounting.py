@@ -2,9 +2,9 @@
 import pytest
 
 from imgrec_console.errors import BuildFailed, UserError
-from pipelines.options import parse_args
-from transforms.elements import Duplicate, Rejected
-from transforms.publish import account, check_error_rate, top_reasons
+from imgrec.pipelines.options import parse_args
+from imgrec.transforms.elements import Duplicate, Rejected
+from imgrec.transforms.publish import account, check_error_rate, top_reasons
 
 STATS = [{'split': 'train', 'records': 5}, {'split': 'train', 'records': 3}, {'split': 'validation', 'records': 2}]
 REJECTED = [Rejected('a/1.jpg', 'truncated', 'm', 10, 'train'), Rejected('a/2.jpg', 'empty', 'm', 0, 'validation'),

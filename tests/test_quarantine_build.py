@@ -9,7 +9,7 @@ import sys
 import pytest
 from apache_beam.metrics.metric import MetricsFilter
 
-from contract import layout
+from imgrec.contract import layout
 from tests.conftest import listing
 from tests.contract_checks import shard_files
 from tests.torture_fixtures import OPTIONS, build, check_every_fate, torture_build, torture_corpus  # noqa: F401
@@ -58,7 +58,7 @@ def test_too_many_errors_fail_the_build_in_one_line_and_leave_latest(torture_cor
     output = str(tmp_path / 'out')
     shutil.copytree(torture_build[0], output)
     run = subprocess.run(
-        [sys.executable, '-m', 'pipelines.build_dataset', '--input', torture_corpus[0], '--output', output,
+        [sys.executable, '-m', 'imgrec.pipelines.build_dataset', '--input', torture_corpus[0], '--output', output,
          *OPTIONS, '--max_error_rate', '0.05', '--version', 'v2', '--direct_running_mode', 'in_memory'],
         cwd=ROOT, capture_output=True, text=True)
     assert run.returncode == 1

@@ -19,8 +19,8 @@ from imgrec_console.errors import build_failure_message
 from imgrec_imaging.record_options import RecordOptions
 from imgrec_storage import retries, storage
 from imgrec_storage.retries import RetryPolicy, is_transient
-from transforms.decode import DecodeResizeEncode
-from transforms.elements import ImageRef
+from imgrec.transforms.decode import DecodeResizeEncode
+from imgrec.transforms.elements import ImageRef
 
 
 class FlakyReader:

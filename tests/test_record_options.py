@@ -6,12 +6,12 @@ import json
 
 import pytest
 
-from contract import layout
+from imgrec.contract import layout
 from imgrec_imaging import record_options
 from imgrec_imaging.record_options import RecordOptions
-from pipelines import build_dataset, options, refresh
-from pipelines.preflight import read_latest
-from samples.generate import write_images
+from imgrec.pipelines import build_dataset, options, refresh
+from imgrec.pipelines.preflight import read_latest
+from imgrec.samples.generate import write_images
 from tests.conftest import SMALL
 from tests.contract_checks import load_version
 

@@ -10,12 +10,12 @@ import time
 
 import pytest
 
-from contract import layout
+from imgrec.contract import layout
 from imgrec_console.errors import build_failure_message
 from imgrec_imaging.record_options import RecordOptions
-from pipelines import build_dataset, preflight, refresh
-from pipelines.preflight import read_latest
-from samples.generate import write_images
+from imgrec.pipelines import build_dataset, preflight, refresh
+from imgrec.pipelines.preflight import read_latest
+from imgrec.samples.generate import write_images
 from tests.conftest import SMALL, listing
 from tests.contract_checks import check_version, load_version
 
@@ -192,7 +192,7 @@ def test_overlapping_builds_publish_once_and_the_loser_fails_in_one_line(tmp_pat
     started = read_latest(str(output), None)
     assert started.version == 'v1'
     _refresh(images, output, '--version', 'v3', '--force')
-    monkeypatch.setattr('pipelines.preflight.read_latest', lambda *args: started)
+    monkeypatch.setattr('imgrec.pipelines.preflight.read_latest', lambda *args: started)
     status = build_dataset.main(['--input', str(images), '--output', str(output), '--image_size', '32',
                                  '--direct_running_mode', 'in_memory', *OPTIONS, '--version', 'v2', '--force'])
     # Progress lines ('build-dataset: [step] ...') come every 10 s of a build that takes longer (a loaded machine).
@@ -232,7 +232,7 @@ def test_a_refresh_killed_before_publishing_leaves_latest_and_the_next_one_succe
     _refresh(images, output, '--version', 'v1')
     _edit_input(images)
     process = subprocess.Popen(
-        [sys.executable, '-m', 'pipelines.build_dataset', '--input', str(images), '--output', str(output),
+        [sys.executable, '-m', 'imgrec.pipelines.build_dataset', '--input', str(images), '--output', str(output),
          '--image_size', '32', '--direct_running_mode', 'in_memory', *OPTIONS, '--version', 'v2'],
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.monotonic() + 120

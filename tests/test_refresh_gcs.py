@@ -3,9 +3,9 @@ byte-identical to a full build, and LATEST is replaced under a generation precon
 import json
 import urllib.parse
 
-from contract import layout
-from pipelines import build_dataset
-from samples.generate import write_images
+from imgrec.contract import layout
+from imgrec.pipelines import build_dataset
+from imgrec.samples.generate import write_images
 from tests.conftest import SMALL
 from tests.fault_proxy import faulty_gcs  # noqa: F401  (the fixture)
 from tests.gcs_emulator import gcs_emulator  # noqa: F401  (the fixture)

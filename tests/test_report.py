@@ -9,8 +9,8 @@ import re
 
 from PIL import Image
 
-from contract import layout
-from contract.example import decode_example
+from imgrec.contract import layout
+from imgrec.contract.example import decode_example
 from imgrec_versions import report, shard_reader, version as version_lib
 from tests.chromium import open_page, requires_chromium
 from tests.torture_fixtures import torture_build, torture_corpus  # noqa: F401  (the fixtures)
@@ -88,7 +88,7 @@ def test_no_dataset_is_a_one_line_error(tmp_path, capsys):
 
 def test_the_reports_example_reader_agrees_with_tensorflows_parser(built_dataset):
     """The report reads records without TensorFlow (Beam workers have none): it must read what TF reads."""
-    from training.example_parsing import parse_example
+    from imgrec.training.example_parsing import parse_example
 
     version = version_lib.load(built_dataset)
     checked = 0

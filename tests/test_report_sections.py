@@ -16,10 +16,10 @@ import shutil
 import pytest
 from PIL import Image
 
-from contract import features as F, index, layout, metadata, tfrecord
-from contract.example import encode_example
+from imgrec.contract import features as F, index, layout, metadata, tfrecord
+from imgrec.contract.example import encode_example
 from imgrec_versions import report, version as version_lib
-from samples.near_duplicates import draw_photo, make_twin
+from imgrec.samples.near_duplicates import draw_photo, make_twin
 from tests.chromium import open_page, requires_chromium
 from tests.conftest import build
 

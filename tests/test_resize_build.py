@@ -4,7 +4,7 @@ import io
 import pytest
 from PIL import Image
 
-from contract import features as F
+from imgrec.contract import features as F
 from tests.conftest import run_build
 from tests.contract_checks import check_version
 

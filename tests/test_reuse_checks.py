@@ -10,19 +10,19 @@ import shutil
 import pyarrow.parquet as pq
 import pytest
 
-from contract import index as I, layout
-from contract.tfrecord import frame
+from imgrec.contract import index as I, layout
+from imgrec.contract.tfrecord import frame
 from imgrec_console.errors import BuildFailed
 from imgrec_imaging.record_options import RecordOptions
 from imgrec_storage import storage
 from imgrec_versions import verify
-from pipelines import build_dataset
-from samples.generate import write_images
+from imgrec.pipelines import build_dataset
+from imgrec.samples.generate import write_images
 from tests.conftest import SMALL
 from tests.contract_checks import check_version, load_version
 from tests.gcs_emulator import gcs_emulator  # noqa: F401  (the fixture)
-from transforms.elements import RecordRef
-from transforms.previous import ReuseCheck
+from imgrec.transforms.elements import RecordRef
+from imgrec.transforms.previous import ReuseCheck
 
 OPTIONS = ('--image_size', '32', '--splits', 'train=80,validation=20', '--num_shards', 'train=2,validation=1',
            '--direct_running_mode', 'in_memory')

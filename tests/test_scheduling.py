@@ -15,8 +15,8 @@ import string
 import pytest
 from google.cloud.dataflow_v1beta3.types import LaunchFlexTemplateRequest
 
-from contract import layout
-from pipelines import options
+from imgrec.contract import layout
+from imgrec.pipelines import options
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 BODY_FILE = REPO / 'examples' / 'cloud_scheduler_body.json'

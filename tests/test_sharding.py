@@ -8,11 +8,11 @@ import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from contract import features as F
+from imgrec.contract import features as F
 from tests.conftest import build
 from tests.contract_checks import check_version
-from transforms import sharding
-from transforms.elements import RecordRef
+from imgrec.transforms import sharding
+from imgrec.transforms.elements import RecordRef
 
 LABELS = ['a', 'b', 'c', 'd']
 

@@ -4,11 +4,11 @@ import os
 
 import pytest
 
-from contract import features as F, layout
+from imgrec.contract import features as F, layout
 from imgrec_console.errors import build_failure_message
 from tests.conftest import build
 from tests.contract_checks import check_version
-from transforms.splits import split_for
+from imgrec.transforms.splits import split_for
 
 WEIGHTS = (('train', 80), ('validation', 15), ('test', 5))
 

@@ -5,11 +5,11 @@ import os
 
 import pytest
 
-from contract import counters
-from contract.tfrecord import frame, read_records
+from imgrec.contract import counters
+from imgrec.contract.tfrecord import frame, read_records
 from imgrec_storage import gcs_storage, request_counts, storage
-from pipelines import build_dataset
-from samples.generate import write_images
+from imgrec.pipelines import build_dataset
+from imgrec.samples.generate import write_images
 from tests.conftest import SMALL
 from tests.fault_proxy import LIST, READ, faulty_gcs, gcs_emulator  # noqa: F401  (fixtures)
 

@@ -13,7 +13,7 @@ from tests.test_near_duplicates_build import (  # noqa: F401  (fixtures)
     planted,
     rows_of,
 )
-from transforms.splits import apportion, deal_groups, singleton_quotas, split_of_rank, targets_for
+from imgrec.transforms.splits import apportion, deal_groups, singleton_quotas, split_of_rank, targets_for
 
 WEIGHTS = (('train', 80), ('validation', 20))
 

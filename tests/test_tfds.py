@@ -9,13 +9,13 @@ import tensorflow_datasets as tfds
 from tensorflow_datasets.core import naming
 from tensorflow_datasets.core.features.feature import convert_feature_name_to_filename
 
-from contract import features as F, layout, version_ref
+from imgrec.contract import features as F, layout, version_ref
 from imgrec_versions import tfds_metadata
-from samples.generate import CLASSES, write_images
+from imgrec.samples.generate import CLASSES, write_images
 from tests.conftest import SMALL, build
 from tests.contract_checks import load_version
-from training import dataset, dataset_version
-from training.dataset import PAD_LABEL
+from imgrec.training import dataset, dataset_version
+from imgrec.training.dataset import PAD_LABEL
 
 
 def _training_examples(output, split):

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from tests import training_fixtures as fixtures
-from training import epoch_progress, train
+from imgrec.training import epoch_progress, train
 
 BAD_ARGUMENTS = [
     (['--learning_rate', '-1'], 'argument --learning_rate: must be a positive finite number, got -1'),
@@ -92,7 +92,7 @@ def data(tmp_path_factory):
 
 
 def _run(data, model_dir, *argv):
-    result = subprocess.run([sys.executable, '-m', 'training.train', '--data', data, '--epochs', '2', '--batch_size',
+    result = subprocess.run([sys.executable, '-m', 'imgrec.training.train', '--data', data, '--epochs', '2', '--batch_size',
                              '4', '--model_dir', str(model_dir), *argv],
                             capture_output=True, text=True, timeout=300, cwd=fixtures.REPO_ROOT)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -150,7 +150,7 @@ def test_progress_rewrites_one_line_on_a_terminal_and_waits_out_its_interval():
 def test_an_unexpected_failure_is_one_line_naming_a_log_with_the_traceback_and_verbose_shows_it(data, tmp_path):
     blocker = tmp_path / 'a_file'
     blocker.write_text('not a folder')
-    argv = [sys.executable, '-m', 'training.train', '--data', data, '--epochs', '1', '--batch_size', '4',
+    argv = [sys.executable, '-m', 'imgrec.training.train', '--data', data, '--epochs', '1', '--batch_size', '4',
             '--model_dir', str(blocker / 'model')]
     result = subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=fixtures.REPO_ROOT)
     assert result.returncode == 1
@@ -174,7 +174,7 @@ def test_a_resume_on_another_dataset_names_the_pinned_version_and_how_to_start_a
     _run(data, model_dir)  # trains on version v1 and pins it in run.json
     other = tmp_path / 'other'
     fixtures.write_dataset(str(other), {'train': (16, 1), 'validation': (8, 1)}, version='v9')
-    base = [sys.executable, '-m', 'training.train', '--epochs', '2', '--batch_size', '4', '--model_dir', str(model_dir)]
+    base = [sys.executable, '-m', 'imgrec.training.train', '--epochs', '2', '--batch_size', '4', '--model_dir', str(model_dir)]
     result = subprocess.run([*base, str(other)], capture_output=True, text=True, timeout=120, cwd=fixtures.REPO_ROOT)
     assert result.returncode == 2 and result.stdout == ''
     assert result.stderr == (f"train-model: error: --model_dir {model_dir} holds a run trained on dataset version "

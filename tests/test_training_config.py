@@ -5,8 +5,8 @@ import os
 
 import pytest
 
-from training import train
-from training.config import TrainConfig
+from imgrec.training import train
+from imgrec.training.config import TrainConfig
 
 NOW = datetime.datetime(2026, 1, 2, 3, 4, 5, tzinfo=datetime.timezone.utc)
 

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from contract import layout
+from imgrec.contract import layout
 from tests import training_fixtures as fixtures
 
 SHARD = layout.shard_file_name('train', 1, 2)
@@ -24,7 +24,7 @@ def data(tmp_path):
 
 
 def _train(data, model_dir, *argv):
-    return subprocess.run([sys.executable, '-m', 'training.train', '--data', str(data), '--epochs', '1',
+    return subprocess.run([sys.executable, '-m', 'imgrec.training.train', '--data', str(data), '--epochs', '1',
                            '--batch_size', '4', '--model_dir', str(model_dir), *argv],
                           capture_output=True, text=True, timeout=300, cwd=fixtures.REPO_ROOT)
 
@@ -100,7 +100,7 @@ def test_a_flipped_byte_on_a_remote_filesystem_is_named_too(data, tmp_path, caps
     """TensorFlow's in-memory ram:// filesystem stands in for gs://: the shard is re-read through tf.io.gfile."""
     import tensorflow as tf
 
-    from training import train
+    from imgrec.training import train
 
     shard = data / 'v1' / SHARD
     record_2 = _record_offsets(shard)[2]

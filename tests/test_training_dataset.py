@@ -1,4 +1,4 @@
-"""training.dataset and training.dataset_version: exact epochs, static shapes, resume position, refusals."""
+"""imgrec.training.dataset and training.dataset_version: exact epochs, static shapes, resume position, refusals."""
 import collections
 
 import numpy as np
@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from imgrec_console.errors import UserError
 from tests import training_fixtures as fixtures
-from training import dataset, dataset_version
+from imgrec.training import dataset, dataset_version
 
 IMAGE = 32
 

@@ -21,7 +21,7 @@ def _two_replica_report(data, model_dir):
 
     cpu = tf.config.list_physical_devices('CPU')[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-    from training import dataset, dataset_version, strategy as strategy_lib, train
+    from imgrec.training import dataset, dataset_version, strategy as strategy_lib, train
 
     accelerator = strategy_lib.create(strategy_lib.find_tpu(None, environ={}, device_globs=()))
     strategy = accelerator.strategy

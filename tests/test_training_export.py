@@ -16,7 +16,7 @@ import pytest
 import tensorflow as tf
 from PIL import Image
 
-from training import export, model as model_lib
+from imgrec.training import export, model as model_lib
 
 LABELS = ['circle', 'square', 'triangle']
 SHAPE = (32, 32, 3)

@@ -1,9 +1,9 @@
-"""training.model: every --model takes uint8 images and returns float32 logits, also under mixed precision."""
+"""imgrec.training.model: every --model takes uint8 images and returns float32 logits, also under mixed precision."""
 import keras
 import numpy as np
 import pytest
 
-from training import model as model_lib
+from imgrec.training import model as model_lib
 
 
 @pytest.fixture

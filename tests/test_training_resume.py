@@ -1,6 +1,6 @@
 """Resume after preemption: a training subprocess SIGKILLed mid-epoch, then restarted on the same model_dir.
 
-The subprocess is this module run as a script: ``training.train`` with a model whose first layer writes
+The subprocess is this module run as a script: ``imgrec.training.train`` with a model whose first layer writes
 the record ids of every training batch it receives to a trace file (one line a step), and sleeps a
 little so the test can kill it mid-epoch. The traces show which records each run trained on.
 """
@@ -14,7 +14,7 @@ import time
 import tensorflow as tf
 
 from tests import training_fixtures as fixtures
-from training import run_state
+from imgrec.training import run_state
 
 STEPS_PER_EPOCH, EPOCHS, BATCH, CHECKPOINT_STEPS = 8, 2, 8, 3
 KILL_AFTER_LINES = STEPS_PER_EPOCH + 2  # step 10 started, so the checkpoint at step 9 is on disk
@@ -24,7 +24,7 @@ def _recording_train(trace_path, delay_s, argv):
     import keras
     import numpy as np
 
-    from training import model as model_lib, train
+    from imgrec.training import model as model_lib, train
 
     class RecordIds(keras.layers.Layer):
         """Passes images through; while training, appends their record ids to the trace file."""

@@ -1,4 +1,4 @@
-"""training.strategy without a TPU: the resolution order, fast clear failures, the TPU-node storage check.
+"""imgrec.training.strategy without a TPU: the resolution order, fast clear failures, the TPU-node storage check.
 
 Nothing here mocks TensorFlow or the network: an unreachable TPU is a real closed local port.
 """
@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 from imgrec_console.errors import UserError
-from training import strategy
+from imgrec.training import strategy
 
 
 @pytest.fixture

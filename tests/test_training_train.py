@@ -1,4 +1,4 @@
-"""``python -m training.train`` end to end on the CPU: epochs, checkpoints, logs, export, serving, errors.
+"""``python -m imgrec.training.train`` end to end on the CPU: epochs, checkpoints, logs, export, serving, errors.
 
 The main run trains on a dataset built by the real Beam pipeline (conftest's ``built_dataset``).
 """
@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import training
-from contract import features as F, layout
+from imgrec import training
+from imgrec.contract import features as F, layout
 from tests import training_fixtures as fixtures
-from training import dataset, dataset_version, example_parsing, export, model as model_lib, run_state, train
+from imgrec.training import dataset, dataset_version, example_parsing, export, model as model_lib, run_state, train
 
 EPOCHS, BATCH = 2, 8
 
@@ -24,7 +24,7 @@ def trained(built_dataset, tmp_path_factory):
     """(model_dir, stdout) of a short run with step checkpoints on the pipeline-built dataset."""
     model_dir = str(tmp_path_factory.mktemp('run') / 'model')
     result = subprocess.run(
-        [sys.executable, '-m', 'training.train', '--data', built_dataset, '--epochs', str(EPOCHS),
+        [sys.executable, '-m', 'imgrec.training.train', '--data', built_dataset, '--epochs', str(EPOCHS),
          '--batch_size', str(BATCH), '--checkpoint_steps', '2', '--model_dir', model_dir],
         capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -143,7 +143,7 @@ def test_user_errors_exit_nonzero_with_one_line(built_dataset, tmp_path, capsys,
 
 
 def test_missing_data_dir_from_the_command_line_is_one_line_without_traceback(tmp_path):
-    result = subprocess.run([sys.executable, '-m', 'training.train', '--data', str(tmp_path / 'missing')],
+    result = subprocess.run([sys.executable, '-m', 'imgrec.training.train', '--data', str(tmp_path / 'missing')],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
@@ -152,7 +152,7 @@ def test_missing_data_dir_from_the_command_line_is_one_line_without_traceback(tm
 
 def test_training_package_never_imports_apache_beam():
     modules = [f'training.{info.name}' for info in pkgutil.iter_modules(training.__path__)]
-    assert 'training.train' in modules and 'training.dataset' in modules
+    assert 'imgrec.training.train' in modules and 'imgrec.training.dataset' in modules
     code = ('import sys\n'
             f'for name in {modules!r}: __import__(name)\n'
             "assert 'apache_beam' not in sys.modules, 'apache_beam was imported'\n")

@@ -6,14 +6,14 @@ import tensorflow as tf
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from contract import features as F
-from contract.tfrecord import frame
+from imgrec.contract import features as F
+from imgrec.contract.tfrecord import frame
 from imgrec_storage import storage
-from transforms.elements import EncodedImage, ImageRef
-from transforms.examples import ToExample, to_example
-from transforms.labels import ResolveLabels
-from transforms.listing import ListImages
-from transforms.splits import AssignSplit, split_for
+from imgrec.transforms.elements import EncodedImage, ImageRef
+from imgrec.transforms.examples import ToExample, to_example
+from imgrec.transforms.labels import ResolveLabels
+from imgrec.transforms.listing import ListImages
+from imgrec.transforms.splits import AssignSplit, split_for
 
 
 def _tree(root):

@@ -11,8 +11,8 @@ import tempfile
 
 import pytest
 
-from contract import features as F, layout, tfrecord
-from contract.example import decode_example, encode_example
+from imgrec.contract import features as F, layout, tfrecord
+from imgrec.contract.example import decode_example, encode_example
 from imgrec_versions import verify
 from tests.gcs_emulator import gcs_emulator  # noqa: F401  (the fixture)
 

@@ -1,4 +1,4 @@
-"""One reader of a version (contract.version_ref): its rules with fake I/O, then every tool's command line
+"""One reader of a version (imgrec.contract.version_ref): its rules with fake I/O, then every tool's command line
 on the same bad outputs, answering each mistake with the same one line; and --version names checked up
 front."""
 import importlib
@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from contract import layout, metadata, version_ref
-from pipelines import build_dataset
+from imgrec.contract import layout, metadata, version_ref
+from imgrec.pipelines import build_dataset
 from tests.conftest import build
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -170,13 +170,13 @@ def bad_outputs(built_dataset, tmp_path_factory):
 
 def _command(tool, output, sample_images, model_dir):
     if tool == 'build':
-        return ['pipelines.build_dataset', '--input', sample_images, '--output', output, '--image_size', '32',
+        return ['imgrec.pipelines.build_dataset', '--input', sample_images, '--output', output, '--image_size', '32',
                 '--direct_running_mode', 'in_memory', '--version', 'v2']
     if tool == 'verify':
         return ['imgrec_versions.verify', output]
     if tool == 'report':
         return ['imgrec_versions.report', output]
-    return ['training.train', '--data', output, '--epochs', '1', '--model_dir', model_dir]
+    return ['imgrec.training.train', '--data', output, '--epochs', '1', '--model_dir', model_dir]
 
 
 def _tree(folder):

@@ -8,11 +8,11 @@ import os
 import pytest
 from PIL import Image
 
-from contract import features as F, layout, metadata
-from contract.reasons import REASONS
-from pipelines import build_dataset
-from samples import torture
-from transforms.splits import split_for
+from imgrec.contract import features as F, layout, metadata
+from imgrec.contract.reasons import REASONS
+from imgrec.pipelines import build_dataset
+from imgrec.samples import torture
+from imgrec.transforms.splits import split_for
 
 # Max difference per channel between a checked pixel and its expected colour (JPEG at quality 90).
 TOLERANCE = 24

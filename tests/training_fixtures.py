@@ -14,8 +14,8 @@ import random
 import numpy as np
 from PIL import Image
 
-from contract import example, features as F, layout, metadata, tfrecord
-from samples import generate
+from imgrec.contract import example, features as F, layout, metadata, tfrecord
+from imgrec.samples import generate
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # cwd for `python -m tests.<module>`
 ID_BITS = 8

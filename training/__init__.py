@@ -17,19 +17,19 @@ For a notebook: ``training.load`` (``dataset.load``, a split as a ``tf.data.Data
 ``training.grain_source`` (``grain_input.grain_source``, its ArrayRecord shards through Grain, without
 TensorFlow), imported when first called. Importing the package keeps TensorFlow's log lines off (``quiet``).
 """
-from training import quiet as _quiet
+from imgrec.training import quiet as _quiet
 
 _quiet.quiet()
 
 
 def load(data, split='train', **options):
-    """``training.dataset.load`` (its docstring says all), imported at the first call: importing the package
+    """``imgrec.training.dataset.load`` (its docstring says all), imported at the first call: importing the package
     imports no TensorFlow."""
-    from training import dataset  # pylint: disable=import-outside-toplevel
+    from imgrec.training import dataset  # pylint: disable=import-outside-toplevel
     return dataset.load(data, split, **options)
 
 
 def grain_source(data, split='train', **options):
-    """``training.grain_input.grain_source`` (its docstring says all), imported at the first call."""
-    from training import grain_input  # pylint: disable=import-outside-toplevel
+    """``imgrec.training.grain_input.grain_source`` (its docstring says all), imported at the first call."""
+    from imgrec.training import grain_input  # pylint: disable=import-outside-toplevel
     return grain_input.grain_source(data, split, **options)

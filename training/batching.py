@@ -1,5 +1,5 @@
 """Batch defaults per accelerator, in a module without TensorFlow: ``train-model --help`` shows them and
-``training.trainer`` applies them once it knows the accelerator."""
+``imgrec.training.trainer`` applies them once it knows the accelerator."""
 TPU_PER_REPLICA_BATCH = 128  # the Cloud TPU codelab's recommendation
 DEFAULT_PER_REPLICA_BATCH = 32
 TPU_STEPS_PER_EXECUTION = 32

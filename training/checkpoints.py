@@ -1,8 +1,8 @@
 """The model, optimizer and global step in ``<model_dir>/checkpoints``, local or ``gs://``."""
 import tensorflow as tf
 
-from contract import layout
-from training.run_state import CHECKPOINTS
+from imgrec.contract import layout
+from imgrec.training.run_state import CHECKPOINTS
 
 MAX_CHECKPOINTS = 3
 

@@ -9,7 +9,7 @@ import dataclasses
 import datetime
 import os
 
-from contract import layout
+from imgrec.contract import layout
 
 
 @dataclasses.dataclass(frozen=True)

@@ -11,7 +11,7 @@ quarter of float32's: on a CPU host, per-image float conversion cost this reader
 A training dataset is one epoch, whose order is a pure function of (seed, epoch, input pipeline): each
 epoch reshuffles with its own seed, so a run resumed at (epoch, step) skips exactly the records it
 already trained on, without replaying earlier epochs or checkpointing shuffle buffers. (tf.data also
-mixes TensorFlow's global seed into shuffles; ``training.trainer`` sets it from ``--seed`` before it builds
+mixes TensorFlow's global seed into shuffles; ``imgrec.training.trainer`` sets it from ``--seed`` before it builds
 the model.)
 Evaluation reads each record once and pads the last batches with ``PAD_LABEL`` records, so shapes stay
 static (TPU) and no record is dropped.
@@ -30,8 +30,8 @@ import random
 import tensorflow as tf
 
 from imgrec_console.errors import UserError
-from training import dataset_version, example_parsing, images
-from training.dataset_info import DatasetInfo
+from imgrec.training import dataset_version, example_parsing, images
+from imgrec.training.dataset_info import DatasetInfo
 
 PAD_LABEL = -1
 MAX_CYCLE_LENGTH = 16

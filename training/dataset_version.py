@@ -5,7 +5,7 @@ it (or naming a version that has a ``dataset.json``) never lands on a half-writt
 """
 import dataclasses
 
-from contract import layout, metadata as metadata_lib, shard_check, version_ref
+from imgrec.contract import layout, metadata as metadata_lib, shard_check, version_ref
 from imgrec_console.errors import DataError, UserError
 from imgrec_storage import storage
 
@@ -65,7 +65,7 @@ def _size(path: str) -> int | None:
 def open_version(root: str, version: str | None = None) -> DatasetVersion:
     """Returns the ``DatasetVersion`` named ``version`` in the output folder ``root``, else the one
     ``root`` names: ``root/LATEST``'s, or ``root`` itself when it is a version folder. The rules are the
-    contract's (``contract.version_ref``): every tool refuses the same mistakes with the same line."""
+    contract's (``imgrec.contract.version_ref``): every tool refuses the same mistakes with the same line."""
     files = storage.storage_for(root)
     is_that_version = (version is not None and root.rstrip('/').rpartition('/')[2] == version
                        and files.exists(layout.join(root, layout.DATASET_JSON)))  # resuming on OUT/VERSION

@@ -4,7 +4,7 @@ The parse spec comes from ``imgrec_versions.tf_features``, which verify-dataset 
 """
 import tensorflow as tf
 
-from contract import features as F
+from imgrec.contract import features as F
 from imgrec_versions.tf_features import feature_spec
 
 

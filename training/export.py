@@ -14,7 +14,7 @@ row format ("instances" -> "predictions") requires that of every output.
 import keras
 import tensorflow as tf
 
-from training import images
+from imgrec.training import images
 
 SIGNATURE_NAME = 'serving_default'
 INPUT_NAME = 'image_bytes'

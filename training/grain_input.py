@@ -6,7 +6,7 @@ numpy and Pillow; importing this imports neither TensorFlow nor Apache Beam. Wha
   one indexable sequence of serialised Examples;
 - ``shuffle``: a permutation of every record of the split, not a buffer: a global shuffle, and a new one
   each epoch (Grain seeds each epoch apart), so every record comes exactly once an epoch;
-- ``ParseExample``: the Example read by ``contract.example.decode_example`` (protobuf's wire format by
+- ``ParseExample``: the Example read by ``imgrec.contract.example.decode_example`` (protobuf's wire format by
   hand) and its JPEG decoded by Pillow, to (uint8 image [H, W, 3], int label);
 - ``batch``: numpy batches (images [B, H, W, 3] uint8, labels [B] int64). Epochs run on as one stream, so
   a batch can hold the end of one epoch and the start of the next.
@@ -20,8 +20,8 @@ import grain
 import numpy as np
 from PIL import Image
 
-from contract import features as F, layout, metadata, version_ref
-from contract.example import decode_example
+from imgrec.contract import features as F, layout, metadata, version_ref
+from imgrec.contract.example import decode_example
 from imgrec_console.errors import UserError
 
 
@@ -31,7 +31,7 @@ def _read_text(path):
 
 
 def open_version(path, version=None):
-    """The ``contract.version_ref.VersionRef`` of OUT (its LATEST) or OUT/VERSION, on a local disk."""
+    """The ``imgrec.contract.version_ref.VersionRef`` of OUT (its LATEST) or OUT/VERSION, on a local disk."""
     try:
         return version_ref.resolve(path, _read_text, os.path.exists, version)
     except version_ref.VersionError as error:

@@ -1,6 +1,6 @@
 """Pixel operations on uint8 images: training augmentation, and serving's decode-and-fit.
 
-Scaling to the model's range is not here: it is the first layer of every model (``training.model``),
+Scaling to the model's range is not here: it is the first layer of every model (``imgrec.training.model``),
 so the input pipeline ships one byte a pixel and serving cannot scale differently from training.
 """
 import tensorflow as tf

@@ -9,7 +9,7 @@ host adds up, which keeps evaluation exact: padded records (label ``PAD_LABEL``)
 import keras
 import tensorflow as tf
 
-from training.dataset import PAD_LABEL
+from imgrec.training.dataset import PAD_LABEL
 
 
 def _sums(labels, logits):

@@ -7,8 +7,8 @@ fails, the trainer re-reads that split's shards here with the contract's own fra
 readers, to name the shard, the record and its byte offset. Only on the failure path: it reads the
 whole split.
 """
-from contract import features as F, layout, tfrecord
-from contract.example import decode_example
+from imgrec.contract import features as F, layout, tfrecord
+from imgrec.contract.example import decode_example
 from imgrec_storage import storage
 
 

@@ -7,7 +7,7 @@ Reading them needs no TensorFlow for a local ``--model_dir``, so the command lin
 """
 import json
 
-from contract import layout
+from imgrec.contract import layout
 from imgrec_console.errors import UserError
 from imgrec_storage import storage
 

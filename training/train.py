@@ -11,7 +11,7 @@ the end.
 
 This module is the command line: it parses the arguments and checks the dataset (its shard files exist
 with the sizes ``dataset.json`` gives) before TensorFlow is imported, so ``--help`` and mistakes are
-answered at once, in one line; ``training.trainer`` does the rest.
+answered at once, in one line; ``imgrec.training.trainer`` does the rest.
 """
 import argparse
 import contextlib
@@ -26,9 +26,9 @@ from imgrec_console.command import Command, run_command
 from imgrec_console.supervisor import supervise
 from imgrec_console.errors import UserError
 from imgrec_storage import leases, storage
-from training import dataset_version, quiet, run_state
-from training.batching import DEFAULT_PER_REPLICA_BATCH, TPU_PER_REPLICA_BATCH, TPU_STEPS_PER_EXECUTION
-from training.config import TrainConfig
+from imgrec.training import dataset_version, quiet, run_state
+from imgrec.training.batching import DEFAULT_PER_REPLICA_BATCH, TPU_PER_REPLICA_BATCH, TPU_STEPS_PER_EXECUTION
+from imgrec.training.config import TrainConfig
 
 log = logging.getLogger('training')
 
@@ -115,7 +115,7 @@ def main(argv: typing.Sequence[str] | None = None) -> int:
                 quiet.restore()  # TensorFlow's own lines too
             command.begin(verbose=config.verbose)  # TensorFlow's log lines, shown only with --verbose
             source = check_data(config)
-            from training import trainer  # pylint: disable=import-outside-toplevel  # TensorFlow: once all is good
+            from imgrec.training import trainer  # pylint: disable=import-outside-toplevel  # TensorFlow: once all is good
             with reading(source):
                 trainer.train(config, source)
             return 0

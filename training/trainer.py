@@ -1,6 +1,6 @@
 """The training run behind ``train-model``: accelerator, input, model, the epoch loop, and the export.
 
-``training.train`` has parsed and checked the arguments and the dataset; this module imports TensorFlow.
+``imgrec.training.train`` has parsed and checked the arguments and the dataset; this module imports TensorFlow.
 A pass over a split that TensorFlow's reader cannot finish (a bad checksum, a short shard, a record count
 that disagrees with ``dataset.json``) and a loss that stops being finite end the run with one line
 (``DataError``), and nothing is exported.
@@ -19,15 +19,15 @@ import tensorflow as tf
 
 from tensorflow.core.framework import summary_pb2
 
-from contract import layout
+from imgrec.contract import layout
 from imgrec_console.errors import DataError, UserError
-from training import dataset, export, input_profile, loop, model as model_lib, record_check
-from training import run_state, strategy as strategy_lib
-from training.checkpoints import Checkpoints
-from training.config import TrainConfig
-from training.dataset_version import DatasetVersion
-from training.epoch_progress import Progress
-from training.batching import DEFAULT_PER_REPLICA_BATCH, TPU_PER_REPLICA_BATCH, TPU_STEPS_PER_EXECUTION
+from imgrec.training import dataset, export, input_profile, loop, model as model_lib, record_check
+from imgrec.training import run_state, strategy as strategy_lib
+from imgrec.training.checkpoints import Checkpoints
+from imgrec.training.config import TrainConfig
+from imgrec.training.dataset_version import DatasetVersion
+from imgrec.training.epoch_progress import Progress
+from imgrec.training.batching import DEFAULT_PER_REPLICA_BATCH, TPU_PER_REPLICA_BATCH, TPU_STEPS_PER_EXECUTION
 
 log = logging.getLogger('training')
 

@@ -1,6 +1,6 @@
 """Reads a batch of images (retrying transient errors), decodes, resizes and re-encodes each of them.
 
-Images travel in batches (lists, ``transforms.encode``): each crossing of Beam's data plane costs an
+Images travel in batches (lists, ``imgrec.transforms.encode``): each crossing of Beam's data plane costs an
 element's framing, coding and operations, so one element carries many images. The batch is only the
 unit of transport: every image in it is read, decoded and judged on its own, so one bad input never
 fails its batch. An input that cannot be used leaves alone through the ``rejected`` side output with a
@@ -36,12 +36,12 @@ import typing
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
-from contract import counters
-from contract.reasons import READ_ERROR
+from imgrec.contract import counters
+from imgrec.contract.reasons import READ_ERROR
 from imgrec_console.errors import BuildFailed
 from imgrec_imaging import image_ops
 from imgrec_storage import retries
-from transforms.elements import EncodedImage, Rejected
+from imgrec.transforms.elements import EncodedImage, Rejected
 
 REJECTED = 'rejected'
 READ_AHEAD = 8  # files read ahead of the decoder, within a batch: at most this many sources held at once

@@ -14,9 +14,9 @@ other record leaves its batch as it is.
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
-from contract import counters
-from contract.reasons import LABEL_CONFLICT
-from transforms.elements import Duplicate, Rejected
+from imgrec.contract import counters
+from imgrec.contract.reasons import LABEL_CONFLICT
+from imgrec.transforms.elements import Duplicate, Rejected
 
 REJECTED = 'rejected'
 DUPLICATES = 'duplicates'

@@ -1,7 +1,7 @@
 """The element types that flow between the build's transforms."""
 import typing
 
-from contract.hashing import order_key
+from imgrec.contract.hashing import order_key
 
 
 class ImageRef(typing.NamedTuple):
@@ -19,7 +19,7 @@ class ImageRef(typing.NamedTuple):
 
 class ClassFolder(typing.NamedTuple):
     """A class folder that holds no image, listed beside the images: so its class is kept, as an empty
-    class, instead of vanishing from the labels (``transforms.labels.ResolveLabels`` takes it out)."""
+    class, instead of vanishing from the labels (``imgrec.transforms.labels.ResolveLabels`` takes it out)."""
     label: str
     path: str
 
@@ -64,7 +64,7 @@ class RecordRef(typing.NamedTuple):
     source_width: int = None     # of the source, upright
     source_height: int = None
     upscaled: bool = None        # the source was enlarged to reach the target size
-    published_split: str = None  # the split the previous version wrote these bytes in (transforms.published)
+    published_split: str = None  # the split the previous version wrote these bytes in (imgrec.transforms.published)
     ctime_ns: int = None         # of the source, as listed (local inputs), or None
     inode: int = None
     thumbnail: bytes = None      # colour thumbnail (perceptual_hash.colour_thumbnail); None when not hashed

@@ -12,8 +12,8 @@ import apache_beam as beam
 
 from imgrec_storage.storage import Storage
 
-from transforms.decode import DecodeResizeEncode
-from transforms.examples import ToExample
+from imgrec.transforms.decode import DecodeResizeEncode
+from imgrec.transforms.examples import ToExample
 
 # Images an element carries: at a hundred, the cost of an element is spread to a hundredth, while a build
 # of a few thousand images still has dozens of batches to spread over the workers.
@@ -30,7 +30,7 @@ class Encode(beam.PTransform):
 
     ``options`` (a RecordOptions) shape each record; ``labels`` is the singleton side input of the class
     list; ``spill_dir`` where the frames go; ``with_hash``: each record also gets its perceptual hash and
-    colour thumbnail; ``decode_threads``: threads each decoding DoFn decodes on (``transforms.decode``; 0:
+    colour thumbnail; ``decode_threads``: threads each decoding DoFn decodes on (``imgrec.transforms.decode``; 0:
     its own).
     """
 

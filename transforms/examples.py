@@ -8,12 +8,12 @@ import apache_beam as beam
 from apache_beam.coders import coders
 from apache_beam.metrics import Metrics
 
-from contract import counters, features as F
-from contract.example import encode_example
-from contract.tfrecord import frame
+from imgrec.contract import counters, features as F
+from imgrec.contract.example import encode_example
+from imgrec.contract.tfrecord import frame
 from imgrec_storage import spill
 from imgrec_storage.storage import Storage
-from transforms.elements import RecordRef
+from imgrec.transforms.elements import RecordRef
 
 
 def to_example(image, label_index):

@@ -19,9 +19,9 @@ import functools
 
 import apache_beam as beam
 
-from contract.reasons import BAD_LABEL, UNKNOWN_LABEL
+from imgrec.contract.reasons import BAD_LABEL, UNKNOWN_LABEL
 from imgrec_console.errors import BuildFailed
-from transforms.elements import ClassFolder, Rejected
+from imgrec.transforms.elements import ClassFolder, Rejected
 
 REJECTED = 'rejected'
 EMPTY_FOLDERS = 'empty_folders'

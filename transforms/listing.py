@@ -25,12 +25,12 @@ import typing
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
-from contract import counters, layout
-from contract.reasons import BAD_MANIFEST_LINE
+from imgrec.contract import counters, layout
+from imgrec.contract.reasons import BAD_MANIFEST_LINE
 from imgrec_console.errors import BuildFailed
 from imgrec_storage import retries, storage as storage_lib
-from transforms.constants import Empty, Value
-from transforms.elements import ClassFolder, ImageRef, Rejected
+from imgrec.transforms.constants import Empty, Value
+from imgrec.transforms.elements import ClassFolder, ImageRef, Rejected
 
 IMAGE_EXTENSIONS = frozenset(('.jpg', '.jpeg', '.png', '.gif', '.bmp', '.webp', '.tif', '.tiff'))
 IGNORED = 'ignored'

@@ -27,8 +27,8 @@ import typing
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
-from contract import counters
-from contract.hashing import order_key
+from imgrec.contract import counters
+from imgrec.contract.hashing import order_key
 from imgrec_imaging import perceptual_hash as ph
 
 # Label rounds: each is a shuffle of the links and a stage of its own; what they leave unsettled is

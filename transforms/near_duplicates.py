@@ -1,5 +1,5 @@
-"""Near-duplicate images: found (``transforms.near_duplicate_groups``), kept in one split, listed, and
-every image dealt to its split (``transforms.splits``).
+"""Near-duplicate images: found (``imgrec.transforms.near_duplicate_groups``), kept in one split, listed, and
+every image dealt to its split (``imgrec.transforms.splits``).
 
 With ``--near_duplicates group`` (the default) a group's images all go to one split, dealt against
 what each split still lacks, largest group first, so the shares hold; a near-duplicate pair across two
@@ -13,16 +13,16 @@ import typing
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
-from contract import counters
-from contract.metadata import NEAR_DUPLICATE_MODES as MODES
-from contract.reasons import NEAR_DUPLICATE_CONFLICT
+from imgrec.contract import counters
+from imgrec.contract.metadata import NEAR_DUPLICATE_MODES as MODES
+from imgrec.contract.reasons import NEAR_DUPLICATE_CONFLICT
 from imgrec_console.errors import BuildFailed
 from imgrec_imaging import perceptual_hash as ph
 from imgrec_versions import failed_build
-from transforms.constants import Empty, Value
-from transforms.elements import Rejected
-from transforms.near_duplicate_groups import FindGroups, Threshold
-from transforms.splits import GROUPS, MOVES, DealSplits, split_for
+from imgrec.transforms.constants import Empty, Value
+from imgrec.transforms.elements import Rejected
+from imgrec.transforms.near_duplicate_groups import FindGroups, Threshold
+from imgrec.transforms.splits import GROUPS, MOVES, DealSplits, split_for
 
 GROUP, REPORT, OFF = MODES
 MEMBERS, REJECTED = 'members', 'rejected'

@@ -25,15 +25,15 @@ import apache_beam as beam
 import pyarrow.parquet
 from apache_beam.metrics import Metrics
 
-from contract import counters, features as F, index as I, layout, tfrecord
-from contract.example import decode_example
-from contract.reasons import CORRUPT, EMPTY, NOT_AN_IMAGE, TOO_MANY_PIXELS, TOO_SMALL, TRUNCATED, UNSUPPORTED_FORMAT
+from imgrec.contract import counters, features as F, index as I, layout, tfrecord
+from imgrec.contract.example import decode_example
+from imgrec.contract.reasons import CORRUPT, EMPTY, NOT_AN_IMAGE, TOO_MANY_PIXELS, TOO_SMALL, TRUNCATED, UNSUPPORTED_FORMAT
 from imgrec_console.errors import BuildFailed
 from imgrec_imaging import image_ops
 from imgrec_storage import retries
 from imgrec_storage.storage import Storage
-from transforms.elements import EncodedImage, ImageRef, RecordRef, Rejected, stamp
-from transforms.examples import to_example
+from imgrec.transforms.elements import EncodedImage, ImageRef, RecordRef, Rejected, stamp
+from imgrec.transforms.examples import to_example
 
 REUSED, REJECTED, TO_DECODE, COUNTS = 'reused', 'rejected', 'to_decode', 'counts'
 WRITTEN, QUARANTINED, DUPLICATE = 'written', 'quarantined', 'duplicate'
@@ -260,7 +260,7 @@ class ReuseCheck:
 
 def read_fates(version_dir, document, read_bytes):
     """(source, (fate, facts)) of every input of the previous version that had a fate, as ReadPrevious gives
-    them, read here without a pipeline (a refresh that may change nothing, ``pipelines.refresh``).
+    them, read here without a pipeline (a refresh that may change nothing, ``imgrec.pipelines.refresh``).
 
     ``read_bytes(path)`` reads one whole file; the index is read a part at a time.
     """

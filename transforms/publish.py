@@ -20,8 +20,8 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.metrics.metric import MetricsFilter
 
-from contract import counters, index, layout, metadata
-from contract.reasons import NOT_ERRORS
+from imgrec.contract import counters, index, layout, metadata
+from imgrec.contract.reasons import NOT_ERRORS
 from imgrec_console.errors import BuildFailed
 from imgrec_imaging import image_ops
 from imgrec_storage import fileio, publication, retries

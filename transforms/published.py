@@ -1,11 +1,11 @@
 """The split each image was published in: what keeps a published image in its split on a rebuild.
 
 A refresh and a ``--full`` build into the same output read it alike, from the previous version's
-record index, so both deal the same splits (``transforms.splits``).
+record index, so both deal the same splits (``imgrec.transforms.splits``).
 """
 import apache_beam as beam
 
-from transforms.previous import WRITTEN
+from imgrec.transforms.previous import WRITTEN
 
 
 def _published(joined):

@@ -2,7 +2,7 @@
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
-from contract import counters
+from imgrec.contract import counters
 
 
 def _counted(item):

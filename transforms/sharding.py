@@ -17,8 +17,8 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.transforms.combiners import TupleCombineFn
 
-from contract import counters
-from contract.layout import MAX_SHARDS
+from imgrec.contract import counters
+from imgrec.contract.layout import MAX_SHARDS
 
 BUCKET_TARGET = 4096
 _HASH_BITS = 64

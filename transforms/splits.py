@@ -15,7 +15,7 @@ A refresh and a ``--full`` build into the same output therefore decide the same 
 an image's split is its hash's (``split_for``) unless its hash lies near a cut between two splits:
 adding or removing ``m`` images moves at most about ``2 m`` others across each cut.
 
-Ranking needs no scope gathered on one worker: like the shards (``transforms.sharding``), images are
+Ranking needs no scope gathered on one worker: like the shards (``imgrec.transforms.sharding``), images are
 bucketed by the top bits of their hash, and a rank is the count of the scope's images in earlier
 buckets (a small side input) plus the position inside the bucket. Groups are few: each scope's groups
 are dealt on one worker.
@@ -25,9 +25,9 @@ import collections
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
-from contract import counters
-from contract.hashing import order_key, stable_hash
-from transforms.sharding import bucket_of
+from imgrec.contract import counters
+from imgrec.contract.hashing import order_key, stable_hash
+from imgrec.transforms.sharding import bucket_of
 
 _SALT = 'split'
 MOVES, GROUPS = 'moves', 'groups'

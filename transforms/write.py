@@ -2,7 +2,7 @@
 
 A writer holds its shard's light references and one window of frames, never the shard: frames are
 fetched a window at a time (``frames.FrameReader``: coalesced, parallel ranged reads) and streamed to
-the file. Every record written also gives its index row (``contract.index``). With ArrayRecord shards
+the file. Every record written also gives its index row (``imgrec.contract.index``). With ArrayRecord shards
 (``--formats tfrecord,array_record``), the same writer unframes each record and appends it to the
 ArrayRecord shard of the same name too (``imgrec_storage.array_records``): the same records, in the
 same order, from the same frames; the TFRecord bytes do not change.
@@ -12,7 +12,7 @@ import collections
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
-from contract import counters, index as I, layout, tfrecord
+from imgrec.contract import counters, index as I, layout, tfrecord
 from imgrec_console.errors import BuildFailed
 from imgrec_storage.array_records import ArrayRecordFile
 from imgrec_storage.frames import FrameReader
@@ -42,7 +42,7 @@ def _payload(record):
 
 
 def index_row(record, shard_file, offset, array_record_position=None):
-    """The record's index row: a tuple in ``contract.index.COLUMNS`` order (a dict's keys would cross
+    """The record's index row: a tuple in ``imgrec.contract.index.COLUMNS`` order (a dict's keys would cross
     the shuffle with every row, and the local runner copies each row whole through its grouping)."""
     return I.row({I.SOURCE: record.source, I.SHA256: record.sha256, I.SOURCE_SIZE: record.source_size,
                   I.SOURCE_MTIME_NS: record.mtime_ns, I.SOURCE_CTIME_NS: record.ctime_ns,
@@ -66,7 +66,7 @@ def write_shard(path, records, reader, storage: Storage, array_record=None, reus
     """Streams the frames of ``records`` (sorted here by order key) into ``path``, and each record, unframed,
     into ``array_record`` (an open ``ArrayRecordFile``) when given.
 
-    With ``reuse_check`` (a ``transforms.previous.ReuseCheck``), each frame copied from the previous version
+    With ``reuse_check`` (a ``imgrec.transforms.previous.ReuseCheck``), each frame copied from the previous version
     is checked first, and one that is damaged or cannot be read is decoded again from its source; those
     records are appended to ``damaged`` (a list). Returns (bytes written, [(record, offset in the shard)]).
     """
@@ -166,7 +166,7 @@ class WriteShards(beam.PTransform):
     record, so they are written too, empty, and every file of ``-of-N`` exists. ``unchanged`` (a
     singleton side input): a refresh that will publish nothing writes nothing. With ``array_record``, each
     shard's records also go to its ArrayRecord shard, and its stats name it under ``layout.ARRAY_RECORD``.
-    With ``reuse_check`` (a refresh's ``transforms.previous.ReuseCheck``), every frame copied from the
+    With ``reuse_check`` (a refresh's ``imgrec.transforms.previous.ReuseCheck``), every frame copied from the
     previous version is checked, a damaged one decoded again, and the stats count them (``reuse_damaged``).
     ``storage``: the output's (spill files, the previous version's shards and the new ones all lie there).
     """

@@ -1,14 +1,14 @@
-"""Writes the record index (``contract.index``): the writers' rows, grouped into parts by source hash.
+"""Writes the record index (``imgrec.contract.index``): the writers' rows, grouped into parts by source hash.
 
 Rows are light through the shuffle (tuples, about 200 bytes); a part holds about
-``contract.index.ROWS_PER_PART`` of them, one Parquet row group, so a part writer's memory is bounded
+``imgrec.contract.index.ROWS_PER_PART`` of them, one Parquet row group, so a part writer's memory is bounded
 whatever the dataset's size.
 """
 import io
 
 import apache_beam as beam
 
-from contract import index as I, layout
+from imgrec.contract import index as I, layout
 from imgrec_storage.storage import Storage
 
 
@@ -35,7 +35,7 @@ def _write_part(keyed_rows, version_dir, parts, storage):
 
 
 class WriteIndex(beam.PTransform):
-    """Index rows (``contract.index.row``) -> one {'file', 'rows'} per index part written (every part, even
+    """Index rows (``imgrec.contract.index.row``) -> one {'file', 'rows'} per index part written (every part, even
     an empty one)."""
 
     def __init__(self, version_dir: str, storage: Storage):

@@ -14,7 +14,7 @@ import apache_beam
 from apache_beam.internal.gcp import auth
 
 from imgrec_storage import gcs
-from pipelines.local.checks import attribute, function, require, uses
+from imgrec.pipelines.local.checks import attribute, function, require, uses
 
 
 def check():

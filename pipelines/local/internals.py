@@ -24,8 +24,8 @@ from apache_beam.runners.portability.fn_api_runner import fn_runner
 from google.protobuf import json_format, struct_pb2
 
 from imgrec_storage import gcs
-from pipelines.local import emulator, live_counters, workers
-from pipelines.local.checks import Unusable
+from imgrec.pipelines.local import emulator, live_counters, workers
+from imgrec.pipelines.local.checks import Unusable
 
 ENV = 'IMGREC_BEAM_PATCHES'
 WARM_WORKERS = 'warm-workers'
@@ -224,4 +224,4 @@ def gcs_emulator():
 
 # The module Beam's local workers import first (--beam_plugins) against an emulator: named, not
 # imported, here, since importing it acts.
-WORKER_PLUGIN = 'pipelines.local.worker_plugin'
+WORKER_PLUGIN = 'imgrec.pipelines.local.worker_plugin'

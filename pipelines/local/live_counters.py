@@ -7,8 +7,8 @@ in a ``Tally``: it asks each running bundle for progress (FnApiRunner's ``progre
 with a callback on the ProgressRequester that Beam builds by its module name, swapped for the run by
 ``requesting_progress``) and adds up the finished bundles' user counters (``_execute_bundle``).
 
-Counters are keyed by ``contract.counters.Counter``. A bundle's values are what it did, so the
-committed-versus-attempted rule of ``contract.counters`` has nothing to choose between here. Any error
+Counters are keyed by ``imgrec.contract.counters.Counter``. A bundle's values are what it did, so the
+committed-versus-attempted rule of ``imgrec.contract.counters`` has nothing to choose between here. Any error
 in this bookkeeping ends the live counts, never the build.
 """
 import collections
@@ -20,8 +20,8 @@ import apache_beam
 from apache_beam.runners.portability import portable_metrics
 from apache_beam.runners.portability.fn_api_runner import fn_runner
 
-from contract import counters as job_counters
-from pipelines.local.checks import attribute, function, parameters, require, uses
+from imgrec.contract import counters as job_counters
+from imgrec.pipelines.local.checks import attribute, function, parameters, require, uses
 
 _EXECUTE_BUNDLE = ('self', 'runner_execution_context', 'bundle_context_manager', 'bundle_input')
 _REQUESTER = ('self', 'worker_handler', 'instruction_id', 'frequency', 'callback')

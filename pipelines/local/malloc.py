@@ -1,4 +1,4 @@
-"""glibc's malloc tuned so that the memory a stage frees goes back to the system (``pipelines.local.workers``
+"""glibc's malloc tuned so that the memory a stage frees goes back to the system (``imgrec.pipelines.local.workers``
 says why): for the worker processes of a local run (``malloc_env``) and the ``build-dataset`` process
 (``tune_malloc``). No Beam import: the command tunes its process before Beam is loaded.
 """

@@ -1,6 +1,6 @@
 """A local Beam worker process started before the job's graph exists, so its imports overlap with it.
 
-``pipelines.local.workers`` starts one per worker when a local build begins (feature warm-workers).
+``imgrec.pipelines.local.workers`` starts one per worker when a local build begins (feature warm-workers).
 Each imports Beam's worker harness and this project's transforms (a second or more of CPU), then waits
 on stdin for the environment Beam would have started it with (the runner's addresses, the options) and
 runs Beam's own harness with it. End of input without an environment means the build no longer needs
@@ -13,7 +13,7 @@ import sys
 from apache_beam.runners.worker import sdk_worker_main
 
 # The graph's modules, and so every module its DoFns live in: unpickling them later is then free.
-import pipelines.graph  # noqa: F401  pylint: disable=unused-import
+import imgrec.pipelines.graph  # noqa: F401  pylint: disable=unused-import
 
 
 def main():

@@ -8,8 +8,8 @@ that acts when imported.
 """
 import contextlib
 
-from pipelines.local import emulator, internals
-from pipelines.local.checks import Unusable
+from imgrec.pipelines.local import emulator, internals
+from imgrec.pipelines.local.checks import Unusable
 
 if internals.enabled(internals.EMULATOR_CREDENTIALS):
     with contextlib.suppress(Unusable):  # the launching process said so already, in one line

@@ -3,9 +3,9 @@
 Beam's multi-processing DirectRunner starts one worker process per core once the job's graph is built
 and fused, and each spends a second or more importing Beam before it does any work; at the end it stops
 them one after the other. Three features change that, each applied only for a local run and undone
-after it (``pipelines.local.internals``):
+after it (``imgrec.pipelines.local.internals``):
 
-- **warm-workers.** Worker processes (``pipelines.local.warm_worker``) are started when the build
+- **warm-workers.** Worker processes (``imgrec.pipelines.local.warm_worker``) are started when the build
   begins, so their imports overlap with building the graph. Beam starts a worker through
   ``local_job_service``'s module global ``subprocess``; while the feature is on, that global is a
   ``_WarmStart``, which hands out a warm process for Beam's worker command (read from Beam's own code,
@@ -24,7 +24,7 @@ the system (``MALLOC_SETTINGS``, put in the environment the workers inherit for 
 arena of its own, and the threshold above which a block is mapped apart (and unmapped when freed) rises
 to the largest block freed, up to 32 MB: after the first large message of Beam's data plane, every later
 one comes from the heap and stays with the process. At 20,000 images this cut the build's peak memory by
-a tenth (docs/beam-internals.md). That part uses no Beam internal (``pipelines.local.malloc``).
+a tenth (docs/beam-internals.md). That part uses no Beam internal (``imgrec.pipelines.local.malloc``).
 """
 import contextlib
 import json
@@ -42,11 +42,11 @@ from apache_beam.runners.worker import sdk_worker_main
 
 from imgrec_console.errors import BuildFailed
 from imgrec_console.supervisor import signal_cause
-from pipelines.local.checks import Unusable, arity, attribute, code_constants, function, parameters, require, uses
+from imgrec.pipelines.local.checks import Unusable, arity, attribute, code_constants, function, parameters, require, uses
 # The allocator's settings live apart, with no Beam import: build-dataset tunes its process before Beam loads.
-from pipelines.local.malloc import MALLOC_SETTINGS, malloc_env, tune_malloc  # noqa: F401  pylint: disable=unused-import
+from imgrec.pipelines.local.malloc import MALLOC_SETTINGS, malloc_env, tune_malloc  # noqa: F401  pylint: disable=unused-import
 
-WARM_WORKER_MODULE = 'pipelines.local.warm_worker'
+WARM_WORKER_MODULE = 'imgrec.pipelines.local.warm_worker'
 _PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
