@@ -289,7 +289,9 @@ def _same_build(published: Mapping[str, Any], options: Mapping[str, Any]) -> boo
     def comparable(recorded: Any) -> Any:
         return {name: value for name, value in json.loads(json.dumps(recorded or {})).items() if name != 'output'}
 
-    return comparable(published.get('options')) == comparable(options)
+    # Format 2 records the options that shape a record once, in ``record_options`` (beside the encoder's).
+    shaping = {name: value for name, value in (published.get('record_options') or {}).items() if name in options}
+    return comparable({**(published.get('options') or {}), **shaping}) == comparable(options)
 
 
 THIS_BUILD, EARLIER_RUN = 'this build', 'an earlier run'

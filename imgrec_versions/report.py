@@ -820,7 +820,7 @@ def render_failed(staging_dir, failure):
                   _shares_table(dealt, options.get('splits') or {})]
     quarantine = layout.join(staging_dir, layout.QUARANTINE_JSONL)
     if storage.storage_for(quarantine).exists(quarantine):
-        parts += _quarantine_section(staging_dir, options)
+        parts += _quarantine_section(staging_dir, options, options.get('max_pixels'))
     else:
         parts.append('<h2 id="quarantine">Quarantine</h2><p class="muted">Not listed: the build stopped before '
                      'its publish step wrote the quarantine.</p>')

@@ -96,7 +96,7 @@ def test_bad_files_inside_a_batch_are_quarantined_alone(refs, tmp_path, threads)
     p = TestPipeline()
     policy = RetryPolicy(deadline_s=60, initial_delay_s=0.01, max_delay_s=0.02)
     result = p | beam.Create([batch]) | DecodeResizeEncode(
-        RecordOptions((16, 16)), read=MissingOrFlaky(tmp_path, failures=0), retry_policy=policy,
+        RecordOptions((16, 16)), storage.storage_for(str(tmp_path), policy), read=MissingOrFlaky(tmp_path, failures=0),
         decode_threads=threads)
     kept = tmp_path / 'kept'
     result['images'] | 'Sources' >> beam.Map(lambda images: repr([image.ref.source for image in images])) | (

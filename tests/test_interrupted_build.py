@@ -11,6 +11,10 @@ from imgrec.samples.generate import write_images
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def _staging_folders(output):
+    return [name for name in os.listdir(output) if layout.is_staging_name(name)] if output.is_dir() else []
+
+
 def test_ctrl_c_ends_with_interrupted_naming_the_staging_folder_left_which_clean_removes(tmp_path):
     images, output = tmp_path / 'images', tmp_path / 'out'
     write_images(str(images), 150, min_side=40, max_side=80)  # long enough a build to stop midway
@@ -19,15 +23,17 @@ def test_ctrl_c_ends_with_interrupted_naming_the_staging_folder_left_which_clean
                               '--progress_interval', '0.2'], cwd=ROOT, text=True,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     seen = []
-    for line in build.stderr:  # the terminal's Ctrl-C: SIGINT to the whole process group, once decoding runs
+    # The terminal's Ctrl-C: SIGINT to the whole process group, once decoding runs and has written into the
+    # staging folder (its first batch's spill file).
+    for line in build.stderr:
         seen.append(line)
-        if '[Encode]' in line or '[NearDuplicates]' in line:
+        if ('[Encode]' in line or '[NearDuplicates]' in line) and _staging_folders(output):
             os.killpg(build.pid, signal.SIGINT)
             break
     rest = build.stderr.read()
     assert build.wait(timeout=120) == 130, ''.join(seen) + rest
     assert build.stdout.read() == ''
-    [staging] = [name for name in os.listdir(output) if layout.is_staging_name(name)]
+    [staging] = _staging_folders(output)
     assert rest == (f'build-dataset: interrupted: nothing was published (LATEST is as it was); left the staging '
                     f'folder {output / staging} (a build with --clean removes it)\n'), ''.join(seen)
     assert not (output / layout.LATEST).exists()

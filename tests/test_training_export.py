@@ -68,7 +68,7 @@ def test_a_fresh_process_that_never_imports_the_project_loads_and_serves_it(expo
         'import tensorflow as tf',
         f'serve = tf.saved_model.load({path!r}).signatures[{export.SIGNATURE_NAME!r}]',
         f'outputs = serve({export.INPUT_NAME}=tf.constant({jpegs!r}))',
-        "project = sorted(m for m in sys.modules if m.split('.')[0] in ('training', 'contract', 'pipelines', 'tests'))",
+        "project = sorted(m for m in sys.modules if m.split('.')[0] in ('imgrec', 'training', 'contract', 'pipelines', 'tests'))",
         "print(json.dumps({'project_modules': project, 'probabilities': outputs['probabilities'].numpy().tolist(),",
         "                  'label_names': [[n.decode() for n in row] for row in outputs['label_names'].numpy()]}))",
     ])

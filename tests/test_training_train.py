@@ -151,7 +151,7 @@ def test_missing_data_dir_from_the_command_line_is_one_line_without_traceback(tm
 
 
 def test_training_package_never_imports_apache_beam():
-    modules = [f'training.{info.name}' for info in pkgutil.iter_modules(training.__path__)]
+    modules = [f'imgrec.training.{info.name}' for info in pkgutil.iter_modules(training.__path__)]
     assert 'imgrec.training.train' in modules and 'imgrec.training.dataset' in modules
     code = ('import sys\n'
             f'for name in {modules!r}: __import__(name)\n'

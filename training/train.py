@@ -30,7 +30,7 @@ from imgrec.training import dataset_version, quiet, run_state
 from imgrec.training.batching import DEFAULT_PER_REPLICA_BATCH, TPU_PER_REPLICA_BATCH, TPU_STEPS_PER_EXECUTION
 from imgrec.training.config import TrainConfig
 
-log = logging.getLogger('training')
+log = logging.getLogger('imgrec.training')
 
 PRECISIONS = ('float32', 'mixed_bfloat16', 'mixed_float16')
 BUILT_IN_MODELS = 'small_cnn, mobilenet_v2 or resnet50'  # training.model.MODELS, named without importing Keras

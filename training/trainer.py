@@ -29,7 +29,7 @@ from imgrec.training.dataset_version import DatasetVersion
 from imgrec.training.epoch_progress import Progress
 from imgrec.training.batching import DEFAULT_PER_REPLICA_BATCH, TPU_PER_REPLICA_BATCH, TPU_STEPS_PER_EXECUTION
 
-log = logging.getLogger('training')
+log = logging.getLogger('imgrec.training')
 
 
 class Inputs(typing.NamedTuple):
