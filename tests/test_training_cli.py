@@ -1,7 +1,6 @@
 """train-model's command line: help and argument errors before TensorFlow, defaults in the help, progress lines."""
 import io
 import json
-import os
 import subprocess
 import sys
 
