@@ -26,7 +26,7 @@ from google.cloud import storage as gcs_client
 from imgrec.contract import counters
 from imgrec_storage import request_counts, retries
 from imgrec_storage.byte_ranges import checked_range
-from imgrec_storage.storage import GCS_SCHEME, Conflict, Entry, BaseStorage, Versioned, retried
+from imgrec_storage.storage_interface import GCS_SCHEME, Conflict, Entry, BaseStorage, Versioned, retried
 
 EMULATOR_HOST = 'STORAGE_EMULATOR_HOST'
 PAGE_SIZE = 1000

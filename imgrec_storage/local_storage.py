@@ -12,12 +12,12 @@ import shutil
 import stat
 import threading
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 
 from imgrec.contract.reasons import NOT_A_FILE
 from imgrec_storage import retries
 from imgrec_storage.byte_ranges import checked_range
-from imgrec_storage.storage import Conflict, Entry, Reader, BaseStorage, Versioned, retried
+from imgrec_storage.storage_interface import Conflict, Entry, Reader, BaseStorage, Versioned, retried
 
 
 class NotARegularFile(Exception):
@@ -189,16 +189,6 @@ class LocalStorage(BaseStorage):
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.remove(temporary)
-
-    def write(self, path: str, data: bytes, if_generation: int | None = None) -> int:
-        return retried('write', path, lambda: self._write_once(path, data, if_generation), self.retry)
-
-    def write_all(self, files: Mapping[str, bytes]) -> None:
-        for path, data in sorted(files.items()):
-            self.write(path, data)
-
-    def put_file(self, local_path: str, path: str) -> None:
-        self.copy(local_path, path)
 
     def local_path(self, path: str) -> str | None:
         return path

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from typing import Any
 
 from imgrec_storage import retries
 from imgrec_storage.byte_ranges import checked_range
-from imgrec_storage.storage import Conflict, Entry, Reader, BaseStorage, Versioned, retried
+from imgrec_storage.storage_interface import Conflict, Entry, Reader, BaseStorage, Versioned, retried
 
 
 def _tf() -> Any:
@@ -106,16 +106,6 @@ class TensorFlowStorage(BaseStorage):
         gfile.rename(temporary, path, overwrite=True)
         written = self.stat(path)
         return written.generation if written else 0
-
-    def write(self, path: str, data: bytes, if_generation: int | None = None) -> int:
-        return retried('write', path, lambda: self._write_once(path, data, if_generation), self.retry)
-
-    def write_all(self, files: Mapping[str, bytes]) -> None:
-        for path, data in sorted(files.items()):
-            self.write(path, data)
-
-    def put_file(self, local_path: str, path: str) -> None:
-        self.copy(local_path, path)
 
     def local_path(self, path: str) -> str | None:
         return None
