@@ -20,8 +20,7 @@ from imgrec_storage import storage
 from imgrec.transforms import previous as previous_version
 from imgrec.transforms.elements import ImageRef
 from imgrec.transforms.labels import is_plain_label, unmatched_labels_message
-from imgrec.transforms.listing import (is_image_name, iter_files, list_top_level, manifest_lines, parse_manifest_line,
-                                relative_source, stat_file)
+from imgrec.transforms.listing import class_folder_listing, list_top_level, manifest_refs, relative_source
 
 if typing.TYPE_CHECKING:  # for annotations only
     from imgrec_storage.publication import Latest
@@ -198,22 +197,11 @@ def _folder_refs(root, files, classes):
         label = relative_source(root, entry.path)
         if is_plain_label(label):
             classes.setdefault(label, False)  # an empty class folder is a class
-        for listed in iter_files(entry.path, files):
-            if is_image_name(listed.path):
-                yield ImageRef(path=listed.path, source=relative_source(root, listed.path), label=label,
-                               size=listed.size, mtime_ns=listed.mtime_ns, generation=listed.generation,
-                               ctime_ns=listed.ctime_ns, inode=listed.inode)
+        yield from (found for found in class_folder_listing(root, entry.path, files) if isinstance(found, ImageRef))
 
 
 def _manifest_refs(manifest, files):
     manifest_dir = storage.folder_of(manifest)
     for text_line in files.read(manifest).decode('utf-8').split('\n'):  # as ReadFromText splits it
-        for line in manifest_lines(text_line.removesuffix('\r')):
-            try:
-                ref = parse_manifest_line(line, manifest_dir)
-            except ValueError:  # a bad line names no image
-                continue
-            if ref is not None:
-                listed = stat_file(ref.path, files)
-                yield ref._replace(size=listed.size, mtime_ns=listed.mtime_ns, generation=listed.generation,
-                                   ctime_ns=listed.ctime_ns, inode=listed.inode)
+        yield from (found for found in manifest_refs(text_line.removesuffix('\r'), manifest_dir, files)
+                    if isinstance(found, ImageRef))  # a bad line names no image

@@ -78,6 +78,19 @@ def relative_source(root, path):
     return storage_lib.relative_name(root, path)
 
 
+def class_folder_listing(root, folder, storage):
+    """Yields an ImageRef for each image below the class folder ``folder`` and the source name (a str) of each
+    other file: the one walk the job's listing and a refresh's check before the job share."""
+    label = relative_source(root, folder)
+    for listed in iter_files(folder, storage):
+        source = relative_source(root, listed.path)
+        if is_image_name(listed.path):
+            yield ImageRef(path=listed.path, source=source, label=label, size=listed.size, mtime_ns=listed.mtime_ns,
+                           generation=listed.generation, ctime_ns=listed.ctime_ns, inode=listed.inode)
+        else:
+            yield source
+
+
 class _ListingFn(beam.DoFn):
     """Lists the input root through its ``storage``."""
 
@@ -107,21 +120,17 @@ class _ListTopLevel(_ListingFn):
 
 class _ListClassFolder(_ListingFn):
     def process(self, folder):
-        label = relative_source(self._root, folder)
         images = 0
-        for listed in self.listing(folder, iter_files(folder, self._storage)):
-            source = relative_source(self._root, listed.path)
-            if is_image_name(listed.path):
+        for found in self.listing(folder, class_folder_listing(self._root, folder, self._storage)):
+            if isinstance(found, ImageRef):
                 self.listed.inc()
                 images += 1
-                yield ImageRef(path=listed.path, source=source, label=label, size=listed.size,
-                               mtime_ns=listed.mtime_ns, generation=listed.generation, ctime_ns=listed.ctime_ns,
-                               inode=listed.inode)
+                yield found
             else:
                 self.ignored.inc()
-                yield beam.pvalue.TaggedOutput(IGNORED, source)
+                yield beam.pvalue.TaggedOutput(IGNORED, found)
         if not images:  # an empty class is still a class (as Keras keeps it): ResolveLabels names it
-            yield ClassFolder(label=label, path=folder)
+            yield ClassFolder(label=relative_source(self._root, folder), path=folder)
 
 
 BYTE_ORDER_MARK = '\ufeff'
@@ -164,6 +173,21 @@ def stat_file(path, storage):
     return ListedFile(path, -1) if found is None else listed_file(found)
 
 
+def manifest_refs(text_line, manifest_dir, storage):
+    """Yields the ImageRef, stat'ed, of each image one manifest text line names, and a Rejected for each bad
+    line: what the job's listing and a refresh's check before the job both read of a manifest."""
+    for line in manifest_lines(text_line):
+        try:
+            ref = parse_manifest_line(line, manifest_dir)
+        except ValueError as error:
+            yield Rejected(source=line, reason=BAD_MANIFEST_LINE, message=str(error))
+            continue
+        if ref is not None:
+            listed = stat_file(ref.path, storage)
+            yield ref._replace(size=listed.size, mtime_ns=listed.mtime_ns, generation=listed.generation,
+                               ctime_ns=listed.ctime_ns, inode=listed.inode)
+
+
 class _ParseManifestLine(beam.DoFn):
     def __init__(self, manifest_dir, storage):
         self._manifest_dir = manifest_dir
@@ -172,19 +196,13 @@ class _ParseManifestLine(beam.DoFn):
         self.bad_lines = Metrics.counter(*counters.BAD_MANIFEST_LINES)
 
     def process(self, text_line):
-        for line in manifest_lines(text_line):
-            try:
-                ref = parse_manifest_line(line, self._manifest_dir)
-            except ValueError as error:
+        for found in manifest_refs(text_line, self._manifest_dir, self._storage):
+            if isinstance(found, Rejected):
                 self.bad_lines.inc()
-                yield beam.pvalue.TaggedOutput(REJECTED, Rejected(source=line, reason=BAD_MANIFEST_LINE,
-                                                                   message=str(error)))
-                continue
-            if ref is not None:
+                yield beam.pvalue.TaggedOutput(REJECTED, found)
+            else:
                 self.listed.inc()
-                listed = stat_file(ref.path, self._storage)
-                yield ref._replace(size=listed.size, mtime_ns=listed.mtime_ns, generation=listed.generation,
-                                   ctime_ns=listed.ctime_ns, inode=listed.inode)
+                yield found
 
 
 class ListImages(beam.PTransform):
