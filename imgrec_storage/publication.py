@@ -21,8 +21,9 @@ published state (a Beam runner retries a failed bundle; a scheduler reruns a kil
   and removes staging folders failed builds left.
 
 Every call takes the output's ``Storage`` (``files``; a step, the ``Publication``'s): the job's, built with its
-retry policy and options, so a worker's calls authenticate as the job's own (``--impersonate_service_account``).
-None (tests, tools) is the output's storage with the defaults.
+retry policy and options, so a worker's calls authenticate as the job's listing and shard writers do (Beam keeps
+``--impersonate_service_account`` to the launcher: docs/publication.md). None (tests, tools): the output's storage
+with the defaults.
 
 ``IMGREC_CRASH_AT`` and ``IMGREC_PAUSE_AT`` are test hooks at the points ``CRASH_POINTS`` names, read in
 ``crash_point`` only.
@@ -124,7 +125,8 @@ class Accounting:
 class Publication:
     """What one build publishes, handed from step to step (``imgrec.transforms.publish`` runs the steps).
 
-    ``unchanged``: nothing changed, nothing to publish (the staging folder goes, LATEST stays, pruning
+    ``storage``: the output's, as the job built it (its retry policy and options), which every step's I/O goes
+    through. ``unchanged``: nothing changed, nothing to publish (the staging folder goes, LATEST stays, pruning
     still runs). ``accounting``: what the accounting step found, for the step that writes the metadata;
     ``document`` is the version's dataset.json and ``dataset_json`` its bytes, once written. The
     promotion sets ``earlier_run`` when an earlier run of the same build had published the version.
@@ -436,8 +438,8 @@ def prune(publication: Publication) -> Publication:
     """Step 5: prunes to ``keep_versions`` (none given: keeps every version), also when nothing changed."""
     if not publication.keep_versions:
         return publication
-    return dataclasses.replace(publication,
-                               retention=keep_newest(publication.output, publication.keep_versions, publication.storage))
+    kept = keep_newest(publication.output, publication.keep_versions, publication.storage)
+    return dataclasses.replace(publication, retention=kept)
 
 
 # -- published versions and pruning -----------------------------------------------------------------------

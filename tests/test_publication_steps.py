@@ -11,12 +11,17 @@ import hashlib
 import json
 import os
 import shutil
+import subprocess
+import sys
 
+import apache_beam as beam
+import cloudpickle  # Beam's pickler
 import pytest
 
 from imgrec.contract import layout
-from imgrec_storage import leases, publication, storage
+from imgrec_storage import gcs_storage, leases, publication, storage
 from imgrec.pipelines import build_dataset
+from imgrec.pipelines.graph import build_pipeline
 from imgrec.samples.generate import write_images
 from tests.conftest import SMALL, listing
 from tests.gcs_emulator import gcs_emulator  # noqa: F401  (the fixture)
@@ -160,8 +165,6 @@ def test_each_step_run_twice_ends_as_it_did_once_and_a_rerun_after_promotion_cha
 
 def _account_steps_and_listing(pipeline):
     """The storage the publication's steps start from (the accounting DoFn's Publication) and the listing's."""
-    import apache_beam as beam  # pylint: disable=import-outside-toplevel
-
     found = {}
 
     class Visitor(beam.pipeline.PipelineVisitor):
@@ -182,17 +185,9 @@ def _account_steps_and_listing(pipeline):
 def test_the_steps_use_the_jobs_storage_with_its_options_as_the_listing_does(tmp_path, monkeypatch):
     """The publication's storage, shipped to a worker as Beam pickles its DoFn, is built from the job's
     options, as the listing's is: unpickled in a fresh process, as on a worker, its client works for the job's
-    --project (Application Default Credentials, a file here, name none). No Google API is called. (--impersonate_service_account is not among them:
-    Beam removes it from every copy of the options, the graph's too, as an option for submission only.)"""
-    import subprocess  # pylint: disable=import-outside-toplevel
-    import sys  # pylint: disable=import-outside-toplevel
-
-    import apache_beam as beam  # pylint: disable=import-outside-toplevel
-    import cloudpickle  # pylint: disable=import-outside-toplevel  (Beam's pickler)
-
-    from imgrec.pipelines.graph import build_pipeline  # pylint: disable=import-outside-toplevel
-    from imgrec_storage import gcs_storage  # pylint: disable=import-outside-toplevel
-
+    --project (Application Default Credentials, a file here, name none). No Google API is called.
+    (--impersonate_service_account is not among them: Beam removes it from every copy of the options, the
+    graph's too, as an option for submission only.)"""
     adc = tmp_path / 'adc.json'
     adc.write_text(json.dumps({'type': 'authorized_user', 'client_id': 'id', 'client_secret': 'secret',
                                'refresh_token': 'token'}))
