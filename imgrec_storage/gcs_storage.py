@@ -26,7 +26,8 @@ from google.cloud import storage as gcs_client
 from imgrec.contract import counters
 from imgrec_storage import request_counts, retries
 from imgrec_storage.byte_ranges import checked_range
-from imgrec_storage.storage_interface import GCS_SCHEME, Conflict, Entry, BaseStorage, Versioned, retried
+from imgrec_storage.paths import GCS_SCHEME
+from imgrec_storage.storage_interface import Conflict, Entry, BaseStorage, Versioned, retried
 
 EMULATOR_HOST = 'STORAGE_EMULATOR_HOST'
 PAGE_SIZE = 1000
@@ -173,6 +174,7 @@ class GcsStorage(BaseStorage):
     process's Application Default Credentials)."""
 
     remote = True
+    reachable_by_cloud_workers = True
 
     @property
     def client(self) -> gcs_client.Client:

@@ -135,6 +135,7 @@ class LocalStorage(BaseStorage):
     """``storage.Storage`` for local paths."""
 
     remote = False
+    resolves_relative_links = True
 
     def read(self, path: str) -> bytes:
         return retries.call(lambda: read_local(path), retries.READ, path, self.retry)

@@ -20,6 +20,11 @@ published state (a Beam runner retries a failed bundle; a scheduler reruns a kil
   half-promoted version, or its promoted version whose LATEST did not move yet; an interrupted pruning)
   and removes staging folders failed builds left.
 
+Every call takes the output's ``Storage`` (``files``; a step, the ``Publication``'s): the job's, built with its
+retry policy and options, so a worker's calls authenticate as the job's listing and shard writers do (Beam keeps
+``--impersonate_service_account`` to the launcher: docs/publication.md). None (tests, tools): the output's storage
+with the defaults.
+
 ``IMGREC_CRASH_AT`` and ``IMGREC_PAUSE_AT`` are test hooks at the points ``CRASH_POINTS`` names, read in
 ``crash_point`` only.
 """
@@ -120,7 +125,8 @@ class Accounting:
 class Publication:
     """What one build publishes, handed from step to step (``imgrec.transforms.publish`` runs the steps).
 
-    ``unchanged``: nothing changed, nothing to publish (the staging folder goes, LATEST stays, pruning
+    ``storage``: the output's, as the job built it (its retry policy and options), which every step's I/O goes
+    through. ``unchanged``: nothing changed, nothing to publish (the staging folder goes, LATEST stays, pruning
     still runs). ``accounting``: what the accounting step found, for the step that writes the metadata;
     ``document`` is the version's dataset.json and ``dataset_json`` its bytes, once written. The
     promotion sets ``earlier_run`` when an earlier run of the same build had published the version.
@@ -129,8 +135,8 @@ class Publication:
     version: str
     staging_dir: str
     previous: Latest
+    storage: Storage
     keep_versions: int | None = None
-    policy: retries.RetryPolicy | None = None
     unchanged: bool = False
     accounting: Accounting | None = None
     document: Mapping[str, Any] | None = None
@@ -143,8 +149,9 @@ class Publication:
         return layout.join(self.output, self.version)
 
 
-def _storage(path: str, policy: retries.RetryPolicy | None) -> Storage:
-    return storage.storage_for(path, policy)
+def _storage(path: str, files: Storage | None) -> Storage:
+    """``files``, the storage of the output ``path`` lies in, when given; else ``path``'s with the defaults."""
+    return files if files is not None else storage.storage_for(path)
 
 
 def _name(path: str) -> str:
@@ -153,19 +160,19 @@ def _name(path: str) -> str:
 
 # -- lease I/O on the build's side ------------------------------------------------------------------------
 
-def lease_files(output: str, policy: retries.RetryPolicy | None = None) -> Storage:
-    """The lease I/O for ``output``: its storage (a ``leases.LeaseFiles``)."""
-    return _storage(output, policy)
+def lease_files(output: str, files: Storage | None = None) -> Storage:
+    """The lease I/O for ``output``: its storage (a ``leases.LeaseFiles``), ``files`` when given."""
+    return _storage(output, files)
 
 
 @contextlib.contextmanager
 def build_lease(output: str, staging_dir: str, detached: bool = False,
-                policy: retries.RetryPolicy | None = None) -> Iterator[leases.Lease]:
+                files: Storage | None = None) -> Iterator[leases.Lease]:
     """The build's lease on its staging folder, taken before anything is written there and renewed by a
     heartbeat thread until the block ends, then released. ``detached`` (a job nobody waits for): written
     once for ``leases.DETACHED_TTL_S``, not renewed; the job's publication step releases it."""
     name = _name(staging_dir)
-    lease = leases.Lease(lease_files(output, policy), output, layout.BUILD_LEASE, name,
+    lease = leases.Lease(lease_files(output, files), output, layout.BUILD_LEASE, name,
                          layout.staging_build_id(name), ttl=leases.DETACHED_TTL_S if detached else leases.TTL_S,
                          detached=detached)
     lease.acquire()
@@ -176,36 +183,36 @@ def build_lease(output: str, staging_dir: str, detached: bool = False,
         yield lease
 
 
-def _own_lease(output: str, staging_dir: str, policy: retries.RetryPolicy | None) -> leases.Lease:
+def _own_lease(output: str, staging_dir: str, files: Storage | None) -> leases.Lease:
     """The build lease of ``staging_dir``, as its build holds it (its id is the build's)."""
     name = _name(staging_dir)
-    return leases.Lease(lease_files(output, policy), output, layout.BUILD_LEASE, name, layout.staging_build_id(name))
+    return leases.Lease(lease_files(output, files), output, layout.BUILD_LEASE, name, layout.staging_build_id(name))
 
 
-def _check_lease(output: str, staging_dir: str, policy: retries.RetryPolicy | None) -> None:
+def _check_lease(output: str, staging_dir: str, files: Storage | None) -> None:
     """Refuses to go on once the build's lease is no longer its own: a cleanup took it over after it lapsed,
     and may be deleting the staging folder."""
-    lease = _own_lease(output, staging_dir, policy)
+    lease = _own_lease(output, staging_dir, files)
     if not lease.holds():
         raise BuildFailed(f'the staging folder {staging_dir} is no longer this build\'s: its lease {lease.path} '
                           f'lapsed (the build was paused or cut off for over {leases.TTL_S:.0f} s) and a cleanup '
                           f'took it over; nothing was published')
 
 
-def release_build_lease(output: str, staging_dir: str, policy: retries.RetryPolicy | None = None) -> None:
+def release_build_lease(output: str, staging_dir: str, files: Storage | None = None) -> None:
     """Deletes the build's lease if it is still its own (a no-op when the launcher already did)."""
-    _own_lease(output, staging_dir, policy).release()
+    _own_lease(output, staging_dir, files).release()
 
 
 # -- LATEST -----------------------------------------------------------------------------------------------
 
-def read_latest(output: str, policy: retries.RetryPolicy | None = None) -> Latest:
+def read_latest(output: str, files: Storage | None = None) -> Latest:
     """LATEST of ``output`` as a ``Latest`` (no version when there is no LATEST); transient errors are
-    retried under ``policy``. A LATEST that names no plain version folder (empty, a staging name,
+    retried under the storage's policy. A LATEST that names no plain version folder (empty, a staging name,
     ``../elsewhere``) raises ``imgrec.contract.version_ref.VersionError``, by the contract's one rule set."""
     path = layout.join(output, layout.LATEST)
     try:
-        found = _storage(path, policy).read_versioned(path)
+        found = _storage(path, files).read_versioned(path)
     except IsADirectoryError as error:
         raise version_ref.unreadable(path, error) from None
     if found is None:
@@ -213,10 +220,10 @@ def read_latest(output: str, policy: retries.RetryPolicy | None = None) -> Lates
     return Latest(version_ref.latest_name(found.data, path), found.generation)
 
 
-def _latest_version(output: str, policy: retries.RetryPolicy | None) -> str | None:
+def _latest_version(output: str, files: Storage | None) -> str | None:
     """What LATEST names now; None when nothing (or nothing readable, which protects nothing)."""
     try:
-        return read_latest(output, policy).version
+        return read_latest(output, files).version
     except version_ref.VersionError:
         return None
 
@@ -228,13 +235,13 @@ def _moved_by_another(output: str, expected: Latest, found: Latest) -> BuildFail
                        f'left unpublished')
 
 
-def replace_latest(output: str, version: str, expected: Latest, policy: retries.RetryPolicy | None = None) -> None:
+def replace_latest(output: str, version: str, expected: Latest, files: Storage | None = None) -> None:
     """Points LATEST at ``version`` if it is still as ``expected`` (a Latest: the same generation), or names
     ``version`` already (a retry); else raises BuildFailed. Locally under the output folder's lock."""
     path = layout.join(output, layout.LATEST)
-    files = _storage(output, policy)
+    files = _storage(output, files)
     with files.locked(output):
-        found = read_latest(output, policy)
+        found = read_latest(output, files)
         if found.version == version:
             return
         if found.version != expected.version:
@@ -242,15 +249,15 @@ def replace_latest(output: str, version: str, expected: Latest, policy: retries.
         try:
             files.write(path, f'{version}\n'.encode('utf-8'), if_generation=expected.generation)
         except storage.Conflict:
-            raise _moved_by_another(output, expected, read_latest(output, policy)) from None
+            raise _moved_by_another(output, expected, read_latest(output, files)) from None
 
 
 # -- files and folders ------------------------------------------------------------------------------------
 
-def _objects(folder: str, policy: retries.RetryPolicy | None) -> dict[str, int]:
+def _objects(folder: str, files: Storage | None) -> dict[str, int]:
     """{name relative to ``folder``: size} of every file below it."""
     prefix = folder.rstrip('/') + '/'
-    return {entry.path[len(prefix):]: entry.size for entry in _storage(folder, policy).list(folder)}
+    return {entry.path[len(prefix):]: entry.size for entry in _storage(folder, files).list(folder)}
 
 
 def _each(function: Callable[[str], Any], items: Sequence[str]) -> None:
@@ -259,14 +266,14 @@ def _each(function: Callable[[str], Any], items: Sequence[str]) -> None:
         retries.counted_map(pool, function, items)
 
 
-def delete_tree(folder: str, policy: retries.RetryPolicy | None = None) -> None:
+def delete_tree(folder: str, files: Storage | None = None) -> None:
     """Deletes ``folder`` and everything below it, if it exists."""
-    _storage(folder, policy).delete_tree(folder)
+    _storage(folder, files).delete_tree(folder)
 
 
-def _delete_in_halves(folder: str, step: str, policy: retries.RetryPolicy | None) -> None:
+def _delete_in_halves(folder: str, step: str, files: Storage | None) -> None:
     """Deletes everything below ``folder``, ``step`` (a test hook) half-way through."""
-    files = _storage(folder, policy)
+    files = _storage(folder, files)
     paths = [entry.path for entry in files.list(folder)]
     half = len(paths) // 2
     _each(files.delete, paths[:half])
@@ -275,9 +282,9 @@ def _delete_in_halves(folder: str, step: str, policy: retries.RetryPolicy | None
     files.delete_tree(folder)  # what is left: local folders
 
 
-def _read(path: str, policy: retries.RetryPolicy | None) -> bytes | None:
+def _read(path: str, files: Storage | None) -> bytes | None:
     """The file's bytes, or None when there is none."""
-    found = _storage(path, policy).read_versioned(path)
+    found = _storage(path, files).read_versioned(path)
     return None if found is None else found.data
 
 
@@ -310,7 +317,7 @@ def published_by(publication: Publication) -> str | None:
     after a crash, for which ``tidy`` moved LATEST), or None (nobody). Raises BuildFailed when another build
     published it, or an earlier run did and images changed since."""
     assert publication.document is not None
-    data = _read(layout.join(publication.version_dir, layout.DATASET_JSON), publication.policy)
+    data = _read(layout.join(publication.version_dir, layout.DATASET_JSON), publication.storage)
     if data is None:
         return None
     if data == publication.dataset_json:
@@ -320,7 +327,7 @@ def published_by(publication: Publication) -> str | None:
     except ValueError:
         recorded = {}
     if _same_build(recorded, publication.document.get('options') or {}) and \
-            _latest_version(publication.output, publication.policy) == publication.version:
+            _latest_version(publication.output, publication.storage) == publication.version:
         if _nothing_new_since(publication.document, publication.version):
             return EARLIER_RUN
         raise BuildFailed(f'version {publication.version} already exists in {publication.output} (an earlier run '
@@ -332,10 +339,9 @@ def _check_promotion(files: Storage, publication: Publication, listed: Mapping[s
     """Everything that must hold before the staging folder (its files ``listed``) becomes the version; then
     removes an unpublished folder of that name (what a killed promotion or pruning left). Locally, runs
     under the lock."""
-    output, version, staging_dir, policy = (publication.output, publication.version, publication.staging_dir,
-                                            publication.policy)
+    output, version, staging_dir = publication.output, publication.version, publication.staging_dir
     assert publication.document is not None
-    _check_lease(output, staging_dir, policy)
+    _check_lease(output, staging_dir, files)
     prefix = staging_dir.rstrip('/') + '/'
     problems = shard_check.shard_problems(publication.document, staging_dir,
                                           lambda path: listed.get(path[len(prefix):]))
@@ -345,8 +351,8 @@ def _check_promotion(files: Storage, publication: Publication, listed: Mapping[s
                           f'published')
     if files.exists(layout.join(publication.version_dir, layout.DATASET_JSON)):
         raise BuildFailed(f'version folder {publication.version_dir} was published by another build meanwhile')
-    own = _own_lease(output, staging_dir, policy).path
-    others = leases.live(leases.read_all(lease_files(output, policy), output), exclude={own})
+    own = _own_lease(output, staging_dir, files).path
+    others = leases.live(leases.read_all(lease_files(output, files), output), exclude={own})
     if version in others.building or version in others.pruning:
         raise BuildFailed(f'another build is writing or deleting version {version} in {output} now (see '
                           f'{leases.folder(output)}); this version was left unpublished: pass another --version')
@@ -355,10 +361,10 @@ def _check_promotion(files: Storage, publication: Publication, listed: Mapping[s
 
 def _promote_by_rename(publication: Publication) -> None:
     """Where a folder rename is atomic (locally): one rename, under the lock."""
-    files = _storage(publication.output, publication.policy)
+    files = publication.storage
     assert publication.document is not None
     with files.locked(publication.output):
-        listed = _objects(publication.staging_dir, publication.policy)
+        listed = _objects(publication.staging_dir, files)
         _check_promotion(files, publication, listed)
         os.rename(publication.staging_dir, publication.version_dir)
     crash_point('promote:after_rename')
@@ -367,22 +373,21 @@ def _promote_by_rename(publication: Publication) -> None:
 def _promote_by_copy(publication: Publication) -> None:
     """Where there are no folders (gs://): every object but dataset.json copied and the copies checked, then
     dataset.json, last; then the staging objects deleted."""
-    output, staging_dir, version_dir, policy = (publication.output, publication.staging_dir,
-                                                publication.version_dir, publication.policy)
-    files = _storage(output, policy)
-    listed = _objects(staging_dir, policy)
+    output, staging_dir, version_dir, files = (publication.output, publication.staging_dir,
+                                               publication.version_dir, publication.storage)
+    listed = _objects(staging_dir, files)
     _check_promotion(files, publication, listed)
     rest = sorted(name for name in listed if name != layout.DATASET_JSON)
     marker = layout.join(version_dir, layout.DATASET_JSON)
     try:
         _each(lambda name: files.copy(layout.join(staging_dir, name), layout.join(version_dir, name)), rest)
         crash_point('promote:after_copy')
-        copied = _objects(version_dir, policy)
+        copied = _objects(version_dir, files)
         missing = [name for name in rest if name not in copied]
         if missing:
             raise BuildFailed(f'{layout.join(version_dir, missing[0])} is missing after the copy; this version was '
                               f'left unpublished')
-        _check_lease(output, staging_dir, policy)  # once more, just before the version is published
+        _check_lease(output, staging_dir, files)  # once more, just before the version is published
         if files.exists(marker):
             raise BuildFailed(f'version folder {version_dir} was published by another build meanwhile')
         files.copy(layout.join(staging_dir, layout.DATASET_JSON), marker)  # last: now the version is published
@@ -404,15 +409,15 @@ def promote(publication: Publication) -> Publication:
     Run again once the version holds this build's dataset.json (or an earlier run's of the same command,
     which LATEST names), it only deletes what is left of the staging folder."""
     if publication.unchanged:
-        delete_tree(publication.staging_dir, publication.policy)
+        delete_tree(publication.staging_dir, publication.storage)
         return publication
     by = published_by(publication)
     if by is not None:
-        delete_tree(publication.staging_dir, publication.policy)  # gs://: a cleanup cut short; else nothing
+        delete_tree(publication.staging_dir, publication.storage)  # gs://: a cleanup cut short; else nothing
         return dataclasses.replace(publication, earlier_run=by == EARLIER_RUN)
     crash_point('publish:before_promote')
-    delete_tree(layout.join(publication.staging_dir, layout.SPILL_DIR), publication.policy)
-    if _storage(publication.output, publication.policy).remote:
+    delete_tree(layout.join(publication.staging_dir, layout.SPILL_DIR), publication.storage)
+    if publication.storage.remote:
         _promote_by_copy(publication)
     else:
         _promote_by_rename(publication)
@@ -423,9 +428,9 @@ def move_latest(publication: Publication) -> Publication:
     """Step 4: LATEST names the version, if it still named the one the build started from (or names this
     version already: a retry); then the build lease is released. Nothing changed: only the release."""
     if not publication.unchanged:
-        replace_latest(publication.output, publication.version, publication.previous, publication.policy)
+        replace_latest(publication.output, publication.version, publication.previous, publication.storage)
         crash_point('publish:after_latest')
-    release_build_lease(publication.output, publication.staging_dir, publication.policy)
+    release_build_lease(publication.output, publication.staging_dir, publication.storage)
     return publication
 
 
@@ -433,19 +438,19 @@ def prune(publication: Publication) -> Publication:
     """Step 5: prunes to ``keep_versions`` (none given: keeps every version), also when nothing changed."""
     if not publication.keep_versions:
         return publication
-    return dataclasses.replace(publication,
-                               retention=keep_newest(publication.output, publication.keep_versions, publication.policy))
+    kept = keep_newest(publication.output, publication.keep_versions, publication.storage)
+    return dataclasses.replace(publication, retention=kept)
 
 
 # -- published versions and pruning -----------------------------------------------------------------------
 
-def published_versions(output: str, policy: retries.RetryPolicy | None = None) -> list[tuple[float, str]]:
+def published_versions(output: str, files: Storage | None = None) -> list[tuple[float, str]]:
     """[(published at, version)] of every published version below ``output``, oldest first.
 
     A version is published once its dataset.json is in place: the file's time is when it was, since it
     is written (locally) or copied (gs://) last.
     """
-    files, found = _storage(output, policy), []
+    files, found = _storage(output, files), []
     for entry in files.list_level(output):
         version = _name(entry.path)
         if entry.is_folder and not version_ref.version_name_problem(version):  # never a staging or lease folder
@@ -464,12 +469,13 @@ def to_keep(versions: Sequence[str], latest: str | None, keep_count: int) -> lis
     return kept
 
 
-def pruning_plan(output: str, version: str, keep_count: int | None) -> tuple[str, ...]:
+def pruning_plan(output: str, version: str, keep_count: int | None,
+                 files: Storage | None = None) -> tuple[str, ...]:
     """The versions a build that publishes ``version`` (and moves LATEST to it) is to delete, oldest first,
     if no lease holds them."""
     if not keep_count:
         return ()
-    versions = [version] + [name for _, name in reversed(published_versions(output)) if name != version]
+    versions = [version] + [name for _, name in reversed(published_versions(output, files)) if name != version]
     kept = {entry.version for entry in to_keep(versions, version, keep_count)}
     return tuple(name for name in reversed(versions) if name not in kept)
 
@@ -494,20 +500,19 @@ def _holders(found: Iterable[Any], version: str, exclude: str) -> list[str]:
 DELETED = 'deleted'
 
 
-def _prune(files: Storage, output: str, version: str, lease: leases.Lease,
-           policy: retries.RetryPolicy | None) -> str:
+def _prune(files: Storage, output: str, version: str, lease: leases.Lease) -> str:
     """Unpublishes, then deletes ``version`` under its prune ``lease`` unless a live lease holds it or
     LATEST names it. Returns DELETED, or why it was kept (``Kept.why``)."""
     version_dir = layout.join(output, version)
     marker = layout.join(version_dir, layout.DATASET_JSON)
     with files.locked(output):  # locally, a reader takes its lease under the same lock
-        if _latest_version(output, policy) == version:
+        if _latest_version(output, files) == version:
             return 'LATEST'
-        saved = _read(marker, policy)
+        saved = _read(marker, files)
         holders = _holders(leases.read_all(files, output), version, lease.path) if saved is not None else []
         if holders:
             return ', '.join(holders)
-        _storage(marker, policy).delete(marker)
+        files.delete(marker)
     crash_point('prune:after_unpublish')
     if saved is not None:  # gs: no lock; locally, a reader that took its lease since found no dataset.json
         holders = _holders(leases.read_all(files, output), version, lease.path)
@@ -516,23 +521,23 @@ def _prune(files: Storage, output: str, version: str, lease: leases.Lease,
             with contextlib.suppress(storage.Conflict):
                 files.write(marker, saved, if_generation=0)
             return ', '.join(holders)
-    _delete_in_halves(version_dir, 'prune:mid_delete', policy)
+    _delete_in_halves(version_dir, 'prune:mid_delete', files)
     return DELETED
 
 
-def keep_newest(output: str, keep_count: int, policy: retries.RetryPolicy | None = None) -> Retention:
+def keep_newest(output: str, keep_count: int, files: Storage | None = None) -> Retention:
     """Deletes every published version but the ``keep_count`` newest (the one LATEST names among them),
     and but those a live lease holds (a reader's, a build's that is publishing it). Returns the
     ``Retention``: what was kept and why, and what was deleted."""
-    files = lease_files(output, policy)
-    versions = [version for _, version in reversed(published_versions(output, policy))]
-    kept = to_keep(versions, _latest_version(output, policy), keep_count)
+    files = lease_files(output, files)
+    versions = [version for _, version in reversed(published_versions(output, files))]
+    kept = to_keep(versions, _latest_version(output, files), keep_count)
     deleted = []
     for version in reversed(versions):  # oldest first
         if any(entry.version == version for entry in kept):
             continue
         with leases.Lease(files, output, layout.PRUNE_LEASE, version) as lease:
-            outcome = _prune(files, output, version, lease, policy)
+            outcome = _prune(files, output, version, lease)
         if outcome == DELETED:
             deleted.append(version)
         else:
@@ -542,10 +547,10 @@ def keep_newest(output: str, keep_count: int, policy: retries.RetryPolicy | None
 
 # -- cleanup before a build -------------------------------------------------------------------------------
 
-def staging_folders(output: str, policy: retries.RetryPolicy | None = None) -> list[tuple[float, str]]:
+def staging_folders(output: str, files: Storage | None = None) -> list[tuple[float, str]]:
     """[(last written, path)] of the staging folders below ``output``: a folder's own time counts too (a
     build killed before its first file was written leaves only folders)."""
-    files, found = _storage(output, policy), []
+    files, found = _storage(output, files), []
     for entry in files.list_level(output):
         if entry.is_folder and layout.is_staging_name(_name(entry.path)):
             path = layout.join(output, _name(entry.path))
@@ -553,16 +558,16 @@ def staging_folders(output: str, policy: retries.RetryPolicy | None = None) -> l
     return sorted(found)
 
 
-def _finish_latest(output: str, version: str, policy: retries.RetryPolicy | None) -> bool:
+def _finish_latest(output: str, version: str, files: Storage | None) -> bool:
     """A dead build published ``version`` but did not move LATEST: moves it, as that build would have, if
     LATEST still names the version the build started from (dataset.json's ``refresh.previous``)."""
-    data = _read(layout.join(output, version, layout.DATASET_JSON), policy)
+    data = _read(layout.join(output, version, layout.DATASET_JSON), files)
     try:
         started_from = json.loads(data or b'')['refresh']['previous']
     except (ValueError, KeyError, TypeError):
         return False
     try:
-        latest = read_latest(output, policy)
+        latest = read_latest(output, files)
     except version_ref.VersionError:
         return False
     if latest.version == version:
@@ -570,28 +575,27 @@ def _finish_latest(output: str, version: str, policy: retries.RetryPolicy | None
     if latest.version != started_from:
         return False  # another build published since: the dead build's move would have failed too
     try:
-        replace_latest(output, version, latest, policy)
+        replace_latest(output, version, latest, files)
     except BuildFailed:
         return False  # moved meanwhile by a live build
     return True
 
 
-def _finish_build(files: Storage, output: str, staging_name: str, lease: leases.Lease,
-                  policy: retries.RetryPolicy | None) -> str | None:
+def _finish_build(files: Storage, output: str, staging_name: str, lease: leases.Lease) -> str | None:
     """Finishes after a build that died: deletes its staging folder, and its version folder if that holds
     no dataset.json (a promotion cut short) and no live lease, nor LATEST, names it; a version it
     published whose LATEST it did not move gets LATEST now. Returns that version, if so."""
-    delete_tree(layout.join(output, staging_name), policy)
+    delete_tree(layout.join(output, staging_name), files)
     version = layout.staging_version(staging_name)
     version_dir = layout.join(output, version)
     with files.locked(output):  # locally, a promotion renames under the same lock
         if files.exists(layout.join(version_dir, layout.DATASET_JSON)):
-            return version if _finish_latest(output, version, policy) else None
-        if _latest_version(output, policy) == version:
+            return version if _finish_latest(output, version, files) else None
+        if _latest_version(output, files) == version:
             return None
         if version in leases.live(leases.read_all(files, output), exclude={lease.path}).versions:
             return None
-        delete_tree(version_dir, policy)
+        delete_tree(version_dir, files)
     return None
 
 
@@ -604,14 +608,14 @@ class Tidied:
     published: tuple[str, ...] = ()
 
 
-def tidy(output: str, clean: bool = False, policy: retries.RetryPolicy | None = None) -> Tidied:
+def tidy(output: str, clean: bool = False, files: Storage | None = None) -> Tidied:
     """Before a build: finishes the jobs of dead leases (a killed build's staging folder and half-promoted
     version, or its published version that LATEST does not name yet; an interrupted pruning), then
     removes the staging folders that no lease names, which failed builds (or builds older than leases)
     left: those last written before the newest version was published, or all of them with ``clean``.
     Never anything a live lease names. Returns ``Tidied``."""
-    files = lease_files(output, policy)
-    staging = staging_folders(output, policy)  # before the leases: a build takes its lease before it writes
+    files = lease_files(output, files)
+    staging = staging_folders(output, files)  # before the leases: a build takes its lease before it writes
     found = leases.read_all(files, output)
     named = {entry.lease['target'] for entry in found if entry.kind == layout.BUILD_LEASE and entry.lease}
     removed, pruned, published = 0, [], []
@@ -623,20 +627,20 @@ def tidy(output: str, clean: bool = False, policy: retries.RetryPolicy | None = 
             continue
         with lease.held():
             if entry.kind == layout.BUILD_LEASE and lease.target and layout.is_staging_name(lease.target):
-                finished = _finish_build(files, output, lease.target, lease, policy)
+                finished = _finish_build(files, output, lease.target, lease)
                 removed += 1
                 if finished:
                     published.append(finished)
             elif entry.kind == layout.PRUNE_LEASE and lease.target and not version_ref.version_name_problem(
                     lease.target):
-                if _prune(files, output, lease.target, lease, policy) == DELETED:
+                if _prune(files, output, lease.target, lease) == DELETED:
                     pruned.append(lease.target)
-    published_at = max((when for when, _ in published_versions(output, policy)), default=None)
+    published_at = max((when for when, _ in published_versions(output, files)), default=None)
     for last_written, folder in staging:
         if _name(folder) in named:
             continue
         if clean or (published_at is not None and last_written < published_at):
-            delete_tree(folder, policy)
+            delete_tree(folder, files)
             removed += 1
     if found:
         with files.locked(output):
@@ -645,17 +649,17 @@ def tidy(output: str, clean: bool = False, policy: retries.RetryPolicy | None = 
 
 
 def refuse_published(output: str, version: str, options: Mapping[str, Any],
-                     policy: retries.RetryPolicy | None = None) -> None:
+                     files: Storage | None = None) -> None:
     """Before a build, after ``tidy``: refuses a --version that is published already, unless LATEST names it
     and it was built with the same ``options`` (dataset.json's): a rerun of the build that published it.
     That rerun refreshes the version; it ends with nothing published when it finds nothing new, and
     fails at promotion (``published_by``) when it does."""
-    data = _read(layout.join(output, version, layout.DATASET_JSON), policy)
+    data = _read(layout.join(output, version, layout.DATASET_JSON), files)
     if data is None:
         return
     try:
         recorded = json.loads(data)
     except ValueError:
         recorded = {}
-    if not (_same_build(recorded, options) and _latest_version(output, policy) == version):
+    if not (_same_build(recorded, options) and _latest_version(output, files) == version):
         raise UserError(f'version {version} already exists in {output}; pass another --version')

@@ -1,7 +1,7 @@
 """Counts the requests this layer makes of Cloud Storage, by kind, and the bytes they move.
 
 What a build costs in Cloud Storage operations is what it asks of the service, so the count is taken
-where each request is sent (``imgrec_storage.gcs``), one per HTTP request: a retried attempt is a
+where each request is sent (``imgrec_storage.gcs_storage``), one per HTTP request: a retried attempt is a
 request too. The kinds and their names are ``imgrec.contract.counters.REQUEST_KINDS``. Each count goes two ways:
 
 - the Beam counter of its kind, which reaches the job's results from the workers (Beam drops it outside

@@ -21,9 +21,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from imgrec_storage import retries
+from imgrec_storage.paths import (  # noqa: F401  (the path rules, named here for every caller)
+    GCS_SCHEME, folder_of, is_inside, is_local_root, is_relative, relative_name, scheme_key)
 from imgrec_storage.storage_interface import (  # noqa: F401  (the interface, named here for every caller)
-    GCS_SCHEME, BaseStorage, Conflict, Entry, Reader, Storage, Versioned, Writer, folder_of, is_inside,
-    is_relative, on_gcs, relative_name, retried, scheme_key)
+    BaseStorage, Conflict, Entry, Reader, Storage, Versioned, Writer, retried)
 
 
 def storage_for(path: str, retry: retries.RetryPolicy | None = None,
@@ -41,10 +42,10 @@ def storage_for(path: str, retry: retries.RetryPolicy | None = None,
 @functools.lru_cache(maxsize=None)
 def _storage_for(path_scheme_key: str, retry: retries.RetryPolicy, options_json: str | None) -> Storage:
     # pylint: disable=import-outside-toplevel  # each imported for its paths only (the GCS client costs a second)
-    if on_gcs(path_scheme_key):
+    if path_scheme_key == GCS_SCHEME:
         from imgrec_storage.gcs_storage import GcsStorage
         return GcsStorage(retry, options_json, _storage_for)
-    if '://' in path_scheme_key:
+    if path_scheme_key:
         from imgrec_storage.tf_storage import TensorFlowStorage
         return TensorFlowStorage(retry, options_json, _storage_for)
     from imgrec_storage.local_storage import LocalStorage

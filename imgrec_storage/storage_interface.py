@@ -1,19 +1,19 @@
 """The storage interface every implementation shares: the ``Storage`` protocol, its entries and errors,
-``BaseStorage``, and the path rules that need no I/O. ``imgrec_storage.storage`` picks the implementation;
-the implementations import this module, never that one.
+and ``BaseStorage``; the path rules that need no I/O are ``imgrec_storage.paths``. ``imgrec_storage.storage`` picks
+the implementation; the implementations import this module, never that one.
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
-import os
-import posixpath
+import typing
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, ContextManager, Protocol, TypeVar, runtime_checkable
 
 from imgrec_console.errors import BuildFailed
 from imgrec_storage import retries
+from imgrec_storage.paths import scheme_key
 
-GCS_SCHEME = 'gs://'
 T = TypeVar('T')
 
 
@@ -81,12 +81,20 @@ class Storage(Protocol):
     """Files below one scheme, retried under ``retry``. Paths are full paths (or gs:// URLs), joined with '/'."""
 
     retry: retries.RetryPolicy
-    # Whether each call waits a network round trip, so that callers overlap calls and coalesce reads.
+    # What the storage is, for callers whose rules depend on it (never on a path's scheme):
+    # whether each call waits a network round trip, so that callers overlap calls, coalesce reads and spare
+    # listings they can do without;
     remote: bool
+    # whether machines elsewhere (Dataflow's workers, a TPU node's hosts) reach these paths as this one does
+    # (a local path is this machine's own disk);
+    reachable_by_cloud_workers: bool
+    # whether a path through '..' names the file it leads to (a local folder's does; an object's name is a plain
+    # string), as a TFDS view's links to its version's shards need.
+    resolves_relative_links: bool
 
     def read(self, path: str) -> bytes:
         """The whole file. Locally no further than its size when opened, and only a regular file
-        (``fileio.NotARegularFile`` otherwise)."""
+        (``local_storage.NotARegularFile`` otherwise)."""
 
     def read_once(self, path: str) -> bytes:
         """``read`` in one attempt, its error raised as it is: for a caller that begins reads ahead and
@@ -160,6 +168,9 @@ class Storage(Protocol):
         """The storage of ``path`` (perhaps of another scheme: a manifest may name both), with this one's
         retry policy and options."""
 
+    def with_retry(self, retry: retries.RetryPolicy) -> Storage:
+        """This storage (its options) under another retry policy: e.g. a report that must not wait long."""
+
 
 def retried(doing: str, what: str, attempt: Callable[[], T], retry: retries.RetryPolicy) -> T:
     """``attempt()`` with transient errors retried (as writes); a failure other than ``Conflict`` is a one-line
@@ -172,48 +183,12 @@ def retried(doing: str, what: str, attempt: Callable[[], T], retry: retries.Retr
         raise BuildFailed(f'cannot {doing} {what}: {retries.describe(error)}') from error
 
 
-def scheme_key(path: str) -> str:
-    """What of ``path`` picks its storage (its scheme), so that one storage serves every path of a scheme."""
-    scheme, found, _ = path.partition('://')
-    return f'{scheme}://' if found else ''
-
-
-def is_relative(path: str) -> bool:
-    """Whether ``path`` is a relative local path (a manifest's lines are relative to the manifest)."""
-    return '://' not in path and not os.path.isabs(path)
-
-
-def folder_of(path: str) -> str:
-    """The folder ``path`` lies in (a local one made absolute)."""
-    return posixpath.dirname(path) if '://' in path else os.path.dirname(os.path.abspath(path))
-
-
-def is_inside(folder: str, root: str) -> bool:
-    """Whether ``folder`` is ``root`` or below it, on a folder boundary: local paths compared with symlinks
-    and relative parts resolved, URLs by prefix; paths of two schemes never are."""
-    if scheme_key(folder) != scheme_key(root):
-        return False
-    if '://' in folder:
-        return (folder.rstrip('/') + '/').startswith(root.rstrip('/') + '/')
-    folder, root = os.path.realpath(folder), os.path.realpath(root)
-    return os.path.commonpath([folder, root]) == root
-
-
-def relative_name(root: str, path: str) -> str:
-    """``path`` below ``root`` (as a listing of ``root`` names it), relative to it, with '/' separators."""
-    return path[len(root.rstrip('/')) + 1:].rstrip('/').replace(os.sep, '/')
-
-
-def on_gcs(path: str) -> bool:
-    """Whether ``path`` names a gs:// object: for rules about where files must be (Dataflow needs gs://)."""
-    return path.startswith(GCS_SCHEME)
-
-
-
 class BaseStorage:
     """What every implementation holds: its retry policy and the job's options (JSON), which ``for_path`` hands on."""
 
     remote = False
+    reachable_by_cloud_workers = False
+    resolves_relative_links = False
 
     def __init__(self, retry: retries.RetryPolicy, options_json: str | None = None,
                  choose: Callable[[str, retries.RetryPolicy, str | None], Storage] | None = None):
@@ -238,6 +213,11 @@ class BaseStorage:
 
     def put_file(self, local_path: str, path: str) -> None:
         self.copy(local_path, path)
+
+    def with_retry(self, retry: retries.RetryPolicy) -> Storage:
+        changed = copy.copy(self)
+        changed.retry = retry
+        return typing.cast(Storage, changed)
 
     def for_path(self, path: str) -> Storage:
         if self._choose is None:

@@ -10,57 +10,60 @@ then, renders the page from them (``report.render_failed``) and adds its path to
 import contextlib
 import json
 
-from apache_beam.io.filesystems import FileSystems
-
 from imgrec.contract import layout
 from imgrec_console.command import was_interrupted
 from imgrec_console.errors import BuildFailed, build_failure_message
-from imgrec_storage import fileio, retries
+from imgrec_storage import storage
 
 # Seconds the report's writes are retried for: the storage may be why the build failed, and the line that
 # says so must not wait the build's whole --retry_deadline again.
 WRITE_DEADLINE_S = 30.0
 
 
-def record(staging_dir, facts, policy=None):
-    """Writes ``facts`` (a JSON-able dict of what a failing step counted) into the staging folder, for the
-    failed build's report; nothing without a staging folder (a step run on its own, in a test)."""
+def _files(staging_dir, files):
+    return files or storage.storage_for(staging_dir)
+
+
+def record(staging_dir, facts, files=None):
+    """Writes ``facts`` (a JSON-able dict of what a failing step counted) into the staging folder, through
+    ``files`` (its storage, when given), for the failed build's report; nothing without a staging folder (a step
+    run on its own, in a test)."""
     if staging_dir:
-        fileio.write_bytes(layout.join(staging_dir, layout.BUILD_FAILURE_JSON),
-                           json.dumps(facts, sort_keys=True, ensure_ascii=False).encode(), policy)
+        _files(staging_dir, files).write(layout.join(staging_dir, layout.BUILD_FAILURE_JSON),
+                                         json.dumps(facts, sort_keys=True, ensure_ascii=False).encode())
 
 
 @contextlib.contextmanager
-def known(staging_dir, facts, policy=None):
+def known(staging_dir, facts, files=None):
     """Around a step's checks: when one fails the build, ``record``s ``facts``, then lets the failure go on."""
     try:
         yield
     except BuildFailed:
-        record(staging_dir, facts, policy)
+        record(staging_dir, facts, files)
         raise
 
 
-def read_known(staging_dir):
+def read_known(staging_dir, files=None):
     """What the failing step left (``known``), or {} when it left nothing (a failure elsewhere)."""
     path = layout.join(staging_dir, layout.BUILD_FAILURE_JSON)
-    if not FileSystems.exists(path):
-        return {}
-    return json.loads(fileio.read_bytes(path))
+    found = _files(staging_dir, files).read_versioned(path)
+    return {} if found is None else json.loads(found.data)
 
 
-def write_report(staging_dir, failure, policy=None):
+def write_report(staging_dir, failure, files=None):
     """Renders the failed build's report into ``staging_dir``; returns its path. ``failure``: the
     ``report.render_failed`` fields but ``known``."""
     from imgrec_versions import report  # pylint: disable=import-outside-toplevel  (its imports, only on a failure)
 
     path = layout.join(staging_dir, layout.REPORT_HTML)
-    page = report.render_failed(staging_dir, dict(failure, known=read_known(staging_dir)))
-    fileio.write_bytes(path, page.encode('utf-8'), policy)
+    files = _files(staging_dir, files)
+    page = report.render_failed(staging_dir, dict(failure, known=read_known(staging_dir, files)))
+    files.write(path, page.encode('utf-8'))
     return path
 
 
 @contextlib.contextmanager
-def reporting(staging_dir, failure, policy=None):
+def reporting(staging_dir, failure, files=None):
     """Around a build's run: a BuildFailed (however the runner wrapped it) gets its report written into
     ``staging_dir`` and comes out as a BuildFailed whose line ends ``(report: PATH)``. ``failure``: the
     build's name, version, created, options and previous (what LATEST named). A report that cannot be
@@ -72,9 +75,10 @@ def reporting(staging_dir, failure, policy=None):
         if message is None:
             raise
         try:
-            policy = policy or retries.default_policy()
+            files = _files(staging_dir, files)
             path = write_report(staging_dir, dict(failure, reason=message),
-                                policy._replace(deadline_s=min(WRITE_DEADLINE_S, policy.deadline_s)))
+                                files.with_retry(files.retry._replace(
+                                    deadline_s=min(WRITE_DEADLINE_S, files.retry.deadline_s))))
         except Exception:  # pylint: disable=broad-except  (the failure's own line matters more than its report)
             raise BuildFailed(message) from error
         raise BuildFailed(f'{message} (report: {path})') from error

@@ -4,8 +4,6 @@ as a build names them before it runs: what its cleanup removed, what is left wit
 (docs/publication.md)."""
 import collections
 
-from apache_beam.io.filesystems import FileSystems
-
 from imgrec.contract import layout
 from imgrec_storage import leases, publication
 
@@ -14,21 +12,22 @@ NAMED = 5  # folders a line names; past them, how many more
 Left = collections.namedtuple('Left', 'name held report')  # held: a live build lease names it; report: its path
 
 
-def staging_names(output):
-    """The names of the staging folders in ``output`` now."""
-    return [path.rstrip('/').rsplit('/', 1)[-1] for _, path in publication.staging_folders(output)]
+def staging_names(output, files=None):
+    """The names of the staging folders in ``output`` now (``files``: its storage, when given)."""
+    return [path.rstrip('/').rsplit('/', 1)[-1] for _, path in publication.staging_folders(output, files)]
 
 
-def left_folders(output, policy=None):
+def left_folders(output, files=None):
     """[Left] of the staging folders in ``output``: listed before the leases, as the cleanup does (a build
     takes its lease before it writes, so a folder listed has its lease listed after)."""
-    folders = publication.staging_folders(output)
-    live = leases.live(leases.read_all(publication.lease_files(output, policy), output)).staging
+    files = publication.lease_files(output, files)
+    folders = publication.staging_folders(output, files)
+    live = leases.live(leases.read_all(files, output)).staging
     found = []
     for _, path in folders:
         name = path.rstrip('/').rsplit('/', 1)[-1]
         report = layout.join(path, layout.REPORT_HTML)
-        found.append(Left(name, name in live, report if FileSystems.exists(report) else None))
+        found.append(Left(name, name in live, report if files.exists(report) else None))
     return found
 
 
@@ -37,11 +36,11 @@ def _names(items):
     return shown + (f' and {len(items) - NAMED} more' if len(items) > NAMED else '')
 
 
-def lines(output, before, policy=None):
+def lines(output, before, files=None):
     """The lines a build prints after its cleanup (``publication.tidy``), given the staging folder names
     found ``before`` it: those it removed, those failed or killed builds left (with their reports), which
     ``--clean`` removes, and those running builds hold, which it never does."""
-    left = left_folders(output, policy)
+    left = left_folders(output, files)
     said, names = [], {folder.name for folder in left}
     removed = [name for name in before if name not in names]
     if removed:

@@ -644,12 +644,13 @@ class Pruning(collections.namedtuple('Pruning', 'keep_versions versions')):
     """--keep_versions (a run option, not in dataset.json) and the versions its pruning is to delete."""
 
 
-def pruning_plan(output, version, keep_versions):
+def pruning_plan(output, version, keep_versions, files=None):
     """Pruning of the build about to publish ``version``: the versions
-    ``imgrec_storage.publication.pruning_plan`` picks; one a live lease then holds is kept."""
+    ``imgrec_storage.publication.pruning_plan`` picks (through ``files``, the output's storage when given); one a
+    live lease then holds is kept."""
     if not keep_versions:
         return Pruning(None, ())
-    return Pruning(keep_versions, publication.pruning_plan(output, version, keep_versions))
+    return Pruning(keep_versions, publication.pruning_plan(output, version, keep_versions, files))
 
 
 def _pruning_section(pruning):
@@ -837,15 +838,15 @@ def seconds_since(created):
     return max((datetime.datetime.now(datetime.timezone.utc) - start).total_seconds(), 0.001)
 
 
-def _recorded(version_dir):
+def _recorded(version_dir, files=None):
     path = layout.join(version_dir, layout.REPORT_HTML)
-    files = storage.storage_for(path)
+    files = files or storage.storage_for(path)
     return files.read(path).decode('utf-8', 'replace') if files.exists(path) else ''
 
 
-def recorded_build_seconds(version_dir):
-    """The build time an existing report.html recorded, or None."""
-    match = _BUILD_SECONDS.search(_recorded(version_dir))
+def recorded_build_seconds(version_dir, files=None):
+    """The build time an existing report.html recorded, or None (``files``: the folder's storage, when given)."""
+    match = _BUILD_SECONDS.search(_recorded(version_dir, files))
     return float(match.group(1)) if match else None
 
 
@@ -858,14 +859,15 @@ def recorded_pruning(version_dir):
     return Pruning(keep_versions, tuple(versions))
 
 
-def write_report(version_dir, build_seconds=None, version=None, policy=None, pruning=None):
-    """Renders and writes ``report.html`` into ``version_dir`` (local or gs://); returns its path.
+def write_report(version_dir, build_seconds=None, version=None, files=None, pruning=None):
+    """Renders and writes ``report.html`` into ``version_dir`` (local or gs://) through ``files`` (its storage,
+    when given); returns its path.
 
     ``version`` (an imgrec_versions.version.Version) spares reading back what the caller just wrote.
     """
     version = version or version_lib.load(version_dir)
     path = layout.join(version.path, layout.REPORT_HTML)
-    storage.storage_for(path, policy).write(path, render(version, build_seconds, pruning).encode('utf-8'))
+    (files or storage.storage_for(path)).write(path, render(version, build_seconds, pruning).encode('utf-8'))
     return path
 
 

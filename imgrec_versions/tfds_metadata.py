@@ -26,17 +26,15 @@ By name: TFDS looks for ``data_dir/NAME/VERSION/`` with VERSION a semantic versi
 there (``imgrec.contract.version_ref.next_semantic_version``), with shard templates that lead to
 ``../../<version>/``: so ``tfds.load(NAME, data_dir=OUT)`` reads the version's own shards. The version
 folder's own dataset_info.json stays ``TFDS_VERSION``, so its bytes depend on the inputs and options
-alone, not on the output's history. Not on gs://:
-TFDS joins a template to the view folder without resolving ``..`` (and an absolute URL becomes a
-sub-path), so a gs:// view could not reach the shards; there ``builder_from_directory(OUT/<version>)``.
+alone, not on the output's history. Not where the storage does not resolve relative links (gs://): TFDS
+joins a template to the view folder without resolving ``..`` (and an absolute URL becomes a sub-path), so a
+gs:// view could not reach the shards; there ``builder_from_directory(OUT/<version>)``.
 """
 import json
-import os
 import re
-import shutil
 
 from imgrec.contract import features as F, layout, metadata, version_ref
-from imgrec_storage import fileio, storage
+from imgrec_storage import storage
 
 # The shards' names (layout.shard_file_name) in TFDS's template language: the same names up to 99,999
 # shards a split (TFDS pads to the digits of the shard count, at least 5), for either format.
@@ -118,59 +116,63 @@ def files(document):
     }
 
 
-def _view_target(view_dir):
+def _view_target(files, view_dir):
     """The version a view folder leads to, from its dataset_info.json (None when it holds none)."""
     try:
-        with open(os.path.join(view_dir, layout.TFDS_DATASET_INFO), 'rb') as stream:
-            splits = json.load(stream).get('splits') or [{}]
+        found = files.read_versioned(layout.join(view_dir, layout.TFDS_DATASET_INFO))
+        splits = (json.loads(found.data).get('splits') if found is not None else None) or [{}]
     except (OSError, ValueError, AttributeError):
         return None
     return layout.tfds_view_version(splits[0].get('filepathTemplate', ''))
 
 
-def write_view(output, version, policy=None):
-    """Publishes the TFDS view of the published local ``version``, numbered one above the views there,
-    and removes the views of versions since deleted (pruned): ``tfds.load(NAME, data_dir=output)`` reads
-    the newest by name.
+def _views(files, views):
+    """The semantic versions of the views in ``views``, sorted (none when there is no such folder)."""
+    return sorted(name for name in (entry.path.rstrip('/').rsplit('/', 1)[-1] for entry in files.list_level(views)
+                                    if entry.is_folder) if version_ref.is_semantic_version(name))
 
-    Written after LATEST moved, features.json last: TFDS takes a folder holding it for a dataset.
-    A gs:// output gets none (the module's docstring says why).
+
+def write_view(output, version, files=None):
+    """Publishes the TFDS view of the published ``version``, numbered one above the views there, and removes
+    the views of versions since deleted (pruned): ``tfds.load(NAME, data_dir=output)`` reads the newest by
+    name. ``files``: the output's storage (its own when None).
+
+    Written after LATEST moved, features.json last: TFDS takes a folder holding it for a dataset. An output
+    whose storage does not resolve '..' (gs://) gets none (the module's docstring says why).
     """
-    if storage.on_gcs(output):
+    files = files or storage.storage_for(output)
+    if not files.resolves_relative_links:
         return
-    views = layout.join(output, metadata_name(output, version, policy))
-    published = sorted(filter(version_ref.is_semantic_version, os.listdir(views))) if os.path.isdir(views) else []
+    views = layout.join(output, metadata_name(output, version, files))
     # Once: a retried publication finds its whole view there (features.json is written last).
-    if not any(_view_target(os.path.join(views, name)) == version
-               and os.path.exists(os.path.join(views, name, layout.TFDS_FEATURES)) for name in published):
-        _write_view(output, version, policy)
-    _remove_stale_views(output, views)
+    if not any(_view_target(files, layout.join(views, name)) == version
+               and files.exists(layout.join(views, name, layout.TFDS_FEATURES)) for name in _views(files, views)):
+        _write_view(files, output, version)
+    _remove_stale_views(files, output, views)
 
 
-def metadata_name(output, version, policy=None):
+def metadata_name(output, version, files=None):
     """The dataset's TFDS name, from the version's dataset_info.json."""
-    info = json.loads(fileio.read_bytes(layout.join(output, version, layout.TFDS_DATASET_INFO), policy))
-    return info['name']
+    path = layout.join(output, version, layout.TFDS_DATASET_INFO)
+    return json.loads((files or storage.storage_for(path)).read(path))['name']
 
 
-def _write_view(output, version, policy):
+def _write_view(files, output, version):
     version_dir = layout.join(output, version)
-    info = json.loads(fileio.read_bytes(layout.join(version_dir, layout.TFDS_DATASET_INFO), policy))
+    info = json.loads(files.read(layout.join(version_dir, layout.TFDS_DATASET_INFO)))
     for split in info['splits']:
         split['filepathTemplate'] = layout.TFDS_VIEW_TO_VERSION.format(version=version) + split['filepathTemplate']
     views = layout.tfds_views_dir(output, info['name'])
-    info['version'] = version_ref.next_semantic_version(os.listdir(views) if os.path.isdir(views) else ())
+    info['version'] = version_ref.next_semantic_version(_views(files, views))
     view_dir = layout.join(views, info['version'])
-    fileio.write_bytes(layout.join(view_dir, labels_file_name()),
-                       fileio.read_bytes(layout.join(version_dir, labels_file_name()), policy), policy)
-    fileio.write_bytes(layout.join(view_dir, layout.TFDS_DATASET_INFO), _as_json(info), policy)
-    fileio.write_bytes(layout.join(view_dir, layout.TFDS_FEATURES),
-                       fileio.read_bytes(layout.join(version_dir, layout.TFDS_FEATURES), policy), policy)
+    for name in (labels_file_name(), layout.TFDS_DATASET_INFO, layout.TFDS_FEATURES):  # features.json last
+        data = _as_json(info) if name == layout.TFDS_DATASET_INFO else files.read(layout.join(version_dir, name))
+        files.write(layout.join(view_dir, name), data)
 
 
-def _remove_stale_views(output, views):
+def _remove_stale_views(files, output, views):
     """The views of versions deleted since (pruned) go with them."""
-    for name in sorted(filter(version_ref.is_semantic_version, os.listdir(views))):
-        target = _view_target(os.path.join(views, name))
-        if target and not os.path.exists(os.path.join(output, target, layout.DATASET_JSON)):
-            shutil.rmtree(os.path.join(views, name))
+    for name in _views(files, views):
+        target = _view_target(files, layout.join(views, name))
+        if target and not files.exists(layout.join(output, target, layout.DATASET_JSON)):
+            files.delete_tree(layout.join(views, name))

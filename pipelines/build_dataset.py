@@ -103,7 +103,7 @@ def _dataflow_defaults(options):
                          '(Dataflow stages the code and temporary files there)')
     for name in ('temp_location', 'staging_location'):
         value = getattr(cloud, name)
-        if value and not storage.on_gcs(value):
+        if value and not storage.storage_for(value).reachable_by_cloud_workers:
             raise UserError(f'--{name} must be a gs:// path with --runner DataflowRunner, got {value!r}')
     setup = options.view_as(SetupOptions)
     # A custom worker image (--sdk_container_image, e.g. the Dockerfile's) already holds the project.
@@ -172,7 +172,7 @@ def counted_images(config: BuildConfig, limit: int) -> int:
     """The images a local --input (or local manifest) lists, counted up to ``limit`` by name only; ``limit``
     for a gs:// one or one that cannot be read (its listing costs requests; the pre-flight checks say why)."""
     source = config.input or config.manifest or ''
-    if storage.on_gcs(source) or (config.input and not os.path.isdir(config.input)):
+    if (source and storage.storage_for(source).remote) or (config.input and not os.path.isdir(config.input)):
         return limit
     count = 0
     try:
@@ -245,7 +245,7 @@ def launch(config: BuildConfig, facts: RunFacts,
         # Known from a listing, before any pipeline starts; a template runs nothing now, so it is always written.
         if not options.view_as(GoogleCloudOptions).template_location and \
                 refresh.nothing_changed(config, plan, options):
-            return config, facts, NothingChanged(prune(config))
+            return config, facts, NothingChanged(prune(config, preflight.job_storage(config.output, config, options)))
         with (internals.local_run(local_worker_count(options), config.progress) if local
               else contextlib.nullcontext()) as run:
             try:
@@ -253,7 +253,7 @@ def launch(config: BuildConfig, facts: RunFacts,
             except ValueError as error:  # Beam's own checks of the options (runner name, project id...)
                 raise UserError(' '.join(str(error).split())) from None
             build_pipeline(pipeline, config, facts)
-            with build_lease(config, facts, options), failure_report(config, facts), \
+            with build_lease(config, facts, options), failure_report(config, facts, options), \
                     progress.Progress(pipeline, options, config.progress, config.progress_interval) as watch:
                 result = pipeline.run()
                 if not options.view_as(StandardOptions).no_wait_until_finish:
@@ -267,11 +267,12 @@ class NothingChanged:
     retention: publication.Retention | None
 
 
-def prune(config):
-    """--keep_versions after a build that published nothing (the prune step's rule); None without it."""
+def prune(config, files):
+    """--keep_versions after a build that published nothing (the prune step's rule), through ``files`` (the
+    output's storage); None without it."""
     if not config.keep_versions:
         return None
-    return publication.keep_newest(config.output, config.keep_versions, config.retry_policy())
+    return publication.keep_newest(config.output, config.keep_versions, files)
 
 
 def build_lease(config, facts, options):
@@ -282,15 +283,16 @@ def build_lease(config, facts, options):
         return contextlib.nullcontext()
     return publication.build_lease(config.output, facts.staging_dir(config),
                                    detached=options.view_as(StandardOptions).no_wait_until_finish,
-                                   policy=config.retry_policy())
+                                   files=preflight.job_storage(config.output, config, options))
 
 
-def failure_report(config, facts):
+def failure_report(config, facts, options):
     """A failed build's report, written into its staging folder while the build still holds its lease and
     named in the failure line (``imgrec_versions.failed_build``)."""
     return failed_build.reporting(facts.staging_dir(config), {
         'name': config.name, 'version': config.version, 'created': facts.created, 'options': config.describe(),
-        'previous': facts.previous.version if facts.previous else None}, config.retry_policy())
+        'previous': facts.previous.version if facts.previous else None},
+        preflight.job_storage(facts.staging_dir(config), config, options))
 
 
 def decode_threads(options, beam_args):
@@ -458,7 +460,8 @@ def main(argv: typing.Sequence[str] | None = None) -> int:
 def left_behind(config, facts):
     """What an interrupted build leaves: whether it published, and its staging folder if it made one."""
     try:
-        published = publication.read_latest(config.output, config.retry_policy()).version == config.version
+        published = publication.read_latest(config.output, storage.storage_for(config.output, config.retry_policy())
+                                            ).version == config.version
         staging = facts.staging_dir(config)
         kept = any(storage.storage_for(staging).list_level(staging))
     except Exception:  # pylint: disable=broad-except  # storage gone too: say what is certain
@@ -566,7 +569,7 @@ def _published(config, facts, result, options):
     if unchanged(result):
         version_dir = layout.join(config.output, facts.refresh.previous)
     path = layout.join(version_dir, layout.DATASET_JSON)
-    return version_ref.parse_document(storage.storage_for(path, config.retry_policy()).read(path), path)
+    return version_ref.parse_document(preflight.job_storage(path, config, options).read(path), path)
 
 
 if __name__ == '__main__':

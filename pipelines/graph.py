@@ -128,4 +128,4 @@ def build_pipeline(pipeline, config, facts):
         decisions=kept | 'CountDecisions' >> CountDecisions(), index_parts=index_parts,
         near_duplicates=(near['near_duplicates'], near['summary']),
         refresh=(refresh.describe(), counts, unchanged), keep_versions=config.keep_versions,
-        max_error_rate=config.max_error_rate, retry_policy=policy)
+        max_error_rate=config.max_error_rate, storage=output_storage)

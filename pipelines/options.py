@@ -23,6 +23,7 @@ from imgrec_console.arguments import Parser, is_number
 from imgrec_console.errors import UserError
 from imgrec_imaging import image_ops
 from imgrec_imaging.record_options import RecordOptions
+from imgrec_storage import paths
 from imgrec.pipelines import beam_names
 
 if typing.TYPE_CHECKING:  # for annotations only (imgrec.pipelines.refresh imports this module; the others load Beam)
@@ -334,7 +335,7 @@ def parse_args(argv: typing.Sequence[str] | None, now: datetime.datetime | None 
     beam_options, runners = beam_names.known()
     check_beam_names(beam_args, parser, beam_options)
     check_runner(beam_args, runners)
-    if not args.output.strip() or ('://' not in args.output and os.path.abspath(args.output) == '/'):
+    if not args.output.strip() or paths.is_local_root(args.output):
         raise UserError(f'--output must name a folder or gs:// prefix below the root, got {args.output!r}')
     try:
         image_size = image_ops.parse_image_size(args.image_size)

@@ -19,7 +19,6 @@ from imgrec.contract import layout, version_ref
 from imgrec_console.errors import BuildFailed, UserError
 from imgrec_storage import publication, storage as storage_lib
 from imgrec_storage.gcs_storage import describe_error
-from imgrec_storage.retries import RetryPolicy
 from imgrec_versions import incomplete
 from imgrec.transforms.labels import parse_labels_file
 from imgrec.transforms.listing import is_image_name, iter_files, list_top_level, manifest_lines, parse_manifest_line
@@ -31,7 +30,7 @@ if typing.TYPE_CHECKING:
 MIN_FREE_BYTES = 64 * 2**20
 
 
-def _storage(path: str, config: BuildConfig, options: PipelineOptions | None) -> storage_lib.Storage:
+def job_storage(path: str, config: BuildConfig, options: PipelineOptions | None) -> storage_lib.Storage:
     """The storage of ``path`` as the job will use it: its retry policy, and its options' credentials."""
     return storage_lib.storage_for(path, config.retry_policy(), options and options.get_all_options(drop_default=True))
 
@@ -44,15 +43,15 @@ def check(config: BuildConfig, options: PipelineOptions) -> tuple[BuildConfig, p
     build holds, with ``--clean``). A finished pruning is said in one line, and so are the staging folders
     removed and left (``imgrec_versions.incomplete``).
     """
-    policy = config.retry_policy()
+    files = job_storage(config.output, config, options)
     check_input(config, options)
     check_output_outside_input(config)
     check_output(config, options)
     check_temp_locations(config, options)
     labels = read_labels(config.labels_file) if config.labels_file else None
-    left = incomplete.staging_names(config.output)
-    tidied = publication.tidy(config.output, clean=config.clean, policy=policy)
-    for line in incomplete.lines(config.output, left, policy):
+    left = incomplete.staging_names(config.output, files)
+    tidied = publication.tidy(config.output, clean=config.clean, files=files)
+    for line in incomplete.lines(config.output, left, files):
         print(line, flush=True)
     if tidied.pruned:
         print(f"build-dataset: finished an interrupted pruning: deleted version(s) {', '.join(tidied.pruned)}",
@@ -60,9 +59,9 @@ def check(config: BuildConfig, options: PipelineOptions) -> tuple[BuildConfig, p
     if tidied.published:
         print(f"build-dataset: finished an interrupted publication: LATEST names {', '.join(tidied.published)}",
               flush=True)
-    publication.refuse_published(config.output, config.version, config.describe(), policy)
+    publication.refuse_published(config.output, config.version, config.describe(), files)
     # (BuildConfig.labels is declared a tuple, but None until pinned: pipelines/options.py)
-    return dataclasses.replace(config, labels=labels), read_latest(config.output, policy)  # type: ignore[arg-type]
+    return dataclasses.replace(config, labels=labels), read_latest(config.output, files)  # type: ignore[arg-type]
 
 
 def read_labels(path: str) -> tuple[str, ...]:
@@ -77,11 +76,11 @@ def read_labels(path: str) -> tuple[str, ...]:
         raise UserError(f'--labels file {path} {error}') from None
 
 
-def read_latest(output: str, policy: RetryPolicy | None = None) -> publication.Latest:
+def read_latest(output: str, files: storage_lib.Storage | None = None) -> publication.Latest:
     """What LATEST of ``output`` names now (a ``publication.Latest``). A LATEST that names no plain version
     folder is the user's to fix, in the same line every tool gives (``imgrec.contract.version_ref``)."""
     try:
-        return publication.read_latest(output, policy)
+        return publication.read_latest(output, files)
     except GoogleAPIError as error:  # a permanent error: permission, a missing bucket
         raise UserError(describe_error(output, error)) from None
     except version_ref.VersionError as error:
@@ -112,7 +111,7 @@ def check_input(config: BuildConfig, options: PipelineOptions | None = None) -> 
     ``options`` (the job's PipelineOptions) make the gs:// checks authenticate as the job will.
     """
     if config.manifest:
-        files = _storage(config.manifest, config, options)
+        files = job_storage(config.manifest, config, options)
         _accessible(files, config.manifest)
         if not files.exists(config.manifest):
             raise UserError(f'manifest not found: {config.manifest}')
@@ -125,7 +124,7 @@ def check_input(config: BuildConfig, options: PipelineOptions | None = None) -> 
                     except ValueError:
                         continue
         raise UserError(f'manifest lists no image: {config.manifest}')
-    files = _storage(config.input, config, options)
+    files = job_storage(config.input, config, options)
     if not _accessible(files, config.input) and files.local_path(config.input) is not None:
         raise UserError(f'input folder not found: {config.input}')
     if not _holds_an_image(files, config.input):
@@ -161,7 +160,7 @@ def check_temp_locations(config: BuildConfig, options: PipelineOptions) -> None:
     cloud = options.view_as(GoogleCloudOptions)
     for name, location in (('--temp_location', cloud.temp_location), ('--staging_location', cloud.staging_location)):
         if location:
-            _probe(_storage(location, config, options), location, name)
+            _probe(job_storage(location, config, options), location, name)
 
 
 def check_output_outside_input(config: BuildConfig) -> None:
@@ -178,7 +177,7 @@ def check_output(config: BuildConfig, options: PipelineOptions | None = None) ->
     """Refuses an output that cannot be written (a probe object is written and deleted) and a nearly full
     local disk. (A version that was already published is refused once ``publication.tidy`` has finished
     what earlier builds left: ``publication.refuse_published``.)"""
-    files = _storage(config.output, config, options)
+    files = job_storage(config.output, config, options)
     _probe(files, config.output, '--output')
     on_disk = files.local_path(config.output)
     if on_disk is not None:

@@ -38,7 +38,7 @@ import urllib.parse
 
 import pytest
 
-from imgrec_storage import gcs
+from imgrec_storage import gcs_storage
 from tests.gcs_emulator import gcs_emulator  # noqa: F401  (the fixture faulty_gcs stands on)
 
 READ, LIST, METADATA, WRITE, LATEST = 'read', 'list', 'metadata', 'write', 'latest'
@@ -301,5 +301,5 @@ def faulty_gcs(gcs_emulator, monkeypatch):
     ``gcs_emulator`` keeps talking to the emulator directly, for setting up and checking.
     """
     with FaultProxy(gcs_emulator.url) as proxy:
-        monkeypatch.setenv(gcs.EMULATOR_HOST, proxy.url)
+        monkeypatch.setenv(gcs_storage.EMULATOR_HOST, proxy.url)
         yield proxy

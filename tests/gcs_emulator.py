@@ -19,7 +19,7 @@ import urllib.request
 import pytest
 from google.cloud import storage
 
-from imgrec_storage import gcs
+from imgrec_storage import gcs_storage
 from imgrec.pipelines.local import emulator as beam_emulator_credentials
 
 _START_DEADLINE_S = 30  # how long the server may take to answer before the fixture gives up
@@ -131,7 +131,7 @@ def gcs_emulator(tmp_path_factory):
     try:
         with pytest.MonkeyPatch.context() as environment:
             # Inherited by every process the tests start: Beam's workers and the job run as a subprocess.
-            environment.setenv(gcs.EMULATOR_HOST, url)
+            environment.setenv(gcs_storage.EMULATOR_HOST, url)
             # Should anything still look for credentials, it must not wait on a metadata server.
             environment.setenv('NO_GCE_CHECK', 'true')
             beam_emulator_credentials.skip_credential_search()  # for Beam's own clients in this process

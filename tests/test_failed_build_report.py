@@ -12,7 +12,7 @@ import pytest
 
 from imgrec.contract import layout
 from imgrec_console.errors import BuildFailed
-from imgrec_storage import publication, retries
+from imgrec_storage import publication, retries, storage
 from imgrec_versions import failed_build, incomplete, report, version as version_lib
 from imgrec.pipelines import build_dataset
 from imgrec.samples.near_duplicates import draw_photo
@@ -166,7 +166,7 @@ def test_a_report_that_cannot_be_written_leaves_the_failure_line_as_it_was(tmp_p
     with pytest.raises(BuildFailed) as raised:
         with failed_build.reporting(str(tmp_path / 'file' / 'v1.incomplete-x'), {
                 'name': 'n', 'version': 'v1', 'created': '2026-01-01T00:00:00Z', 'options': {}, 'previous': None},
-                retries.default_policy(1.0)):
+                storage.storage_for(str(tmp_path), retries.default_policy(1.0))):
             raise BuildFailed('split train would hold 9 of 14 images')
     assert str(raised.value) == 'split train would hold 9 of 14 images'
 

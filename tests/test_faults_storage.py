@@ -112,7 +112,7 @@ def test_gcs_reads_writes_copies_and_deletions_ride_out_faults(faulty_gcs, gcs_e
         gcs.copy(f'{bucket}/staging/f{n}', f'{bucket}/v1/f{n}')
         gcs.delete(f'{bucket}/staging/f{n}')
         assert gcs.read(f'{bucket}/v1/f{n}') == b'data %d' % n
-    publication.replace_latest(bucket, 'v1', publication.Latest(), QUICK)
+    publication.replace_latest(bucket, 'v1', publication.Latest(), gcs)
     faulty_gcs.configure(rate=0)
     assert gcs_emulator.list(bucket) == [f'{bucket}/LATEST'] + [f'{bucket}/v1/f{n}' for n in range(4)]
     assert gcs_emulator.read_bytes(f'{bucket}/LATEST') == b'v1\n'

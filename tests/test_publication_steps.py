@@ -1,5 +1,6 @@
 """Each publication step run twice ends in the state it left the first time, locally and on gs:// (the GCS
-emulator); so does the whole publication run again after it finished (a bundle retried after promotion).
+emulator), report.html's bytes included; so does the whole publication run again after it finished (a bundle
+retried after promotion). And the steps use the output's storage as the job builds it, with the job's options.
 
 The steps run here in this process, on a staging folder made of a real build's version: the accounting and
 the metadata steps are the job's DoFns, fed what the job would feed them, and promotion, LATEST and
@@ -10,12 +11,17 @@ import hashlib
 import json
 import os
 import shutil
+import subprocess
+import sys
 
+import apache_beam as beam
+import cloudpickle  # Beam's pickler
 import pytest
 
 from imgrec.contract import layout
-from imgrec_storage import leases, publication
+from imgrec_storage import gcs_storage, leases, publication, storage
 from imgrec.pipelines import build_dataset
+from imgrec.pipelines.graph import build_pipeline
 from imgrec.samples.generate import write_images
 from tests.conftest import SMALL, listing
 from tests.gcs_emulator import gcs_emulator  # noqa: F401  (the fixture)
@@ -46,17 +52,17 @@ class Local:
         self.output = str(tmp_path / 'out')
         shutil.copytree(built, self.output)
         shutil.copytree(built / 'v1', os.path.join(self.output, STAGING))  # v1's files, to publish as v2
+        _without_report(self.output)
 
     def state(self):
-        """{path: sha256} below the output; report.html only as there (it holds its render time)."""
+        """{path: sha256} below the output."""
         found = {}
         for directory, _, names in os.walk(self.output):
             for name in names:
                 path = os.path.join(directory, name)
                 with open(path, 'rb') as stream:
                     data = stream.read()
-                found[os.path.relpath(path, self.output)] = 'there' if name == layout.REPORT_HTML else \
-                    hashlib.sha256(data).hexdigest()
+                found[os.path.relpath(path, self.output)] = hashlib.sha256(data).hexdigest()
         return found
 
 
@@ -71,11 +77,19 @@ class Remote:
         self.output = f'{emulator.create_bucket(f"steps-{Remote.count}")}/out'
         emulator.upload_folder(built, self.output)
         emulator.upload_folder(built / 'v1', f'{self.output}/{STAGING}')
+        _without_report(self.output)
 
     def state(self):
         prefix = self.output + '/'
-        return {url[len(prefix):]: 'there' if url.endswith(layout.REPORT_HTML) else
-                hashlib.sha256(self.emulator.read_bytes(url)).hexdigest() for url in self.emulator.list(prefix)}
+        return {url[len(prefix):]: hashlib.sha256(self.emulator.read_bytes(url)).hexdigest()
+                for url in self.emulator.list(prefix)}
+
+
+def _without_report(output):
+    """The staging folder as the metadata step finds it in a build: v1's files, but no report yet (the step
+    keeps the build time of a report it finds there, as its own from a run before)."""
+    path = layout.join(output, STAGING, layout.REPORT_HTML)
+    storage.storage_for(path).delete(path)
 
 
 @pytest.fixture(params=['local', 'gcs'])
@@ -110,7 +124,7 @@ def _steps(where):
     near_summary = {key: value for key, value in document['near_duplicates'].items() if key != 'file'}
     account = publish._Account(publication.Publication(  # pylint: disable=protected-access
         where.output, 'v2', layout.join(where.output, STAGING), publication.read_latest(where.output),
-        keep_versions=1), max_error_rate=0.05)
+        storage.storage_for(where.output), keep_versions=1), max_error_rate=0.05)
     write = publish._WriteMetadata(describe, refresh)  # pylint: disable=protected-access
     return [
         ('account', lambda _: next(account.process(None, shard_stats, listed, {}, [], [], False))),
@@ -147,3 +161,49 @@ def test_each_step_run_twice_ends_as_it_did_once_and_a_rerun_after_promotion_cha
     assert where.state() == published
     assert again.document == summary.document and not again.earlier_run
     assert again.retention == publication.Retention(1, (publication.Kept('v2', 'LATEST'),))
+
+
+def _account_steps_and_listing(pipeline):
+    """The storage the publication's steps start from (the accounting DoFn's Publication) and the listing's."""
+    found = {}
+
+    class Visitor(beam.pipeline.PipelineVisitor):
+        def visit_transform(self, node):
+            fn = getattr(node.transform, 'fn', None)
+            if isinstance(fn, publish._Account):  # pylint: disable=protected-access
+                found['publication'] = fn._start.storage  # pylint: disable=protected-access
+
+        def enter_composite_transform(self, node):
+            if node.full_label.endswith('ListImages'):
+                found['listing'] = node.transform._storage  # pylint: disable=protected-access
+            self.visit_transform(node)
+
+    pipeline.visit(Visitor())
+    return found
+
+
+def test_the_steps_use_the_jobs_storage_with_its_options_as_the_listing_does(tmp_path, monkeypatch):
+    """The publication's storage, shipped to a worker as Beam pickles its DoFn, is built from the job's
+    options, as the listing's is: unpickled in a fresh process, as on a worker, its client works for the job's
+    --project (Application Default Credentials, a file here, name none). No Google API is called.
+    (--impersonate_service_account is not among them: Beam removes it from every copy of the options, the
+    graph's too, as an option for submission only.)"""
+    adc = tmp_path / 'adc.json'
+    adc.write_text(json.dumps({'type': 'authorized_user', 'client_id': 'id', 'client_secret': 'secret',
+                               'refresh_token': 'token'}))
+    monkeypatch.setenv('GOOGLE_APPLICATION_CREDENTIALS', str(adc))
+    monkeypatch.delenv(gcs_storage.EMULATOR_HOST, raising=False)
+    config, facts, options = build_dataset.parse([
+        '--input', 'gs://photos/in', '--output', 'gs://datasets/out', '--image_size', '32', '--version', 'v2',
+        '--project', 'project-1'])
+    pipeline = beam.Pipeline(options=options)
+    build_pipeline(pipeline, config, facts)
+    found = _account_steps_and_listing(pipeline)
+    projects = []
+    for files in (found['publication'], found['listing']):
+        (tmp_path / 'storage.pickle').write_bytes(cloudpickle.dumps(files))
+        projects.append(subprocess.run(
+            [sys.executable, '-c', 'import pickle, sys; print(pickle.load(open(sys.argv[1], "rb")).client.project)',
+             str(tmp_path / 'storage.pickle')], check=True, capture_output=True, text=True).stdout.strip())
+    assert found['publication'].options_json == found['listing'].options_json
+    assert projects == ['project-1', 'project-1']

@@ -63,7 +63,8 @@ def check_storage(target, **paths):
     """Refuses local paths for a TPU node, whose hosts read the data and write checkpoints themselves."""
     if target is None or target.is_tpu_vm:
         return
-    local = [f'--{name} {path}' for name, path in paths.items() if path and not storage.on_gcs(path)]
+    local = [f'--{name} {path}' for name, path in paths.items()
+             if path and not storage.storage_for(path).reachable_by_cloud_workers]
     if local:
         raise UserError(f"TPU {target.address!r} (from {target.source}) is a TPU node, whose hosts cannot read "
                         f"this machine's disk: {', '.join(local)} must be on gs://")

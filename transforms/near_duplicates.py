@@ -18,6 +18,7 @@ from imgrec.contract.metadata import NEAR_DUPLICATE_MODES as MODES
 from imgrec.contract.reasons import NEAR_DUPLICATE_CONFLICT
 from imgrec_console.errors import BuildFailed
 from imgrec_imaging import perceptual_hash as ph
+from imgrec_storage import storage
 from imgrec_versions import failed_build
 from imgrec.transforms.constants import Empty, Value
 from imgrec.transforms.elements import Rejected
@@ -227,7 +228,9 @@ class NearDuplicates(beam.PTransform):
     def _checked(self, _, counts, totals, largest, threshold):
         reason = check_shares(counts, self._weights, self._tolerance, max(largest, default=None), self._keep_published)
         if reason:
-            failed_build.record(self._staging_dir, {'dealt': dict(counts)}, self._policy)
+            if self._staging_dir:
+                failed_build.record(self._staging_dir, {'dealt': dict(counts)},
+                                    storage.storage_for(self._staging_dir, self._policy))
             raise BuildFailed(reason)
         return self._describe(totals.get(None) or _StatsFn().create_accumulator(), threshold)
 

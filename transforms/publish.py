@@ -24,7 +24,8 @@ from imgrec.contract import counters, index, layout, metadata
 from imgrec.contract.reasons import NOT_ERRORS
 from imgrec_console.errors import BuildFailed
 from imgrec_imaging import image_ops
-from imgrec_storage import fileio, publication, retries
+from imgrec_storage import publication
+from imgrec_storage.storage import Storage
 from imgrec_versions import failed_build, report, tfds_metadata
 from imgrec_versions.version import Version
 
@@ -140,14 +141,14 @@ class _Account(beam.DoFn):
         ignored = tallies.get(IGNORED, 0)
         facts = {'counts': dict(totals, ignored=ignored), 'splits': per_split}  # for a failed build's report
         try:
-            with failed_build.known(self._start.staging_dir, facts, self._start.policy):
+            with failed_build.known(self._start.staging_dir, facts, self._start.storage):
                 check_error_rate(totals, rejected, self._max_error_rate, quarantine_path)
                 if totals['written'] == 0:
                     raise BuildFailed(f"no image was written: {totals['inputs']} input(s), {ignored} non-image "
                                       f"file(s) ignored, {totals['quarantined']} quarantined "
                                       f"({top_reasons(rejected) or 'none'})")
         except BuildFailed:
-            fileio.write_bytes(quarantine_path, jsonl(rejected), self._start.policy)
+            self._start.storage.write(quarantine_path, jsonl(rejected))
             raise
         yield dataclasses.replace(self._start, accounting=publication.Accounting(
             tuple(sorted(shard_stats, key=lambda s: (s['split'], s['index']))), per_split, totals, tuple(rejected),
@@ -197,7 +198,7 @@ class _WriteMetadata(beam.DoFn):
     def process(self, started: publication.Publication, labels: Sequence[str], decisions: Mapping[str, int],
                 index_parts: Sequence[Mapping[str, Any]], refresh_counts: Mapping[str, Any],
                 near_rows: Sequence[Any], near_summary: Mapping[str, Any]) -> Iterator[publication.Publication]:
-        accounting, staging, policy = started.accounting, started.staging_dir, started.policy
+        accounting, staging, files = started.accounting, started.staging_dir, started.storage
         if started.unchanged or accounting is None:
             yield started
             return
@@ -210,7 +211,7 @@ class _WriteMetadata(beam.DoFn):
             return
         # Written side by side (each a round trip on gs://); their order does not matter: the staging folder
         # is published only once everything is in it.
-        fileio.write_all({
+        files.write_all({
             layout.join(staging, layout.QUARANTINE_JSONL): jsonl(accounting.rejected),
             layout.join(staging, layout.LABELS_TXT): ''.join(f'{l}\n' for l in labels).encode(),
             layout.join(staging, layout.DUPLICATES_JSONL): jsonl(accounting.duplicates),
@@ -218,11 +219,13 @@ class _WriteMetadata(beam.DoFn):
                 jsonl(sorted(near_rows, key=lambda row: (row.group, row.source))),
             layout.join(staging, layout.DATASET_JSON): dataset_json,
             **{layout.join(staging, name): data for name, data in tfds_metadata.files(document).items()},
-        }, policy)
+        })
         publication.crash_point('metadata:after_files')
-        report.write_report(staging, report.seconds_since(document['created']),
-                            Version(staging, document, list(labels)), policy,
-                            report.pruning_plan(started.output, started.version, started.keep_versions))
+        # A report already there is this step's, run before (a retried bundle): its build time stands, so the
+        # report is the same bytes again.
+        seconds = report.recorded_build_seconds(staging, files) or report.seconds_since(document['created'])
+        report.write_report(staging, seconds, Version(staging, document, list(labels)), files,
+                            report.pruning_plan(started.output, started.version, started.keep_versions, files))
         yield written
 
 
@@ -240,7 +243,7 @@ def publish_tfds_view(done: publication.Publication) -> publication.Publication:
     """After LATEST moved and pruning: the view that lets ``tfds.load(NAME, data_dir=OUT)`` find the newest
     version (``tfds_metadata.write_view``; idempotent, so a retried bundle writes none twice)."""
     if not done.unchanged:
-        tfds_metadata.write_view(done.output, done.version, done.policy)
+        tfds_metadata.write_view(done.output, done.version, done.storage)
     return done
 
 
@@ -271,7 +274,8 @@ class Publish(beam.PTransform):
     """Per-shard stats -> the dataset.json document, once published with LATEST pointing at it.
 
     ``previous`` is the ``publication.Latest`` read when the build started: LATEST moves only if it still
-    holds it. Side inputs:
+    holds it. ``storage``: the output's, as the job built it (its retry policy and options), which every step
+    uses. Side inputs:
     - of the accounting: ``listed_per_split`` ((split, count)), ``tallies`` ((name, count) for IGNORED,
       DECODED and UPSCALED, each summed once; a name not there is 0), ``rejected`` (Rejected) and
       ``duplicates`` (Duplicate), gathered here on one worker: the first are bounded by
@@ -291,11 +295,11 @@ class Publish(beam.PTransform):
                  describe: Mapping[str, Any], *, labels: Any, listed_per_split: Any, tallies: Any, rejected: Any,
                  duplicates: Any, decisions: Any, index_parts: Any, refresh: tuple[Mapping[str, Any], Any, Any],
                  keep_versions: int | None, max_error_rate: float, near_duplicates: tuple[Any, Any],
-                 retry_policy: retries.RetryPolicy | None = None) -> None:
+                 storage: Storage) -> None:
         super().__init__()
         described, counts, unchanged = refresh
         near_rows, near_summary = near_duplicates
-        self._start = publication.Publication(output, version, staging_dir, previous, keep_versions, retry_policy)
+        self._start = publication.Publication(output, version, staging_dir, previous, storage, keep_versions)
         self._max_error_rate = max_error_rate
         self._describe, self._refresh = describe, described
         self._accounting = (beam.pvalue.AsDict(listed_per_split), beam.pvalue.AsDict(tallies),

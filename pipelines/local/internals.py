@@ -23,7 +23,7 @@ from apache_beam.portability.api import beam_provision_api_pb2
 from apache_beam.runners.portability.fn_api_runner import fn_runner
 from google.protobuf import json_format, struct_pb2
 
-from imgrec_storage import gcs
+from imgrec_storage import gcs_storage
 from imgrec.pipelines.local import emulator, live_counters, workers
 from imgrec.pipelines.local.checks import Unusable
 
@@ -150,7 +150,7 @@ def needed(workers_count, progress):
     names = [WARM_WORKERS, STOP_TOGETHER, WORKER_DEATHS] if workers_count else []
     if progress:
         names.append(LIVE_COUNTERS)
-    if os.environ.get(gcs.EMULATOR_HOST):
+    if os.environ.get(gcs_storage.EMULATOR_HOST):
         names.append(EMULATOR_CREDENTIALS)
     return names
 
@@ -210,7 +210,7 @@ class LocalRun(typing.NamedTuple):
 def local_run(workers_count, progress):
     """Around a local run: yields a LocalRun whose runner to use; its features are applied until the block ends."""
     # Against an emulator, worker processes make Beam's GCS clients anonymous first (emulator-credentials).
-    plugins = [WORKER_PLUGIN] if workers_count and os.environ.get(gcs.EMULATOR_HOST) else []
+    plugins = [WORKER_PLUGIN] if workers_count and os.environ.get(gcs_storage.EMULATOR_HOST) else []
     run = LocalRun(workers_count, runner(progress, plugins))
     names = set(needed(workers_count, progress)) - {EMULATOR_CREDENTIALS}
     with workers.malloc_env(), patched(names, run):
@@ -219,7 +219,7 @@ def local_run(workers_count, progress):
 
 def gcs_emulator():
     """Around everything a local build does against a GCS emulator: Beam's GCS clients connect anonymously."""
-    return patched({EMULATOR_CREDENTIALS} if os.environ.get(gcs.EMULATOR_HOST) else set())
+    return patched({EMULATOR_CREDENTIALS} if os.environ.get(gcs_storage.EMULATOR_HOST) else set())
 
 
 # The module Beam's local workers import first (--beam_plugins) against an emulator: named, not
