@@ -36,6 +36,22 @@ def corpus(count):
     return pixel_variants(photo_corpus(CACHE, MAX_GENERATED), os.path.join(CACHE, f'variants-{count}'), count)
 
 
+def distinct_copies(base, root, count):
+    """``root``, made once: ``count`` copies of the images under ``base``, in turn, each with distinct trailing
+    bytes (JPEG decoders stop at the end-of-image marker: the same pixels, distinct files and sha256s)."""
+    if os.path.isdir(root):
+        return root
+    files = listed(base)
+    for i in range(count):
+        name = files[i % len(files)]
+        target = os.path.join(root + '.partial', os.path.dirname(name), f'{i:06d}.jpg')
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with open(os.path.join(base, name), 'rb') as source, open(target, 'wb') as out:
+            out.write(source.read() + f'copy {i}'.encode())
+    os.rename(root + '.partial', root)
+    return root
+
+
 def _variant(image, variant):
     """Pixel variant ``variant`` (0 to VARIANTS - 1) of an RGB image."""
     from PIL import Image, ImageOps  # pylint: disable=import-outside-toplevel

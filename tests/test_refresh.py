@@ -440,7 +440,8 @@ def test_an_unchanged_input_with_label_conflicts_is_a_refresh_that_changes_nothi
     quarantined = [json.loads(line) for line in (output / 'v1' / layout.QUARANTINE_JSONL).read_text().splitlines()]
     assert sorted((item['source'], item['reason']) for item in quarantined) == [
         ('circle/both.jpg', 'label_conflict'), ('cross/both.jpg', 'label_conflict'),
-        ('square/near.jpg', 'near_duplicate_label_conflict'), ('triangle/near_twin.jpg', 'near_duplicate_label_conflict')]
+        ('square/near.jpg', 'near_duplicate_label_conflict'),
+        ('triangle/near_twin.jpg', 'near_duplicate_label_conflict')]
     assert _decides_nothing_changed(images, output, '--version', 'v2', *errors)
     _, result = _refresh(images, output, '--version', 'v2', *errors)
     assert isinstance(result, build_dataset.NothingChanged)

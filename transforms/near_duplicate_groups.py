@@ -99,7 +99,8 @@ def star_groups(links):
 
 
 class _MembersFn(beam.CombineFn):
-    """The (hash, source, thumbnail) members of one band value, as a list: gathered on each worker before the shuffle."""
+    """The (hash, source, thumbnail) members of one band value, as a list: gathered on each worker before the
+    shuffle."""
 
     def create_accumulator(self):
         return []
