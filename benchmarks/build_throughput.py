@@ -3,7 +3,7 @@ the naive one-process Pillow loop. Throughput, CPU per image and peak memory of 
 
     python benchmarks/build_throughput.py                   # 3 rounds at 2,400 photos, 1 at 20,000 and at 100,000
     python benchmarks/build_throughput.py --plan 2400x3,20000x1 [--modes default,in_memory] [--startup]
-    python benchmarks/build_throughput.py --images 2400 --rounds 3   # one size (above 2,400: copies of 2,000)
+    python benchmarks/build_throughput.py --images 2400 --rounds 3   # one size (above 2,400: pixel variants of 2,400)
 
 The peer is ``benchmarks/pool_script.py``: a ``multiprocessing.Pool`` of 2 processes that decodes with
 Pillow's ``draft``, fits to the size, encodes JPEG and frames TFRecords by hand into 16 shards (no dedupe,
@@ -126,6 +126,11 @@ def psnr(a, b):
     return float('inf') if mse == 0 else 10 * np.log10(255 ** 2 / mse)
 
 
+def spread(names, count):
+    """``count`` of ``names``, spread evenly over them (and so over the classes)."""
+    return names[::max(1, len(names) // count)][:count]
+
+
 def subset(root, names):
     folder = tempfile.mkdtemp(prefix='build-bench-subset-')
     for name in names:
@@ -164,6 +169,17 @@ def formats_ratio(root, size_text, workers, count):
           f"{bytes_['array_record'] / 2**20:.1f} MB = {bytes_['array_record'] / bytes_['tfrecord']:.3f}x the "
           f'TFRecord shards')
     return both / alone
+
+
+def distinct_photos(count):
+    """A folder of ``count`` distinct generated photos (links into the cached corpus when there are that many),
+    and whether it is a temporary folder of links, for the caller to remove. The small build and the memory
+    reference take these at every size: a sample of a larger corpus's copies would hold fewer distinct
+    pictures, and near-duplicate groups a folder of distinct photos does not have."""
+    if count > MAX_GENERATED:
+        return corpus(count), False
+    root = corpus(MAX_GENERATED)
+    return subset(root, spread(listed(root), count)), True
 
 
 def complete(run, listed_count):
@@ -221,7 +237,7 @@ def crossings(root, size_text, tree=ROOT):
 def print_crossings(root, names, size_text, before_tree=None, count=400):
     """The crossings an image makes in a build of ``count`` of the photos, by shuffle; with ``before_tree``,
     those of the build in that source tree beside them."""
-    subset_root = subset(root, names[::max(1, len(names) // count)][:count])
+    subset_root = subset(root, spread(names, count))
     try:
         after = crossings(subset_root, size_text)
         before = crossings(subset_root, size_text, before_tree) if before_tree else {}
@@ -248,7 +264,7 @@ def guarantee_parts(root, names, size, count=200):
     busy machine does not inflate it)."""
     import hashlib  # pylint: disable=import-outside-toplevel
     from imgrec_imaging import image_ops, perceptual_hash  # pylint: disable=import-outside-toplevel
-    sample = names[::max(1, len(names) // count)][:count]
+    sample = spread(names, count)
     datas = [open(os.path.join(root, name), 'rb').read() for name in sample]
     images = [image_ops.decode(data, size)[0] for data in datas]
     start = time.thread_time()
@@ -263,10 +279,12 @@ def guarantee_parts(root, names, size, count=200):
           f'perceptual fingerprint (hash + colour thumbnail, from the draft-decoded image) {fingerprint_ms:.2f} ms')
 
 
-def startup_section():
-    """The start-up figures (benchmarks/startup.py: the 40-image build, --help, the no-op refresh)."""
+def startup_section(images, runs):
+    """The start-up figures (benchmarks/startup.py: the 40-image build, --help, the no-op refresh of ``images``
+    photos), ``runs`` of each."""
     import startup  # pylint: disable=import-outside-toplevel  (a sibling script, found beside this one)
-    startup.main([])
+    print('start-up and small jobs (benchmarks/startup.py):', flush=True)
+    startup.main(['--images', str(images), '--runs', str(runs)])
 
 
 def parse_plan(text):
@@ -287,6 +305,8 @@ def main():
     parser.add_argument('--crossings', type=int, default=1, help='0: leave out the crossings an image makes')
     parser.add_argument('--crossings_before', help='a source tree (an older checkout) whose crossings to show beside')
     parser.add_argument('--startup', action='store_true', help='also the start-up figures (benchmarks/startup.py)')
+    parser.add_argument('--startup_images', type=int, default=2400, help='photos of the no-op refresh (--startup)')
+    parser.add_argument('--startup_runs', type=int, default=3, help='runs of each start-up figure (--startup)')
     parser.add_argument('--image_size', default='224')
     parser.add_argument('--workers', type=int, default=os.cpu_count(),
                         help='--direct_num_workers of the modes that name a running mode')
@@ -315,8 +335,13 @@ def main():
     for images, rounds in plan:
         one_size(args, known, chosen, size, images, rounds)
         print(flush=True)
+    # Measured once, on a few hundred of the distinct photos, whatever the sizes.
+    distinct = corpus(MAX_GENERATED)
+    if args.crossings:
+        print_crossings(distinct, listed(distinct), args.image_size, args.crossings_before)
+    guarantee_parts(distinct, listed(distinct), size)
     if args.startup:
-        startup_section()
+        startup_section(args.startup_images, args.startup_runs)
 
 
 def one_size(args, known, chosen, size, images, rounds):
@@ -327,10 +352,10 @@ def one_size(args, known, chosen, size, images, rounds):
     cores = os.cpu_count()
     print(f"{len(names)} photos (640x480 to 1600x1200) -> {size[0]}x{size[1]}, {cores} core(s); build modes: "
           f"{', '.join(chosen)}; {args.rounds} round(s), each mode and the pool script alternating")
-    sample = names[::max(1, len(names) // args.naive_images)][:args.naive_images]
+    sample = spread(names, args.naive_images)
     naive, naive_before, naive_cpu_before = baseline(root, sample, size)
     output = tempfile.mkdtemp(prefix='build-bench-')
-    small_root = subset(root, names[::max(1, len(names) // SMALL_RUN)][:SMALL_RUN])
+    small_root, _ = distinct_photos(SMALL_RUN)
     runs, pool_runs, small = {name: [] for name in chosen}, [], {name: [] for name in chosen}
     try:
         checked = None
@@ -356,8 +381,10 @@ def one_size(args, known, chosen, size, images, rounds):
         _, naive_after, naive_cpu_after = baseline(root, sample, size)
         reference = None
         if args.memory_reference and images >= 5 * args.memory_reference:  # the large sizes only
-            reference = build(corpus(args.memory_reference), args.image_size, os.path.join(output, 'reference'),
-                              known[chosen[0]])
+            reference_root, linked = distinct_photos(args.memory_reference)
+            reference = build(reference_root, args.image_size, os.path.join(output, 'reference'), known[chosen[0]])
+            if linked:
+                shutil.rmtree(reference_root)
     finally:
         shutil.rmtree(small_root)
         shutil.rmtree(output, ignore_errors=True)
@@ -398,9 +425,6 @@ def one_size(args, known, chosen, size, images, rounds):
           f"({ref_bytes:.0f} B a reference x {SHUFFLES_PER_RECORD} shuffles)")
     print("shards: " + ', '.join(f"{name} {split['num_shards']}" for name, split in document['splits'].items()))
     print(f'PSNR of the build vs the naive loop: mean {np.mean(scores):.1f} dB, min {np.min(scores):.1f} dB')
-    if args.crossings:
-        print_crossings(root, names, args.image_size, args.crossings_before)
-    guarantee_parts(root, names, size)
 
 
 if __name__ == '__main__':

@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -17,18 +18,22 @@ import psutil
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-BASE_CORPUS = 2000
 MAX_GENERATED = 2400
-# Generated corpora, kept between runs: benchmarks/out, or IMGREC_BENCH_CACHE (a folder elsewhere, say /tmp).
-CACHE = os.environ.get('IMGREC_BENCH_CACHE') or os.path.join(os.path.dirname(os.path.abspath(__file__)), 'out')
+# Generated corpora, kept between runs and shared by every checkout (a work tree may be laid anew):
+# ~/.cache/imgrec-bench, or IMGREC_BENCH_CACHE (a folder elsewhere, say /tmp).
+CACHE = os.environ.get('IMGREC_BENCH_CACHE') or os.path.join(os.path.expanduser('~'), '.cache', 'imgrec-bench')
+# The pixel variants of a photo that are no near-duplicates of each other: each of Pillow's 7 flips and
+# rotations and none, of the photo and of its negative. A flip negates half of the perceptual hash's
+# DCT signs (32 bits apart), the negative all of them (64), far past any threshold (16 at most).
+VARIANTS = 16
 
 
 def corpus(count):
-    """``count`` distinct photo files: a generated corpus, or ``distinct_copies`` of 2,000 generated photos."""
+    """``count`` distinct photo files: a generated corpus, or ``pixel_variants`` of the 2,400 generated photos."""
     from imgrec.samples.generate import photo_corpus  # pylint: disable=import-outside-toplevel  # not in the job's process
     if count <= MAX_GENERATED:
         return photo_corpus(CACHE, count)
-    return distinct_copies(photo_corpus(CACHE, BASE_CORPUS), os.path.join(CACHE, f'copies-{count}'), count)
+    return pixel_variants(photo_corpus(CACHE, MAX_GENERATED), os.path.join(CACHE, f'variants-{count}'), count)
 
 
 def distinct_copies(base, root, count):
@@ -44,6 +49,52 @@ def distinct_copies(base, root, count):
         with open(os.path.join(base, name), 'rb') as source, open(target, 'wb') as out:
             out.write(source.read() + f'copy {i}'.encode())
     os.rename(root + '.partial', root)
+    return root
+
+
+def _variant(image, variant):
+    """Pixel variant ``variant`` (0 to VARIANTS - 1) of an RGB image."""
+    from PIL import Image, ImageOps  # pylint: disable=import-outside-toplevel
+    flip = variant % 8
+    image = image.transpose(list(Image.Transpose)[flip - 1]) if flip else image
+    return ImageOps.invert(image) if variant >= 8 else image
+
+
+def _write_copies(job):
+    """Every copy of one photo: copy c is pixel variant c % VARIANTS, its file ending in distinct bytes."""
+    import io  # pylint: disable=import-outside-toplevel
+    from PIL import Image  # pylint: disable=import-outside-toplevel
+    source, targets = job
+    image = Image.open(source).convert('RGB')
+    encoded = {}
+    for copy, (index, target) in enumerate(targets):
+        variant = copy % VARIANTS
+        if variant not in encoded:
+            out = io.BytesIO()
+            _variant(image, variant).save(out, 'JPEG', quality=90)
+            encoded[variant] = out.getvalue()
+        with open(target, 'wb') as file:
+            file.write(encoded[variant] + f'copy {index}'.encode())
+
+
+def pixel_variants(base, root, count):
+    """``root``, made once: ``count`` files, copy ``i`` of image ``i mod n`` of the ``n`` under ``base``, in its
+    class. Up to VARIANTS copies of a photo differ in pixels (``_variant``); beyond that they repeat a variant's
+    pixels with distinct trailing bytes (JPEG decoders stop at the end-of-image marker), so past
+    n x VARIANTS images a photo's copies form near-duplicate groups of count / (n x VARIANTS)."""
+    import multiprocessing  # pylint: disable=import-outside-toplevel
+    if os.path.isdir(root):
+        return root
+    files, partial = listed(base), root + '.partial'
+    shutil.rmtree(partial, ignore_errors=True)
+    jobs = {name: [] for name in files}
+    for i in range(count):
+        name = files[i % len(files)]
+        os.makedirs(os.path.join(partial, os.path.dirname(name)), exist_ok=True)
+        jobs[name].append((i, os.path.join(partial, os.path.dirname(name), f'{i:06d}.jpg')))
+    with multiprocessing.Pool() as pool:
+        pool.map(_write_copies, [(os.path.join(base, name), targets) for name, targets in jobs.items()], chunksize=4)
+    os.rename(partial, root)
     return root
 
 

@@ -2,7 +2,7 @@
 
     python benchmarks/refresh_throughput.py [--images 20000] [--new 0.01] [--changed 0.005]
 
-Builds the corpus (copies of 2,000 generated photos with distinct trailing bytes), then adds ``--new``
+Builds the corpus (``harness.corpus``: above 2,400, pixel variants of 2,400 photos), then adds ``--new``
 new images and rewrites ``--changed`` of them in place, and refreshes: the refresh decodes only those,
 and copies every other record from the previous version's shards. Both run as a user runs them
 (``python -m imgrec.pipelines.build_dataset``, DirectRunner with a worker per core), timed from process start

@@ -14,6 +14,7 @@ import typing
 
 
 from imgrec.contract import index, layout, version_ref
+from imgrec.contract.reasons import LABEL_CONFLICT, NEAR_DUPLICATE_CONFLICT
 from imgrec_console.errors import UserError
 from imgrec_imaging import perceptual_hash, record_options
 from imgrec_storage import storage
@@ -32,6 +33,10 @@ _IMAGE_COLUMNS = (index.PERCEPTUAL_HASH, index.SOURCE_WIDTH, index.SOURCE_HEIGHT
 _STAMP_COLUMNS = (index.SOURCE_CTIME_NS, index.SOURCE_INODE)
 # Recorded options that name the build, not its content: they differ between otherwise equal builds.
 _NAMING_OPTIONS = ('output', 'version', 'name')
+# Quarantined for what the whole input holds, not for the image's own bytes: a copy or a near-duplicate
+# filed under another class. The job decides these again from every image, so it decodes them again; but
+# an input in which nothing changed gets the same verdicts, so for "nothing changed" they are fates too.
+_VERDICTS_ON_THE_INPUT = frozenset((LABEL_CONFLICT, NEAR_DUPLICATE_CONFLICT))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -152,13 +157,15 @@ def label_order(config, refresh):
 
 def nothing_changed(config, plan, options):
     """Whether the refresh ``plan`` of ``config`` publishes nothing new, decided before any pipeline starts: no
-    image is new, changed or removed (``imgrec.transforms.previous.nothing_new_changed_or_removed``) and the labels
-    are the previous version's. ``options``: the job's, for a gs:// listing's client."""
+    image is new, changed or removed (``imgrec.transforms.previous.nothing_new_changed_or_removed``; an unchanged
+    image quarantined as a label conflict is unchanged too: ``_VERDICTS_ON_THE_INPUT``) and the labels are the
+    previous version's. ``options``: the job's, for a gs:// listing's client."""
     if not plan.may_publish_nothing(config):
         return False
     policy = config.retry_policy()
     classes: dict[str, bool] = {}  # class name -> whether it has images, as the listing goes
-    fates = previous_version.read_fates(plan.reuse_dir, plan.document, storage.storage_for(plan.reuse_dir, policy).read)
+    fates = previous_version.read_fates(plan.reuse_dir, plan.document, storage.storage_for(plan.reuse_dir, policy).read,
+                                        previous_version.DECODING_VERDICTS | _VERDICTS_ON_THE_INPUT)
     listed = (ref for ref in _listing(config, options, classes)
               if config.labels is None or ref.label in config.labels)  # else quarantined as unknown_label
     return (previous_version.nothing_new_changed_or_removed(listed, fates)

@@ -2,6 +2,7 @@
 label numbers, and publishes exactly what a ``--full`` build into the same output would."""
 import json
 import os
+import random
 import shutil
 import signal
 import subprocess
@@ -16,6 +17,7 @@ from imgrec_imaging.record_options import RecordOptions
 from imgrec.pipelines import build_dataset, preflight, refresh
 from imgrec.pipelines.preflight import read_latest
 from imgrec.samples.generate import write_images
+from imgrec.samples.near_duplicates import draw_photo, make_twin
 from tests.conftest import SMALL, listing
 from tests.contract_checks import check_version, load_version
 
@@ -377,10 +379,13 @@ def test_a_refresh_that_changes_nothing_still_prunes_to_keep_versions(tmp_path, 
     assert (output / layout.LATEST).read_text() == 'v2\n' and listing(output) == [layout.LATEST, 'v2']
 
 
-def _touch(images):
-    path = sorted((images / 'cross').iterdir())[0]
+def _touch_file(path):
     stat = path.stat()
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+
+
+def _touch(images):
+    _touch_file(sorted((images / 'cross').iterdir())[0])
 
 
 @pytest.mark.parametrize('edit', [
@@ -415,3 +420,34 @@ def test_an_edit_after_a_refresh_that_changed_nothing_is_published(tmp_path):
     _, document = load_version(str(output))
     assert document['version'] == 'v2' and document['refresh']['new'] == 1
     check_version(str(output), input_root=str(images))
+
+
+def test_an_unchanged_input_with_label_conflicts_is_a_refresh_that_changes_nothing(tmp_path):
+    """Copies and near-duplicates filed under two classes are quarantined for what the whole input holds; an
+    input in which nothing changed gets the same verdicts, so its refresh publishes nothing (and, forced,
+    publishes the same bytes)."""
+    errors = ('--max_error_rate', '0.2')  # 4 of 28 images quarantined
+    images = _images(tmp_path)
+    photo = draw_photo(200, 150, random.Random(5))
+    photo.save(images / 'circle' / 'both.jpg', quality=92)
+    shutil.copy(images / 'circle' / 'both.jpg', images / 'cross' / 'both.jpg')  # label_conflict, twice
+    photo = draw_photo(200, 150, random.Random(6))
+    photo.save(images / 'square' / 'near.jpg', quality=92)
+    twin, _, quality = make_twin(photo, 'jpeg', random.Random(7))
+    twin.save(images / 'triangle' / 'near_twin.jpg', quality=quality)  # near_duplicate_label_conflict, twice
+    output = tmp_path / 'out'
+    _refresh(images, output, '--version', 'v1', *errors)
+    quarantined = [json.loads(line) for line in (output / 'v1' / layout.QUARANTINE_JSONL).read_text().splitlines()]
+    assert sorted((item['source'], item['reason']) for item in quarantined) == [
+        ('circle/both.jpg', 'label_conflict'), ('cross/both.jpg', 'label_conflict'),
+        ('square/near.jpg', 'near_duplicate_label_conflict'),
+        ('triangle/near_twin.jpg', 'near_duplicate_label_conflict')]
+    assert _decides_nothing_changed(images, output, '--version', 'v2', *errors)
+    _, result = _refresh(images, output, '--version', 'v2', *errors)
+    assert isinstance(result, build_dataset.NothingChanged)
+    _refresh(images, output, '--version', 'v2', '--force', *errors)
+    named = ('dataset_info.json',)  # names the version
+    assert ({name: data for name, data in _files(output / 'v2').items() if name not in named}
+            == {name: data for name, data in _files(output / 'v1').items() if name not in named})
+    _touch_file(images / 'triangle' / 'near_twin.jpg')
+    assert not _decides_nothing_changed(images, output, '--version', 'v3', *errors)

@@ -70,7 +70,8 @@ class _ResolveCopiesFn(beam.DoFn):
                 self.conflicts.inc()
                 yield beam.pvalue.TaggedOutput(REJECTED, Rejected(
                     ref.source, LABEL_CONFLICT, f'same bytes as {_others(members, ref.source)}',
-                    ref.source_size, ref.split, ref.label_text))
+                    ref.source_size, ref.split, ref.label_text, ref.mtime_ns, ref.generation, ref.ctime_ns,
+                    ref.inode))
             elif ref.source == kept_source and not kept:  # a manifest may list one path twice
                 kept = True
                 yield ref

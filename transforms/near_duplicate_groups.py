@@ -5,14 +5,15 @@ perceptual_hash``, in every record) agree exactly on one of threshold + 1 bands:
 its (band, value) pairs, and only the hashes of one key meet on a worker, where every pair is compared
 at once (vectorised) against the threshold. Every pair within the threshold shares a band
 (pigeonhole), and is kept from the first band it shares only. The threshold follows from the number of
-hashed images (``perceptual_hash.threshold_for``, a side input). Only light (hash, source) pairs cross
-this shuffle, and not one by one: a band has few values (2 to the band's bits), so the members of each
-(band, value) are gathered by a combine that Beam lifts, each worker sending one list a key, not one
-element an image and band.
+hashed images (``perceptual_hash.threshold_for``, a side input). Only light (hash, source, thumbnail)
+tuples cross this shuffle, and not one by one: a band has few values (2 to the band's bits), so the
+members of each (band, value) are gathered by a combine that Beam lifts, each worker sending one list a
+key, not one element an image and band.
 
 Confirmation: a candidate is a link only if the two images' colour thumbnails agree too
-(``perceptual_hash.same_picture``), a check on what the grey hash cannot see; each candidate meets its
-two thumbnails in one shuffle keyed by the pair.
+(``perceptual_hash.same_picture``), a check on what the grey hash cannot see. The thumbnails travel in
+the band buckets, so a candidate is confirmed where it is found: no shuffle joins them to their pairs
+(which cost three elements an image: a thumbnail keyed by source, each end of a pair, the pair).
 
 Groups: the links are joined into connected components without gathering them (label propagation:
 each image takes the smallest source it hears, ``ROUNDS`` rounds, what is left unsettled joined by a
@@ -49,14 +50,14 @@ _MASK = (1 << ph.BITS) - 1
 
 
 def band_keys(record, threshold):
-    """((band, value), (hash, source)) for each band of the record's hash; none without a hash. The hash
-    travels as a signed 64-bit int, as Beam's integer coder wants it."""
+    """((band, value), (hash, source, thumbnail)) for each band of the record's hash; none without a hash.
+    The hash travels as a signed 64-bit int, as Beam's integer coder wants it."""
     if record.perceptual_hash is None:
         return
     value = ph.from_hex(record.perceptual_hash)
     signed = value - (1 << ph.BITS) if value >> (ph.BITS - 1) else value
     for band, band_value in enumerate(ph.band_values(value, ph.band_edges(ph.bands_for(threshold)))):
-        yield (band, band_value), (signed, record.source)
+        yield (band, band_value), (signed, record.source, record.thumbnail)
 
 
 def pairs_in_bucket(band, members, threshold):
@@ -98,7 +99,8 @@ def star_groups(links):
 
 
 class _MembersFn(beam.CombineFn):
-    """The (hash, source) members of one band value, as a list: gathered on each worker before the shuffle."""
+    """The (hash, source, thumbnail) members of one band value, as a list: gathered on each worker before the
+    shuffle."""
 
     def create_accumulator(self):
         return []
@@ -118,62 +120,25 @@ class _MembersFn(beam.CombineFn):
 
 
 class _CompareFn(beam.DoFn):
-    """One band bucket -> its candidates; counts the comparisons, the cost that grows with the square."""
+    """One band bucket -> its confirmed candidates: pairs within the threshold whose thumbnails agree.
+    Counts the comparisons (the cost that grows with the square), and the candidates confirmed and refused."""
 
     def __init__(self):
         self.compared = Metrics.counter(*counters.HASHES_COMPARED)
+        self.confirmed = Metrics.counter(*counters.PAIRS_CONFIRMED)
+        self.refused = Metrics.counter(*counters.PAIRS_REFUSED)
 
     def process(self, keyed, threshold):
         (band, _), members = keyed
         members = list(members)
+        thumbnails = {source: thumbnail for _, source, thumbnail in members}
         self.compared.inc(len(members) * (len(members) - 1) // 2)
-        yield from pairs_in_bucket(band, members, threshold)
-
-
-def _thumbnails_of_pairs(keyed):
-    """An image's thumbnail sent to each of its candidate pairs."""
-    _, sides = keyed
-    thumbnails = list(sides['thumbnail'])
-    if not thumbnails:
-        return
-    for pair in sides['pair']:
-        yield pair, thumbnails[0]
-
-
-class _ConfirmFn(beam.DoFn):
-    """A candidate and its two thumbnails -> the candidate, when the thumbnails agree."""
-
-    def __init__(self):
-        self.confirmed = Metrics.counter(*counters.PAIRS_CONFIRMED)
-        self.refused = Metrics.counter(*counters.PAIRS_REFUSED)
-
-    def process(self, keyed):
-        pair, thumbnails = keyed
-        thumbnails = list(thumbnails)
-        if len(thumbnails) == 2 and ph.same_picture(*thumbnails):
-            self.confirmed.inc()
-            yield pair
-        else:
-            self.refused.inc()
-
-
-class Confirm(beam.PTransform):
-    """(source, source, distance) candidates -> those whose thumbnails agree; ``records``: RecordRef."""
-
-    def __init__(self, records):
-        super().__init__()
-        self._records = records
-
-    def expand(self, candidates):
-        thumbnails = (self._records
-                      | 'Hashed' >> beam.Filter(lambda record: record.perceptual_hash is not None)
-                      | 'Thumbnails' >> beam.Map(lambda record: (record.source, record.thumbnail)))
-        ends = candidates | 'ToBothEnds' >> beam.FlatMap(lambda pair: [(pair[0], pair), (pair[1], pair)])
-        return ({'thumbnail': thumbnails, 'pair': ends}
-                | 'JoinThumbnails' >> beam.CoGroupByKey()
-                | 'ToPairs' >> beam.FlatMap(_thumbnails_of_pairs)
-                | 'GroupPairs' >> beam.GroupByKey()
-                | 'Check' >> beam.ParDo(_ConfirmFn()))
+        for pair in pairs_in_bucket(band, [(value, source) for value, source, _ in members], threshold):
+            if ph.same_picture(thumbnails[pair[0]], thumbnails[pair[1]]):
+                self.confirmed.inc()
+                yield pair
+            else:
+                self.refused.inc()
 
 
 def _adjacent(keyed):
@@ -272,8 +237,7 @@ class FindGroups(beam.PTransform):
         links = (records
                  | 'BandKeys' >> beam.FlatMap(band_keys, threshold)
                  | 'GroupBands' >> beam.CombinePerKey(_MembersFn())
-                 | 'CompareInBand' >> beam.ParDo(_CompareFn(), threshold)
-                 | 'Confirm' >> Confirm(records))
+                 | 'CompareInBand' >> beam.ParDo(_CompareFn(), threshold))
         state = (links
                  | 'BothEnds' >> beam.FlatMap(lambda e: [(e[0], (e[1], e[2])), (e[1], (e[0], e[2]))])
                  | 'Neighbours' >> beam.GroupByKey()

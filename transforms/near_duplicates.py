@@ -62,7 +62,8 @@ class _SortOutFn(beam.DoFn):
                 self.conflicts.inc()
                 yield beam.pvalue.TaggedOutput(REJECTED, Rejected(
                     record.source, NEAR_DUPLICATE_CONFLICT, conflicts[record.source], record.source_size,
-                    record.split, record.label_text))
+                    record.split, record.label_text, record.mtime_ns, record.generation, record.ctime_ns,
+                    record.inode))
             else:
                 self.grouped.inc()
                 yield beam.pvalue.TaggedOutput(MEMBERS, (nodes[0].group, (record, nodes[0])))

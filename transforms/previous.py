@@ -64,9 +64,9 @@ def _listed_stamp(item):
     return item.get('mtime_ns'), item.get('ctime_ns'), item.get('inode'), item.get('generation')
 
 
-def _quarantined(line):
+def _quarantined(line, verdicts=DECODING_VERDICTS):
     item = json.loads(line)
-    if item.get('reason') not in DECODING_VERDICTS:
+    if item.get('reason') not in verdicts:
         return []
     return [(item['source'], (QUARANTINED, {
         'size': item['bytes'], 'stamp': _listed_stamp(item),
@@ -258,11 +258,12 @@ class ReuseCheck:
         return tfrecord.frame(to_example(EncodedImage(ref, digest, jpeg, height, width), record.label))
 
 
-def read_fates(version_dir, document, read_bytes):
+def read_fates(version_dir, document, read_bytes, verdicts=DECODING_VERDICTS):
     """(source, (fate, facts)) of every input of the previous version that had a fate, as ReadPrevious gives
     them, read here without a pipeline (a refresh that may change nothing, ``imgrec.pipelines.refresh``).
 
-    ``read_bytes(path)`` reads one whole file; the index is read a part at a time.
+    ``read_bytes(path)`` reads one whole file; the index is read a part at a time. ``verdicts``: the
+    quarantine reasons that are fates.
     """
     labels = list(document['labels'])
     for name in document['index']['files']:
@@ -270,7 +271,7 @@ def read_fates(version_dir, document, read_bytes):
         table = pyarrow.parquet.ParquetFile(io.BytesIO(read_bytes(layout.join(version_dir, name)))).read()
         for row in table.to_pylist():
             yield _written(row, version_dir, labels)
-    for lines, fates in ((document['quarantine']['file'], _quarantined),
+    for lines, fates in ((document['quarantine']['file'], lambda line: _quarantined(line, verdicts)),
                          (document['duplicates']['file'], lambda line: [_duplicate(line)])):
         for line in read_bytes(layout.join(version_dir, lines)).decode('utf-8').split('\n'):  # as ReadFromText
             if line.strip():

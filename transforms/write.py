@@ -2,10 +2,11 @@
 
 A writer holds its shard's light references and one window of frames, never the shard: frames are
 fetched a window at a time (``frames.FrameReader``: coalesced, parallel ranged reads) and streamed to
-the file. Every record written also gives its index row (``imgrec.contract.index``). With ArrayRecord shards
-(``--formats tfrecord,array_record``), the same writer unframes each record and appends it to the
-ArrayRecord shard of the same name too (``imgrec_storage.array_records``): the same records, in the
-same order, from the same frames; the TFRecord bytes do not change.
+the file. Every record written also gives its index row (``imgrec.contract.index``), and a shard's rows
+leave its writer as one list: one element a shard crosses to the index's writers, not one a record.
+With ArrayRecord shards (``--formats tfrecord,array_record``), the same writer unframes each record and
+appends it to the ArrayRecord shard of the same name too (``imgrec_storage.array_records``): the same
+records, in the same order, from the same frames; the TFRecord bytes do not change.
 """
 import collections
 
@@ -140,9 +141,10 @@ class _WriteShardFn(beam.DoFn):
         self.shards.inc()
         self.records.inc(len(records))
         self.bytes.inc(size)
-        for position, (record, offset) in enumerate(placed):
-            yield beam.pvalue.TaggedOutput(INDEX_ROWS, index_row(record, name, offset,
-                                                                 position if self._array_record else None))
+        if placed:
+            yield beam.pvalue.TaggedOutput(INDEX_ROWS, [
+                index_row(record, name, offset, position if self._array_record else None)
+                for position, (record, offset) in enumerate(placed)])
         stats = {
             'split': split,
             'index': index,
@@ -159,8 +161,8 @@ class _WriteShardFn(beam.DoFn):
 
 
 class WriteShards(beam.PTransform):
-    """((split, shard), RecordRef) -> {'stats': one dict per shard file, 'index_rows': one row per record
-    (``index_row``)}.
+    """((split, shard), RecordRef) -> {'stats': one dict per shard file, 'index_rows': a list of rows a shard
+    written (``index_row``), one row per record}.
 
     ``shard_counts`` (one-element PCollection {split: count}) also names shards that received no
     record, so they are written too, empty, and every file of ``-of-N`` exists. ``unchanged`` (a

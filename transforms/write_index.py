@@ -1,9 +1,11 @@
 """Writes the record index (``imgrec.contract.index``): the writers' rows, grouped into parts by source hash.
 
-Rows are light through the shuffle (tuples, about 200 bytes); a part holds about
-``imgrec.contract.index.ROWS_PER_PART`` of them, one Parquet row group, so a part writer's memory is bounded
-whatever the dataset's size.
+Rows are light through the shuffle (tuples, about 400 bytes), and they cross it in lists: each shard's
+rows, split by part where the shard was written, so one element crosses for each (shard, part), not one
+for each record. A part holds about ``imgrec.contract.index.ROWS_PER_PART`` rows, one Parquet row group,
+and a shard's rows are bounded by the shard's size, so memory is bounded whatever the dataset's size.
 """
+import collections
 import io
 
 import apache_beam as beam
@@ -26,35 +28,44 @@ def index_part_bytes(rows):
     return out.getvalue()
 
 
-def _write_part(keyed_rows, version_dir, parts, storage):
-    part, rows = keyed_rows
-    rows = list(rows)
+def _by_part(rows, parts):
+    """(part, [row, ...]) for each part that one shard's ``rows`` reach."""
+    by_part = collections.defaultdict(list)
+    for row in rows:
+        by_part[I.index_part(I.source_of(row), parts)].append(row)
+    return by_part.items()
+
+
+def _write_part(keyed_lists, version_dir, parts, storage):
+    part, lists = keyed_lists
+    rows = [row for rows in lists for row in rows]
     name = layout.index_file_name(part, parts)
     storage.write(layout.join(version_dir, name), index_part_bytes(rows))
     return {'file': name, 'rows': len(rows)}
 
 
 class WriteIndex(beam.PTransform):
-    """Index rows (``imgrec.contract.index.row``) -> one {'file', 'rows'} per index part written (every part, even
-    an empty one)."""
+    """Lists of index rows (``imgrec.contract.index.row``), a shard's each -> one {'file', 'rows'} per index part
+    written (every part, even an empty one)."""
 
     def __init__(self, version_dir: str, storage: Storage):
         super().__init__()
         self._version_dir = version_dir
         self._storage = storage
 
-    def expand(self, rows):
+    def expand(self, shard_rows):
         version_dir, storage = self._version_dir, self._storage
         parts = beam.pvalue.AsSingleton(
-            rows | 'CountRows' >> beam.combiners.Count.Globally().without_defaults() | 'Parts' >> beam.Map(I.num_parts),
+            shard_rows
+            | 'RowsOfShard' >> beam.Map(len)
+            | 'CountRows' >> beam.CombineGlobally(sum).without_defaults()
+            | 'Parts' >> beam.Map(I.num_parts),
             default_value=I.num_parts(0))
-        slots = (rows.pipeline
+        slots = (shard_rows.pipeline
                  | 'One' >> beam.Impulse()
-                 | 'AllParts' >> beam.FlatMap(lambda _, n: [(part, None) for part in range(n)], parts))
-        keyed = rows | 'KeyByPart' >> beam.Map(lambda row, n: (I.index_part(I.source_of(row), n), row), parts)
+                 | 'AllParts' >> beam.FlatMap(lambda _, n: [(part, []) for part in range(n)], parts))
+        keyed = shard_rows | 'KeyByPart' >> beam.FlatMap(_by_part, parts)
         return ((keyed, slots)
                 | 'WithEmptyParts' >> beam.Flatten()
                 | 'GroupByPart' >> beam.GroupByKey()
-                | 'WritePart' >> beam.Map(
-                    lambda kv, n: _write_part((kv[0], [row for row in kv[1] if row is not None]),
-                                              version_dir, n, storage), parts))
+                | 'WritePart' >> beam.Map(_write_part, version_dir, parts, storage))
