@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import typing
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, ContextManager, Protocol, TypeVar, runtime_checkable
+from typing import Any, ContextManager, Protocol, TypeVar, cast, runtime_checkable
 
 from imgrec_console.errors import BuildFailed
 from imgrec_storage import retries
@@ -217,7 +216,7 @@ class BaseStorage:
     def with_retry(self, retry: retries.RetryPolicy) -> Storage:
         changed = copy.copy(self)
         changed.retry = retry
-        return typing.cast(Storage, changed)
+        return cast(Storage, changed)
 
     def for_path(self, path: str) -> Storage:
         if self._choose is None:

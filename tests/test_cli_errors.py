@@ -111,7 +111,8 @@ def test_wrong_options_are_one_line_before_anything_runs(sample_images, tmp_path
     assert not (tmp_path / 'out').exists()
 
 
-# Runs the command as its console script does, then says whether Beam (or TensorFlow) was ever imported.
+# Runs the command as its console script does, then says whether Beam (or TensorFlow, or Google's storage client)
+# was ever imported.
 _BEFORE_BEAM = """
 import json, sys
 from imgrec.pipelines import command_line
@@ -119,7 +120,8 @@ try:
     status = command_line.main(sys.argv[1:])
 except SystemExit as exit_:
     status = exit_.code
-print(json.dumps({'status': status, 'loaded': [m for m in ('apache_beam', 'tensorflow') if m in sys.modules]}),
+print(json.dumps({'status': status, 'loaded': [m for m in ('apache_beam', 'tensorflow', 'google.cloud.storage')
+                                           if m in sys.modules]}),
       file=sys.stderr)
 """
 
@@ -132,6 +134,7 @@ print(json.dumps({'status': status, 'loaded': [m for m in ('apache_beam', 'tenso
     (['--input', 'in', '--output', 'out', '--image_size', '0'], 2, "--image_size must be at least 1x1, got '0'"),
     (['--input', 'in', '--output', 'out', '--runner', 'Flinky'], 2, '--runner Flinky is not a Beam runner'),
     (['--input', 'in', '--output', 'out', 'stray'], 2, "unexpected argument 'stray'"),
+    (['--input', 'in', '--output', '/'], 2, '--output must name a folder or gs:// prefix below the root'),
 ])
 def test_help_and_mistakes_in_the_options_are_answered_before_beam_is_imported(tmp_path, args, status, message):
     result = subprocess.run([sys.executable, '-c', _BEFORE_BEAM, *args], capture_output=True, text=True, cwd=tmp_path,

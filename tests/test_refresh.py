@@ -363,6 +363,22 @@ def test_a_refresh_that_changes_nothing_says_so_in_one_line_before_any_pipeline_
     assert isinstance(result, build_dataset.NothingChanged)
 
 
+def test_a_job_that_finds_nothing_changed_itself_publishes_nothing(tmp_path, capsys, monkeypatch):
+    """The job's own check, for the runs no check before them reaches (a classic template's) and an input that
+    changed back between that check and the job's listing: here the check before the job is made to say
+    "changed", and the job, finding nothing new, publishes nothing and leaves no staging folder."""
+    images = _images(tmp_path)
+    output = tmp_path / 'out'
+    _refresh(images, output, '--version', 'v1')
+    capsys.readouterr()
+    monkeypatch.setattr(refresh, 'nothing_changed', lambda *args: False)
+    status = build_dataset.main(['--input', str(images), '--output', str(output), '--image_size', '32',
+                                 '--direct_running_mode', 'in_memory', *OPTIONS, '--version', 'v2'])
+    assert status == 0
+    assert 'build-dataset: nothing changed since version v1' in capsys.readouterr().out
+    assert (output / layout.LATEST).read_text() == 'v1\n' and listing(output) == [layout.LATEST, 'v1']
+
+
 def test_a_refresh_that_changes_nothing_still_prunes_to_keep_versions(tmp_path, capsys):
     images = _images(tmp_path)
     output = tmp_path / 'out'

@@ -46,6 +46,14 @@ def test_the_scheme_picks_the_implementation(tmp_path):
     assert isinstance(storage.storage_for('ram://x'), TensorFlowStorage)
 
 
+def test_each_storage_says_what_it_is():
+    """What callers ask instead of a path's scheme: round trips, reach from cloud workers, '..' resolved."""
+    said = {path: (files.remote, files.reachable_by_cloud_workers, files.resolves_relative_links)
+            for path, files in ((path, storage.storage_for(path)) for path in ('/tmp/x', 'gs://bucket/x', 'ram://x'))}
+    assert said == {'/tmp/x': (False, False, True), 'gs://bucket/x': (True, True, False),
+                    'ram://x': (False, False, False)}
+
+
 def test_a_storage_object_owns_its_retry_policy_and_survives_pickling(root):
     store = storage.storage_for(root, QUICK)
     assert store.retry == QUICK
