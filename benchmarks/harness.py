@@ -24,7 +24,9 @@ MAX_GENERATED = 2400
 CACHE = os.environ.get('IMGREC_BENCH_CACHE') or os.path.join(os.path.expanduser('~'), '.cache', 'imgrec-bench')
 # The pixel variants of a photo that are no near-duplicates of each other: each of Pillow's 7 flips and
 # rotations and none, of the photo and of its negative. A flip negates half of the perceptual hash's
-# DCT signs (32 bits apart), the negative all of them (64), far past any threshold (16 at most).
+# DCT signs (32 bits apart), the negative all of them (64). A transpose or a rotation of a symmetric
+# picture can come within the hash threshold (26 of 3,600 variant pairs of 30 photos), and the colour
+# thumbnails refuse every such candidate: no group forms, at the cost of a check.
 VARIANTS = 16
 
 

@@ -278,3 +278,20 @@ def test_the_distinct_corpora_are_the_same_however_many_processes_draw_them(tmp_
         written.append([(name, (root / name).read_bytes()) for name in names])
     assert written[0] == written[1]
     assert len({data for _, data in written[0]}) == 6
+
+
+def test_band_buckets_find_every_pair_within_the_threshold_once():
+    rng = random.Random(3)
+    for threshold in (4, 12, THRESHOLD):
+        edges = ph.band_edges(ph.bands_for(threshold))
+        base = [rng.getrandbits(64) for _ in range(60)]
+        hashes = base + [value ^ sum(1 << bit for bit in rng.sample(range(64), rng.randint(0, threshold)))
+                         for value in base[:30]]
+        sources = [f'{i:03d}.jpg' for i in range(len(hashes))]
+        buckets = collections.defaultdict(list)
+        for value, source in zip(hashes, sources):
+            for band, band_value in enumerate(ph.band_values(value, edges)):
+                buckets[band, band_value].append((value, source))
+        found = [pair for (band, _), members in buckets.items() for pair in pairs_in_bucket(band, members, threshold)]
+        expected = [(sources[i], sources[j], distance) for i, j, distance in ph.pairs_within(hashes, threshold)]
+        assert len(found) == len(set(found)) and sorted(found) == sorted(expected)

@@ -23,6 +23,7 @@ on. Every member of a group is linked to its leader, confirmed by both checks, s
 through chains: A near B near C does not put A with C unless C is near the leader too. A group's name
 is its leader's source.
 """
+import functools
 import typing
 
 import apache_beam as beam
@@ -60,10 +61,19 @@ def band_keys(record, threshold):
         yield (band, band_value), (signed, record.source, record.thumbnail)
 
 
+@functools.cache
+def _earlier_bands(threshold):
+    """For each band, the bit masks of the bands before it (bits counted from the most significant)."""
+    masks = [((1 << (stop - start)) - 1) << (ph.BITS - stop) for start, stop in ph.band_edges(ph.bands_for(threshold))]
+    return tuple(tuple(masks[:band]) for band in range(len(masks)))
+
+
 def pairs_in_bucket(band, members, threshold):
     """(source, source, distance) candidates among the (hash, source) ``members`` of one band value:
-    pairs within ``threshold`` whose first shared band is ``band``, the smaller source first."""
-    edges = ph.band_edges(ph.bands_for(threshold))
+    pairs within ``threshold`` whose first shared band is ``band``, the smaller source first. Two members
+    share this band; it is their first if every earlier band has a bit that differs (masks, not the
+    band values of both hashes: this test runs for every pair within the threshold in every band)."""
+    earlier = _earlier_bands(threshold)[band]
     members = sorted(((value & _MASK, source) for value, source in members), key=lambda member: member[1])
     first_of = {}
     distinct = []
@@ -78,7 +88,8 @@ def pairs_in_bucket(band, members, threshold):
         return
     for i, j, distance in ph.pairs_within([value for value, _ in distinct], threshold):
         (a, source_a), (b, source_b) = distinct[i], distinct[j]
-        if ph.first_shared_band(a, b, edges) == band:
+        differ = a ^ b
+        if all(differ & mask for mask in earlier):
             yield source_a, source_b, distance
 
 
