@@ -54,9 +54,9 @@ def build_pipeline(pipeline, config, facts):
     returns the one-element PCollection of dataset.json."""
     refresh = facts.refresh or RefreshPlan()
     staging_dir = facts.staging_dir(config)
-    policy = config.retry_policy()
     # The job's options go with it: a worker's gs:// client authenticates as the job does.
-    output_storage = storage.storage_for(config.output, policy, pipeline.options.get_all_options(drop_default=True))
+    output_storage = storage.storage_for(config.output, config.retry_policy(),
+                                         pipeline.options.get_all_options(drop_default=True))
     listed = pipeline | counters.LIST_IMAGES >> ListImages(input_root=config.input, manifest=config.manifest,
                                                    storage=output_storage)
     resolved = listed['images'] | 'ResolveLabels' >> ResolveLabels(
@@ -98,7 +98,7 @@ def build_pipeline(pipeline, config, facts):
     # Near-duplicates found and kept together (or listed), and every image dealt: its split is final after this.
     near = kept | counters.NEAR_DUPLICATES >> NearDuplicates(
         config.near_duplicates, config.splits, config.stratify, keep_published=refresh.keeps_published,
-        tolerance=config.split_tolerance, staging_dir=staging_dir, retry_policy=policy)
+        tolerance=config.split_tolerance, staging_dir=staging_dir, files=output_storage)
     rejected.append(near['rejected'])
     sharded = near['records'] | counters.ASSIGN_SHARDS >> AssignBalancedShards(
         [name for name, _ in config.splits], labels, config.shard_config())

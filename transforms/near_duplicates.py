@@ -18,7 +18,6 @@ from imgrec.contract.metadata import NEAR_DUPLICATE_MODES as MODES
 from imgrec.contract.reasons import NEAR_DUPLICATE_CONFLICT
 from imgrec_console.errors import BuildFailed
 from imgrec_imaging import perceptual_hash as ph
-from imgrec_storage import storage
 from imgrec_versions import failed_build
 from imgrec.transforms.constants import Empty, Value
 from imgrec.transforms.elements import Rejected
@@ -204,11 +203,12 @@ class NearDuplicates(beam.PTransform):
     each class on its own; ``keep_published``: records' ``published_split`` is final. ``threshold``: a
     fixed one, else the one for the number of images (``perceptual_hash.threshold_for``);
     ``tolerance``: the percentage points a split's share may miss its weight by; ``staging_dir``: where a
-    share check that fails leaves its counts, for the failed build's report (``imgrec_versions.failed_build``).
+    share check that fails leaves its counts, for the failed build's report (``imgrec_versions.failed_build``),
+    through ``files`` (the output's storage, with the job's options) when given.
     """
 
     def __init__(self, mode, weights, stratify=False, keep_published=False, threshold=None, tolerance=1.0,
-                 staging_dir=None, retry_policy=None):
+                 staging_dir=None, files=None):
         super().__init__()
         if mode not in MODES:
             raise ValueError(f'unknown near-duplicate mode {mode!r}; expected one of {", ".join(MODES)}')
@@ -219,7 +219,7 @@ class NearDuplicates(beam.PTransform):
         self._threshold = threshold
         self._tolerance = tolerance
         self._staging_dir = staging_dir  # where a failed share check leaves its counts for the failed build's report
-        self._policy = retry_policy
+        self._files = files
 
     def _describe(self, totals, threshold):
         hashed = self._mode != OFF
@@ -230,8 +230,7 @@ class NearDuplicates(beam.PTransform):
         reason = check_shares(counts, self._weights, self._tolerance, max(largest, default=None), self._keep_published)
         if reason:
             if self._staging_dir:
-                failed_build.record(self._staging_dir, {'dealt': dict(counts)},
-                                    storage.storage_for(self._staging_dir, self._policy))
+                failed_build.record(self._staging_dir, {'dealt': dict(counts)}, self._files)
             raise BuildFailed(reason)
         return self._describe(totals.get(None) or _StatsFn().create_accumulator(), threshold)
 
