@@ -7,6 +7,10 @@ Runs on the DirectRunner unless ``--runner`` says otherwise: a worker process pe
 ``--direct_running_mode in_memory`` in this process, decoding on a thread per core. The graph itself is
 ``imgrec.pipelines.graph``.
 """
+if __name__ == '__main__':  # ``python -m``: the command answers --help and option mistakes before Beam loads
+    from imgrec.pipelines.command_line import cli as _cli  # pylint: disable=import-outside-toplevel
+    _cli()  # never returns: it runs this module, imported by its name, and exits
+
 import contextlib
 import dataclasses
 import difflib
@@ -571,6 +575,3 @@ def _published(config, facts, result, options):
     path = layout.join(version_dir, layout.DATASET_JSON)
     return version_ref.parse_document(preflight.job_storage(path, config, options).read(path), path)
 
-
-if __name__ == '__main__':
-    cli()

@@ -4,7 +4,7 @@
 options, a runner Beam does not know), are answered from ``imgrec.pipelines.options`` alone, in a fraction of a
 second; only then is the job loaded (``imgrec.pipelines.build_dataset``: Beam and the graph, a second or two of
 imports), which parses the same command line again (a millisecond) and runs it.
-``python -m imgrec.pipelines.build_dataset`` runs the same build, with Beam loaded first.
+``python -m imgrec.pipelines.build_dataset`` starts here too.
 """
 import sys
 
