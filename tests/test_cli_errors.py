@@ -147,6 +147,35 @@ def test_help_and_mistakes_in_the_options_are_answered_before_beam_is_imported(t
         assert len(lines) == 1 and lines[0].startswith(f'build-dataset: error: {message}')
 
 
+# ``python -m imgrec.pipelines.build_dataset``, run as Python runs it, with an audit hook naming each heavy module
+# as its import begins (the command ends the process itself, so nothing can look at sys.modules after it).
+_MODULE_FORM = """
+import runpy, sys
+HEAVY = ('apache_beam', 'tensorflow', 'google.cloud.storage')
+def hook(event, args):
+    if event == 'import' and args[0] in HEAVY:
+        print(f'imported {args[0]}', file=sys.stderr)
+sys.addaudithook(hook)
+sys.argv = ['build_dataset', *sys.argv[1:]]
+runpy.run_module('imgrec.pipelines.build_dataset', run_name='__main__', alter_sys=True)
+"""
+
+
+@pytest.mark.parametrize('args, status, message', [
+    (['--help'], 0, None),
+    (['--input', 'in', '--output', 'out', '--imag_size', '32'], 2, 'unknown option --imag_size (did you mean --image_size?)'),
+])
+def test_the_module_form_answers_before_beam_is_imported_too(tmp_path, args, status, message):
+    result = subprocess.run([sys.executable, '-c', _MODULE_FORM, *args], capture_output=True, text=True, cwd=tmp_path,
+                            env=dict(os.environ, PYTHONPATH=ROOT))
+    assert result.returncode == status
+    assert not [line for line in result.stderr.splitlines() if line.startswith('imported ')], result.stderr
+    if message is None:
+        assert 'usage: build-dataset' in result.stdout
+    else:
+        assert result.stderr.splitlines() == [f'build-dataset: error: {message}']
+
+
 def test_beams_own_options_are_taken_before_beam_is_imported_and_their_values_checked_after():
     config, beam_args = options.parse_args(['--input', 'in', '--output', 'out', '--runner', 'direct',
                                             '--direct_num_workers', '2', '--experiments=a', '--no_save_main_session'])
