@@ -25,8 +25,11 @@ def test_ctrl_c_ends_with_interrupted_naming_the_staging_folder_left_which_clean
     images, output = tmp_path / 'images', tmp_path / 'out'
     write_images(str(images), 150, min_side=40, max_side=80)  # long enough a build to stop midway
     argv = ['--input', str(images), '--output', str(output), '--image_size', '32', '--direct_running_mode', 'in_memory']
+    # Started as a terminal's foreground job is, Ctrl-C at its default: a run under nohup or in a background job
+    # (as CI may be) hands its children SIGINT ignored, and a command rightly keeps ignoring it.
     build = subprocess.Popen([sys.executable, '-m', 'imgrec.pipelines.build_dataset', *argv, '--version', 'v1'],
-                             cwd=ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+                             cwd=ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     # The terminal's Ctrl-C: SIGINT to the whole process group, as soon as decoding has written into the
     # staging folder (its first batch's spill file), watched every 10 ms: the build has hundreds of images left.
     deadline = time.monotonic() + 120
