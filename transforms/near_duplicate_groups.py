@@ -144,12 +144,13 @@ class _CompareFn(beam.DoFn):
         members = list(members)
         thumbnails = {source: thumbnail for _, source, thumbnail in members}
         self.compared.inc(len(members) * (len(members) - 1) // 2)
-        for pair in pairs_in_bucket(band, [(value, source) for value, source, _ in members], threshold):
-            if ph.same_picture(thumbnails[pair[0]], thumbnails[pair[1]]):
-                self.confirmed.inc()
+        pairs = list(pairs_in_bucket(band, [(value, source) for value, source, _ in members], threshold))
+        agree = ph.same_pictures([(thumbnails[a], thumbnails[b]) for a, b, _ in pairs])  # a bucket's pairs at once
+        self.confirmed.inc(sum(agree))
+        self.refused.inc(len(pairs) - sum(agree))
+        for pair, same in zip(pairs, agree):
+            if same:
                 yield pair
-            else:
-                self.refused.inc()
 
 
 def _adjacent(keyed):
