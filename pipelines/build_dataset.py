@@ -219,7 +219,8 @@ def parse(argv: typing.Sequence[str] | None) -> tuple[BuildConfig, RunFacts, Pip
     except ValueError as error:
         raise UserError(str(error)) from None
     options = pipeline_options(beam_args, config)
-    facts = dataclasses.replace(RunFacts.start(now), decode_threads=decode_threads(options, beam_args))
+    facts = dataclasses.replace(RunFacts.start(now), decoders=decoders(options, beam_args),
+                                decode_in=os.environ.get('IMGREC_DECODERS', 'threads'))
     return config, facts, options
 
 
@@ -299,8 +300,8 @@ def failure_report(config, facts, options):
         preflight.job_storage(facts.staging_dir(config), config, options))
 
 
-def decode_threads(options, beam_args):
-    """Threads each decoding DoFn decodes on beside its own (``imgrec.transforms.decode``): in a local in_memory
+def decoders(options, beam_args):
+    """Decoders each decoding DoFn hands the pixel work to (``imgrec.transforms.decode``): in a local in_memory
     run, whose runner runs every stage on one thread, one a core (or ``--direct_num_workers``); else none."""
     direct = options.view_as(DirectOptions)
     if not is_local(options) or direct.direct_running_mode != 'in_memory':

@@ -27,7 +27,7 @@ def test_the_default_is_a_worker_process_per_core_each_decoding_on_its_own_threa
     _, facts, options = build_dataset.parse(['--input', 'in', '--output', 'out', *args])
     direct = options.view_as(DirectOptions)
     assert (direct.direct_running_mode, direct.direct_num_workers) == ('multi_processing', os.cpu_count())
-    assert facts.decode_threads == 0 and local_worker_count(options) == os.cpu_count()
+    assert facts.decoders == 0 and local_worker_count(options) == os.cpu_count()
     assert options.view_as(TypeOptions).pipeline_type_check is False  # checked where Dataflow's graph is built
     assert isinstance(local_runner(options), FnApiRunner)
 
@@ -41,10 +41,10 @@ def test_beams_multi_threading_mode_is_refused_in_one_line(args):
 
 def test_only_in_memory_decodes_on_a_thread_per_core():
     for args in (['--direct_running_mode', 'multi_processing'], ['--direct_num_workers', '3']):
-        assert build_dataset.parse(['--input', 'in', '--output', 'out', *args])[1].decode_threads == 0
+        assert build_dataset.parse(['--input', 'in', '--output', 'out', *args])[1].decoders == 0
     in_memory = ['--input', 'in', '--output', 'out', '--direct_running_mode', 'in_memory']
-    assert build_dataset.parse(in_memory)[1].decode_threads == os.cpu_count()
-    assert build_dataset.parse(in_memory + ['--direct_num_workers', '1'])[1].decode_threads == 1
+    assert build_dataset.parse(in_memory)[1].decoders == os.cpu_count()
+    assert build_dataset.parse(in_memory + ['--direct_num_workers', '1'])[1].decoders == 1
 
 
 def test_views_of_the_options_are_made_once_and_stay_live():

@@ -1,5 +1,6 @@
-"""Decoding on threads of the DoFn's own gives what decoding on its thread gives: the same images, the same
-rejections, the same counters and retries (a local in_memory build decodes this way, transforms.decode)."""
+"""Decoding on decoders, threads of the DoFn's own or processes, gives what decoding on its thread gives: the
+same images, the same rejections, the same counters and retries (a local in_memory build decodes this way,
+transforms.decode), whatever the batches and however many a bundle holds."""
 import apache_beam as beam
 import pytest
 from apache_beam.metrics.metric import MetricsFilter
@@ -12,14 +13,18 @@ from imgrec_imaging.record_options import RecordOptions
 from imgrec_storage import retries, storage
 from imgrec_storage.retries import RetryPolicy
 from tests.test_quarantine_reads import FlakyReader
-from imgrec.transforms.decode import DecodeResizeEncode
+from imgrec.transforms.decode import PROCESSES, THREADS, DecodeResizeEncode
 from imgrec.transforms.elements import ImageRef
 
 
 @pytest.fixture
 def refs(tmp_path):
+    return _refs(tmp_path)
+
+
+def _refs(root):
     """Photos, a truncated JPEG, a text file and a missing file, in one class folder."""
-    folder = tmp_path / 'in' / 'cat'
+    folder = root / 'in' / 'cat'
     folder.mkdir(parents=True)
     paths = []
     for i in range(12):
@@ -41,16 +46,19 @@ class MissingOrFlaky(FlakyReader):
         return super().__call__(path)
 
 
-def _decode(refs, log_dir, threads):
-    """Everything the decode step gives for ``refs`` with ``threads`` decode threads, and its counters."""
+# How the decode step can run: (decoders, where they run).
+INLINE, TWO_THREADS, ONE_THREAD, TWO_PROCESSES = (0, THREADS), (2, THREADS), (1, THREADS), (2, PROCESSES)
+
+
+def _decode(refs, log_dir, decoders):
+    """Everything the decode step gives for ``refs`` on ``decoders`` (count, where), and its counters."""
     log_dir.mkdir()
     p = TestPipeline()
     policy = RetryPolicy(deadline_s=60, initial_delay_s=0.01, max_delay_s=0.02)
     batches = [refs[start:start + 4] for start in range(0, len(refs), 4)]
     result = p | beam.Create(batches) | DecodeResizeEncode(
         RecordOptions((16, 16)), storage.storage_for(str(log_dir), policy), read=MissingOrFlaky(log_dir, failures=1),
-        with_hash=True,
-        decode_threads=threads)
+        with_hash=True, decoders=decoders[0], decode_in=decoders[1])
     kept = log_dir / 'kept'
     (result['images'] | 'OneByOne' >> beam.FlatMap(lambda batch: batch) | 'Images' >> beam.Map(lambda image: repr(image._replace(ref=image.ref.source)))
      | 'KeepImages' >> beam.Map(_append, str(kept) + '.images'))
@@ -68,27 +76,34 @@ def _append(line, path):
         stream.write(line + '\n')
 
 
-def test_threads_give_the_same_images_rejections_and_counters(refs, tmp_path):
-    inline, inline_counters = _decode(refs, tmp_path / 'inline', 0)
-    threaded, threaded_counters = _decode(refs, tmp_path / 'threads', 2)
-    assert threaded == inline
-    assert threaded_counters == inline_counters
-    assert len(inline['images']) == 12 and all("perceptual_hash='" in image for image in inline['images'])
-    assert [line.split(',')[:2] for line in inline['rejected']] == [
+@pytest.fixture(scope='module')
+def inline(tmp_path_factory):
+    """The decode step on the DoFn's own thread: what every other way must give."""
+    return _refs_and_decode(tmp_path_factory.mktemp('inline'), INLINE)
+
+
+def _refs_and_decode(folder, decoders):
+    return _decode(_refs(folder), folder / 'log', decoders)
+
+
+def test_the_decode_step_on_its_own_thread_rejects_and_retries_what_it_should(inline):
+    images, values = inline
+    assert len(images['images']) == 12 and all("perceptual_hash='" in image for image in images['images'])
+    assert [line.split(',')[:2] for line in images['rejected']] == [
         ["('cat/cut.jpg'", f" '{TRUNCATED}'"], ["('cat/gone.jpg'", f" '{READ_ERROR}'"],
         ["('cat/notes.jpg'", f" '{NOT_AN_IMAGE}'"]]
-    assert inline_counters[f'{retries.NAMESPACE}/{retries.READ}'] == 14  # every readable file failed once
-    assert inline_counters[str(counters.IMAGES_DECODED)] == 12
+    assert values[f'{retries.NAMESPACE}/{retries.READ}'] == 14  # every readable file failed once
+    assert values[str(counters.IMAGES_DECODED)] == 12
 
 
-def test_one_decode_thread_still_keeps_every_image(refs, tmp_path):
-    one, _ = _decode(refs, tmp_path / 'one', 1)
-    inline, _ = _decode(refs, tmp_path / 'inline', 0)
-    assert one == inline
+@pytest.mark.parametrize('decoders', [TWO_THREADS, ONE_THREAD, TWO_PROCESSES], ids=['two-threads', 'one-thread',
+                                                                                   'two-processes'])
+def test_decoders_give_the_same_images_rejections_and_counters(inline, tmp_path, decoders):
+    assert _refs_and_decode(tmp_path, decoders) == inline
 
 
-@pytest.mark.parametrize('threads', [0, 2])
-def test_bad_files_inside_a_batch_are_quarantined_alone(refs, tmp_path, threads):
+@pytest.mark.parametrize('decoders', [INLINE, TWO_THREADS, TWO_PROCESSES])
+def test_bad_files_inside_a_batch_are_quarantined_alone(refs, tmp_path, decoders):
     """A truncated JPEG, a text file and a missing file in the middle of one batch: each is rejected on its
     own, and every photo around them comes out, in the batch's order."""
     photos, bad = refs[:4], refs[12:]
@@ -97,7 +112,7 @@ def test_bad_files_inside_a_batch_are_quarantined_alone(refs, tmp_path, threads)
     policy = RetryPolicy(deadline_s=60, initial_delay_s=0.01, max_delay_s=0.02)
     result = p | beam.Create([batch]) | DecodeResizeEncode(
         RecordOptions((16, 16)), storage.storage_for(str(tmp_path), policy), read=MissingOrFlaky(tmp_path, failures=0),
-        decode_threads=threads)
+        decoders=decoders[0], decode_in=decoders[1])
     kept = tmp_path / 'kept'
     result['images'] | 'Sources' >> beam.Map(lambda images: repr([image.ref.source for image in images])) | (
         'KeepImages' >> beam.Map(_append, f'{kept}.images'))
