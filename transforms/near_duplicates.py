@@ -110,7 +110,7 @@ def _pair_stats(keyed):
                 stats['pairs'] += 1
                 stats['pairs_across_splits'] += split != own[0]
                 stats['pairs_across_labels'] += label != own[1]
-    return None, stats
+    return None, (_STATS, stats)
 
 
 class _DescribeGroupFn(beam.DoFn):
@@ -131,29 +131,47 @@ class _DescribeGroupFn(beam.DoFn):
             yield NearDuplicate(record.source, name, node.distance, node.nearest, record.label_text, record.split,
                                 moved_from, record.perceptual_hash)
         self.moved.inc(moved)
-        yield beam.pvalue.TaggedOutput('stats', (None, dict(groups=1, images=len(members), images_moved=moved,
-                                                            label_conflicts=0, largest_group=len(members))))
+        yield beam.pvalue.TaggedOutput('stats', (None, (_STATS, dict(
+            groups=1, images=len(members), images_moved=moved, label_conflicts=0, largest_group=len(members)))))
+        yield beam.pvalue.TaggedOutput('stats', (None, (_LARGEST, (len(members), name))))
 
 
-class _StatsFn(beam.CombineFn):
-    """Sums the counts; ``largest_group`` is a maximum."""
+# What the summary sums, each input tagged: a dict of counts, a record's final split, a group's (size, leader).
+_STATS, _SPLIT, _LARGEST = 'stats', 'split', 'largest'
+
+
+class _SummaryFn(beam.CombineFn):
+    """(totals, {split: images}, the largest group (images, leader) or None): the counts summed
+    (``largest_group`` is a maximum), the final splits counted and the largest group kept, in one
+    combine where each took one of its own (two steps and two stages each, and a side input)."""
 
     def create_accumulator(self):
-        return dict.fromkeys(_GROUP_STATS + _PAIR_STATS, 0) | {'largest_group': 0}
+        return dict.fromkeys(_GROUP_STATS + _PAIR_STATS, 0) | {'largest_group': 0}, {}, None
 
-    def add_input(self, totals, stats):
-        for key, value in stats.items():
-            totals[key] = max(totals[key], value) if key == 'largest_group' else totals[key] + value
-        return totals
+    def add_input(self, summary, tagged):
+        totals, splits, largest = summary
+        kind, value = tagged
+        if kind == _STATS:
+            for key, count in value.items():
+                totals[key] = max(totals[key], count) if key == 'largest_group' else totals[key] + count
+        elif kind == _SPLIT:
+            splits[value] = splits.get(value, 0) + 1
+        else:
+            largest = value if largest is None else max(largest, value)
+        return totals, splits, largest
 
     def merge_accumulators(self, accumulators):
         merged = self.create_accumulator()
-        for totals in accumulators:
-            self.add_input(merged, totals)
+        for totals, splits, largest in accumulators:
+            merged = self.add_input(merged, (_STATS, totals))
+            for split, count in splits.items():
+                merged[1][split] = merged[1].get(split, 0) + count
+            if largest is not None:
+                merged = self.add_input(merged, (_LARGEST, largest))
         return merged
 
-    def extract_output(self, totals):
-        return totals
+    def extract_output(self, summary):
+        return summary
 
 
 def check_shares(counts, weights, tolerance, largest, published=False):
@@ -226,13 +244,14 @@ class NearDuplicates(beam.PTransform):
         return dict(totals, mode=self._mode, hash=ph.ALGORITHM if hashed else None,
                     threshold=threshold if hashed else None, bands=ph.bands_for(threshold) if hashed else None)
 
-    def _checked(self, _, counts, totals, largest, threshold):
-        reason = check_shares(counts, self._weights, self._tolerance, max(largest, default=None), self._keep_published)
+    def _checked(self, _, summary, threshold):
+        totals, counts, largest = summary.get(None) or _SummaryFn().create_accumulator()
+        reason = check_shares(counts, self._weights, self._tolerance, largest, self._keep_published)
         if reason:
             if self._staging_dir:
                 failed_build.record(self._staging_dir, {'dealt': dict(counts)}, self._files)
             raise BuildFailed(reason)
-        return self._describe(totals.get(None) or _StatsFn().create_accumulator(), threshold)
+        return self._describe(totals, threshold)
 
     def _groups(self, records, threshold):
         """(singletons, groups (name, [(record, node)]), rejected) before dealing."""
@@ -273,21 +292,15 @@ class NearDuplicates(beam.PTransform):
                       | 'TellSplits' >> beam.FlatMap(_pair_messages)
                       | 'HearSplits' >> beam.GroupByKey()
                       | 'PairStats' >> beam.Map(_pair_stats))
-        conflict_stats = rejected | 'ConflictStats' >> beam.Map(lambda _: (None, {'label_conflicts': 1}))
-        totals = ((described.stats, pair_stats, conflict_stats)
+        conflict_stats = rejected | 'ConflictStats' >> beam.Map(lambda _: (None, (_STATS, {'label_conflicts': 1})))
+        final_splits = dealt['records'] | 'FinalSplit' >> beam.Map(lambda record: (None, (_SPLIT, record.split)))
+        totals = ((described.stats, pair_stats, conflict_stats, final_splits)
                   | 'AllStats' >> beam.Flatten()
-                  | 'SumStats' >> beam.CombinePerKey(_StatsFn()))
-        counts = (dealt['records']
-                  | 'FinalSplit' >> beam.Map(lambda record: (record.split, 1))
-                  | 'CountPerSplit' >> beam.CombinePerKey(sum))
-        largest = (listed
-                   | 'SizeAndLeader' >> beam.Map(lambda group: (len(group[1]), group[0]))
-                   | 'Largest' >> beam.combiners.Top.Of(1)
-                   | 'TheLargest' >> beam.FlatMap(lambda top: top))
-        # Made once from the counts as side inputs; it fails the build here, before anything is published.
+                  | 'SumStats' >> beam.CombinePerKey(_SummaryFn()))
+        # Made once from the sums as a side input; it fails the build here, before anything is published.
         summary = (pipeline
                    | 'Once' >> beam.Impulse()
-                   | 'CheckShares' >> beam.Map(self._checked, beam.pvalue.AsDict(counts), beam.pvalue.AsDict(totals),
-                                               beam.pvalue.AsList(largest), beam.pvalue.AsSingleton(threshold)))
+                   | 'CheckShares' >> beam.Map(self._checked, beam.pvalue.AsDict(totals),
+                                               beam.pvalue.AsSingleton(threshold)))
         return {'records': dealt['records'], 'near_duplicates': described.rows, 'summary': summary,
                 MOVES: dealt[MOVES], REJECTED: rejected}
