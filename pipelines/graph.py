@@ -91,7 +91,6 @@ def build_pipeline(pipeline, config, facts):
                  encoded_promoted['records'] | 'PromotedRecords' >> beam.FlatMap(lambda batch: batch))
                 | 'AllKept' >> beam.Flatten())
         decode_inputs.append(promoted)
-    decoded = [inputs | f'Decoded{i}' >> _tally(DECODED) for i, inputs in enumerate(decode_inputs)]
     if refresh.keeps_published:  # a refresh and a --full build read the published splits alike
         if previous is None or refresh.published_dir != refresh.reuse_dir:
             previous = pipeline | 'ReadPublished' >> ReadPrevious(refresh.published_dir, refresh.published_document)
@@ -110,11 +109,14 @@ def build_pipeline(pipeline, config, facts):
         array_record=layout.ARRAY_RECORD in config.formats,
         reuse_check=ReuseCheck(refresh.reuse_dir, config.record_options, output_storage) if refresh.incremental else None)
     index_parts = written[INDEX_ROWS] | counters.WRITE_INDEX >> WriteIndex(staging_dir, output_storage)
-    listed_per_split = ((images | 'SplitOf' >> beam.Map(lambda ref: (ref.split, 1)), near[MOVES])
-                        | 'ListedAndMoved' >> beam.Flatten()
-                        | 'CountPerSplit' >> beam.CombinePerKey(sum))
-    # The counts Publish reports, summed in one combine: one shuffle where a count each took three.
-    tallies = ((*decoded,
+    # The counts Publish reports, summed in one combine: the images listed in each split (as hashed, and
+    # the moves of the dealing), and the decoded, upscaled and ignored ones. A full build decodes every
+    # image listed: one step tells both.
+    decodes_all = decode_inputs[0] is images
+    tallies = ((images | 'SplitOf' >> beam.FlatMap(
+                    lambda ref: [(ref.split, 1), (DECODED, 1)] if decodes_all else [(ref.split, 1)]), near[MOVES],
+                *[inputs | f'Decoded{i}' >> _tally(DECODED) for i, inputs in enumerate(decode_inputs)
+                  if inputs is not images],
                 kept | 'Upscaled' >> beam.FlatMap(lambda record: [(UPSCALED, 1)] if record.upscaled else []),
                 listed['ignored'] | 'Ignored' >> _tally(IGNORED))
                | 'AllTallies' >> beam.Flatten()
@@ -124,7 +126,7 @@ def build_pipeline(pipeline, config, facts):
         {'name': config.name, 'created': facts.created, 'options': config.describe(),
          'record_options': config.record_options.recorded(),
          'label_order': label_order(config, refresh)},
-        labels=resolved['labels'], listed_per_split=listed_per_split, tallies=tallies,
+        labels=resolved['labels'], tallies=tallies,
         rejected=tuple(rejected) | 'Quarantine' >> Quarantine(), duplicates=deduped['duplicates'],
         decisions=kept | 'CountDecisions' >> CountDecisions(), index_parts=index_parts,
         near_duplicates=(near['near_duplicates'], near['summary']),

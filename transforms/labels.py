@@ -24,7 +24,7 @@ from imgrec_console.errors import BuildFailed
 from imgrec.transforms.elements import ClassFolder, Rejected
 
 REJECTED = 'rejected'
-EMPTY_FOLDERS = 'empty_folders'
+NAMES = 'names'  # (class name, whether it has images): one an image, one an empty class folder
 _BYTE_ORDER_MARKS = ((codecs.BOM_UTF8, 'utf-8-sig'), (codecs.BOM_UTF16_LE, 'utf-16'),
                      (codecs.BOM_UTF16_BE, 'utf-16'))
 _LISTED = 10  # class names a message lists before '... and N more'
@@ -96,9 +96,10 @@ def unmatched_labels_message(pinned, found, empty=()):
 def _checked_names(ref):
     if isinstance(ref, ClassFolder):  # no image to quarantine: a name labels.txt cannot hold is no class
         if is_plain_label(ref.label):
-            yield beam.pvalue.TaggedOutput(EMPTY_FOLDERS, ref.label)
+            yield beam.pvalue.TaggedOutput(NAMES, (ref.label, False))
         return
     if is_plain_label(ref.label):
+        yield beam.pvalue.TaggedOutput(NAMES, (ref.label, True))
         yield ref
     else:
         yield beam.pvalue.TaggedOutput(REJECTED, Rejected(
@@ -142,14 +143,11 @@ class ResolveLabels(beam.PTransform):
 
     def expand(self, refs):
         named = refs | 'CheckNames' >> beam.FlatMap(_checked_names).with_outputs(
-            REJECTED, EMPTY_FOLDERS, main='images')
+            REJECTED, NAMES, main='images')
         # The distinct names, the keys of a side input read by one element (a ToList would cost nine steps;
-        # beam.Distinct two more than this combine), each with whether it has images.
-        found = beam.pvalue.AsDict(
-            (named.images | 'ClassNames' >> beam.Map(lambda ref: (ref.label, True)),
-             named[EMPTY_FOLDERS] | 'EmptyClassNames' >> beam.Map(lambda label: (label, False)))
-            | 'AllClassNames' >> beam.Flatten()
-            | 'Distinct' >> beam.CombinePerKey(any))
+        # beam.Distinct two more than this combine), each with whether it has images; told by the step
+        # that checks them, where a step of their own would cost its set-up again.
+        found = beam.pvalue.AsDict(named[NAMES] | 'Distinct' >> beam.CombinePerKey(any))
         once = refs.pipeline | 'Once' >> beam.Impulse()
         if self._pinned is None:
             keep = self._keep

@@ -29,7 +29,6 @@ from imgrec.contract import counters, layout
 from imgrec.contract.reasons import BAD_MANIFEST_LINE
 from imgrec_console.errors import BuildFailed
 from imgrec_storage import retries, storage as storage_lib
-from imgrec.transforms.constants import Empty, Value
 from imgrec.transforms.elements import ClassFolder, ImageRef, Rejected
 
 IMAGE_EXTENSIONS = frozenset(('.jpg', '.jpeg', '.png', '.gif', '.bmp', '.webp', '.tif', '.tiff'))
@@ -109,17 +108,21 @@ class _ListingFn(beam.DoFn):
 
 
 class _ListTopLevel(_ListingFn):
-    def process(self, root):
+    """The impulse -> each class folder keyed by itself, for a GroupByKey to spread them over workers."""
+
+    def process(self, _):
+        root = self._root
         for entry in self.listing(root, list_top_level(root, self._storage)):
             if entry.is_folder:
-                yield entry.path
+                yield entry.path, None
             else:  # a file outside any class folder has no label
                 self.ignored.inc()
                 yield beam.pvalue.TaggedOutput(IGNORED, relative_source(root, entry.path))
 
 
 class _ListClassFolder(_ListingFn):
-    def process(self, folder):
+    def process(self, keyed):
+        folder, _ = keyed
         images = 0
         for found in self.listing(folder, class_folder_listing(self._root, folder, self._storage)):
             if isinstance(found, ImageRef):
@@ -232,14 +235,16 @@ class ListImages(beam.PTransform):
             return {'images': parsed.images, IGNORED: ignored, REJECTED: parsed[REJECTED]}
         root = self._input_root
         storage = self._storage.for_path(root)
+        # The class folders, keyed by themselves, cross a GroupByKey to be listed on many workers: a
+        # Reshuffle's fusion break without its four steps. The REJECTED output is never yielded: a
+        # listing has no manifest line to reject, and an empty PCollection costs no step this way.
         top = (pbegin
-               | 'Root' >> Value(root)
-               | 'ListClassFolders' >> beam.ParDo(_ListTopLevel(root, storage)).with_outputs(
-                   IGNORED, main='folders'))
+               | 'Root' >> beam.Impulse()
+               | 'ListClassFolders' >> beam.ParDo(_ListTopLevel(root, storage)).with_output_types(
+                   typing.Tuple[str, None]).with_outputs(IGNORED, REJECTED, main='folders'))
         listed = (top.folders
-                  | 'SpreadFolders' >> beam.Reshuffle()
+                  | 'SpreadFolders' >> beam.GroupByKey()
                   | 'ListFolders' >> beam.ParDo(_ListClassFolder(root, storage)).with_outputs(
                       IGNORED, main='images'))
         ignored = (top[IGNORED], listed[IGNORED]) | 'AllIgnored' >> beam.Flatten()
-        rejected = pbegin | 'NoRejectedLines' >> Empty()
-        return {'images': listed.images, IGNORED: ignored, REJECTED: rejected}
+        return {'images': listed.images, IGNORED: ignored, REJECTED: top[REJECTED]}

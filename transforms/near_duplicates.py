@@ -21,7 +21,7 @@ from imgrec_imaging import perceptual_hash as ph
 from imgrec_versions import failed_build
 from imgrec.transforms.constants import Empty, Value
 from imgrec.transforms.elements import Rejected
-from imgrec.transforms.near_duplicate_groups import FindGroups, Threshold
+from imgrec.transforms.near_duplicate_groups import FindGroups, Node, Threshold
 from imgrec.transforms.splits import GROUPS, MOVES, DealSplits, split_for
 
 GROUP, REPORT, OFF = MODES
@@ -42,9 +42,19 @@ class NearDuplicate(typing.NamedTuple):
     perceptual_hash: str
 
 
+def _sides(joined):
+    """(records, nodes) of one source: a record and its Node, if it has one, meet under its source in one
+    GroupByKey, told apart by type (a CoGroupByKey would cost three steps more)."""
+    _, values = joined
+    records, nodes = [], []
+    for value in values:
+        (nodes if isinstance(value, Node) else records).append(value)
+    return records, nodes
+
+
 class _SortOutFn(beam.DoFn):
     """A record joined with its Node: a group member (keyed by group) or an image on its own; with
-    ``quarantine``, a member linked to an image of another class is a label conflict."""
+    ``quarantine``, a member linked to an image of another class is a label conflict (and 'stats' counts it)."""
 
     def __init__(self, quarantine):
         self._quarantine = quarantine
@@ -52,13 +62,13 @@ class _SortOutFn(beam.DoFn):
         self.conflicts = Metrics.counter(*counters.LABEL_CONFLICTS)
 
     def process(self, joined, conflicts):
-        _, sides = joined
-        nodes = list(sides['node'])
-        for record in sides['record']:
+        records, nodes = _sides(joined)
+        for record in records:
             if not nodes:
                 yield record
             elif self._quarantine and record.source in conflicts:
                 self.conflicts.inc()
+                yield beam.pvalue.TaggedOutput('stats', (None, (_STATS, {'label_conflicts': 1})))
                 yield beam.pvalue.TaggedOutput(REJECTED, Rejected(
                     record.source, NEAR_DUPLICATE_CONFLICT, conflicts[record.source], record.source_size,
                     record.split, record.label_text, record.mtime_ns, record.generation, record.ctime_ns,
@@ -70,9 +80,8 @@ class _SortOutFn(beam.DoFn):
 
 def _label_messages(joined):
     """A linked image's class, told to itself and to each image it is linked to."""
-    _, sides = joined
-    nodes = list(sides['node'])
-    for record in sides['record'] if nodes else ():
+    records, nodes = _sides(joined)
+    for record in records if nodes else ():
         yield record.source, (True, record.source, record.label_text)
         for other, _ in nodes[0].neighbours:
             yield other, (False, record.source, record.label_text)
@@ -110,11 +119,12 @@ def _pair_stats(keyed):
                 stats['pairs'] += 1
                 stats['pairs_across_splits'] += split != own[0]
                 stats['pairs_across_labels'] += label != own[1]
-    return None, stats
+    return None, (_STATS, stats)
 
 
 class _DescribeGroupFn(beam.DoFn):
-    """A group with its final splits -> its near_duplicates.jsonl rows and its counts."""
+    """A group with its final splits -> its near_duplicates.jsonl rows, its counts ('stats') and each
+    member's split told to the images it is linked to ('pairs', ``_pair_messages``)."""
 
     def __init__(self, weights, together):
         self._weights = weights
@@ -131,29 +141,49 @@ class _DescribeGroupFn(beam.DoFn):
             yield NearDuplicate(record.source, name, node.distance, node.nearest, record.label_text, record.split,
                                 moved_from, record.perceptual_hash)
         self.moved.inc(moved)
-        yield beam.pvalue.TaggedOutput('stats', (None, dict(groups=1, images=len(members), images_moved=moved,
-                                                            label_conflicts=0, largest_group=len(members))))
+        for message in _pair_messages(group):
+            yield beam.pvalue.TaggedOutput('pairs', message)
+        yield beam.pvalue.TaggedOutput('stats', (None, (_STATS, dict(
+            groups=1, images=len(members), images_moved=moved, label_conflicts=0, largest_group=len(members)))))
+        yield beam.pvalue.TaggedOutput('stats', (None, (_LARGEST, (len(members), name))))
 
 
-class _StatsFn(beam.CombineFn):
-    """Sums the counts; ``largest_group`` is a maximum."""
+# What the summary sums, each input tagged: a dict of counts, a record's final split, a group's (size, leader).
+_STATS, _SPLIT, _LARGEST = 'stats', 'split', 'largest'
+
+
+class _SummaryFn(beam.CombineFn):
+    """(totals, {split: images}, the largest group (images, leader) or None): the counts summed
+    (``largest_group`` is a maximum), the final splits counted and the largest group kept, in one
+    combine where each took one of its own (two steps and two stages each, and a side input)."""
 
     def create_accumulator(self):
-        return dict.fromkeys(_GROUP_STATS + _PAIR_STATS, 0) | {'largest_group': 0}
+        return dict.fromkeys(_GROUP_STATS + _PAIR_STATS, 0) | {'largest_group': 0}, {}, None
 
-    def add_input(self, totals, stats):
-        for key, value in stats.items():
-            totals[key] = max(totals[key], value) if key == 'largest_group' else totals[key] + value
-        return totals
+    def add_input(self, summary, tagged):
+        totals, splits, largest = summary
+        kind, value = tagged
+        if kind == _STATS:
+            for key, count in value.items():
+                totals[key] = max(totals[key], count) if key == 'largest_group' else totals[key] + count
+        elif kind == _SPLIT:
+            splits[value] = splits.get(value, 0) + 1
+        else:
+            largest = value if largest is None else max(largest, value)
+        return totals, splits, largest
 
     def merge_accumulators(self, accumulators):
         merged = self.create_accumulator()
-        for totals in accumulators:
-            self.add_input(merged, totals)
+        for totals, splits, largest in accumulators:
+            merged = self.add_input(merged, (_STATS, totals))
+            for split, count in splits.items():
+                merged[1][split] = merged[1].get(split, 0) + count
+            if largest is not None:
+                merged = self.add_input(merged, (_LARGEST, largest))
         return merged
 
-    def extract_output(self, totals):
-        return totals
+    def extract_output(self, summary):
+        return summary
 
 
 def check_shares(counts, weights, tolerance, largest, published=False):
@@ -226,26 +256,29 @@ class NearDuplicates(beam.PTransform):
         return dict(totals, mode=self._mode, hash=ph.ALGORITHM if hashed else None,
                     threshold=threshold if hashed else None, bands=ph.bands_for(threshold) if hashed else None)
 
-    def _checked(self, _, counts, totals, largest, threshold):
-        reason = check_shares(counts, self._weights, self._tolerance, max(largest, default=None), self._keep_published)
+    def _checked(self, _, summary, threshold):
+        totals, counts, largest = summary.get(None) or _SummaryFn().create_accumulator()
+        reason = check_shares(counts, self._weights, self._tolerance, largest, self._keep_published)
         if reason:
             if self._staging_dir:
                 failed_build.record(self._staging_dir, {'dealt': dict(counts)}, self._files)
             raise BuildFailed(reason)
-        return self._describe(totals.get(None) or _StatsFn().create_accumulator(), threshold)
+        return self._describe(totals, threshold)
 
     def _groups(self, records, threshold):
-        """(singletons, groups (name, [(record, node)]), rejected) before dealing."""
+        """(singletons, groups (name, [(record, node)]), rejected, [their stats]) before dealing."""
         nodes = records | 'FindGroups' >> FindGroups(threshold)
-        joined = ({'record': records | 'KeyBySource' >> beam.Map(lambda r: (r.source, r)), 'node': nodes}
-                  | 'JoinGroups' >> beam.CoGroupByKey())
+        joined = ((records | 'KeyBySource' >> beam.Map(lambda r: (r.source, r)), nodes)
+                  | 'RecordsAndNodes' >> beam.Flatten()
+                  | 'JoinGroups' >> beam.GroupByKey())
         conflicts = beam.pvalue.AsDict(joined
                                        | 'TellLabels' >> beam.FlatMap(_label_messages)
                                        | 'HearLabels' >> beam.GroupByKey()
                                        | 'LabelConflicts' >> beam.FlatMap(_conflict))
         sorted_out = joined | 'SortOut' >> beam.ParDo(_SortOutFn(self._mode == GROUP), conflicts).with_outputs(
-            MEMBERS, REJECTED, main='singletons')
-        return sorted_out.singletons, sorted_out[MEMBERS] | 'GroupMembers' >> beam.GroupByKey(), sorted_out[REJECTED]
+            MEMBERS, REJECTED, 'stats', main='singletons')
+        return (sorted_out.singletons, sorted_out[MEMBERS] | 'GroupMembers' >> beam.GroupByKey(), sorted_out[REJECTED],
+                [sorted_out.stats])
 
     def expand(self, records):
         pipeline, weights = records.pipeline, self._weights
@@ -255,8 +288,9 @@ class NearDuplicates(beam.PTransform):
             threshold = records | 'ThresholdForCount' >> Threshold()
         if self._mode == OFF:
             singletons, groups, rejected = records, pipeline | 'NoGroups' >> Empty(), pipeline | 'NoConflicts' >> Empty()
+            conflict_stats = []
         else:
-            singletons, groups, rejected = self._groups(records, threshold)
+            singletons, groups, rejected, conflict_stats = self._groups(records, threshold)
         if self._mode == REPORT:  # listed, not kept together: every image is dealt on its own
             members = groups | 'Ungroup' >> beam.FlatMap(lambda group: [record for record, _ in group[1]])
             singletons = (singletons, members) | 'AllAlone' >> beam.Flatten()
@@ -268,26 +302,18 @@ class NearDuplicates(beam.PTransform):
                 weights, self._stratify, self._keep_published)
             listed = dealt[GROUPS]
         described = listed | 'Describe' >> beam.ParDo(_DescribeGroupFn(weights, self._mode == GROUP)).with_outputs(
-            'stats', main='rows')
-        pair_stats = (listed
-                      | 'TellSplits' >> beam.FlatMap(_pair_messages)
+            'stats', 'pairs', main='rows')
+        pair_stats = (described.pairs
                       | 'HearSplits' >> beam.GroupByKey()
                       | 'PairStats' >> beam.Map(_pair_stats))
-        conflict_stats = rejected | 'ConflictStats' >> beam.Map(lambda _: (None, {'label_conflicts': 1}))
-        totals = ((described.stats, pair_stats, conflict_stats)
+        final_splits = dealt['records'] | 'FinalSplit' >> beam.Map(lambda record: (None, (_SPLIT, record.split)))
+        totals = ((described.stats, pair_stats, *conflict_stats, final_splits)
                   | 'AllStats' >> beam.Flatten()
-                  | 'SumStats' >> beam.CombinePerKey(_StatsFn()))
-        counts = (dealt['records']
-                  | 'FinalSplit' >> beam.Map(lambda record: (record.split, 1))
-                  | 'CountPerSplit' >> beam.CombinePerKey(sum))
-        largest = (listed
-                   | 'SizeAndLeader' >> beam.Map(lambda group: (len(group[1]), group[0]))
-                   | 'Largest' >> beam.combiners.Top.Of(1)
-                   | 'TheLargest' >> beam.FlatMap(lambda top: top))
-        # Made once from the counts as side inputs; it fails the build here, before anything is published.
+                  | 'SumStats' >> beam.CombinePerKey(_SummaryFn()))
+        # Made once from the sums as a side input; it fails the build here, before anything is published.
         summary = (pipeline
                    | 'Once' >> beam.Impulse()
-                   | 'CheckShares' >> beam.Map(self._checked, beam.pvalue.AsDict(counts), beam.pvalue.AsDict(totals),
-                                               beam.pvalue.AsList(largest), beam.pvalue.AsSingleton(threshold)))
+                   | 'CheckShares' >> beam.Map(self._checked, beam.pvalue.AsDict(totals),
+                                               beam.pvalue.AsSingleton(threshold)))
         return {'records': dealt['records'], 'near_duplicates': described.rows, 'summary': summary,
                 MOVES: dealt[MOVES], REJECTED: rejected}

@@ -127,9 +127,10 @@ class _Account(beam.DoFn):
         self._max_error_rate = max_error_rate
         self.unchanged = Metrics.counter(*counters.UNCHANGED)
 
-    def process(self, _: Any, shard_stats: Sequence[Mapping[str, Any]], listed_per_split: Mapping[str, int],
-                tallies: Mapping[str, int], rejected: Sequence[Any], duplicates: Sequence[Any],
+    def process(self, _: Any, shard_stats: Sequence[Mapping[str, Any]], tallies: Mapping[Any, int],
+                rejected: Sequence[Any], duplicates: Sequence[Any],
                 unchanged: bool) -> Iterator[publication.Publication]:
+        listed_per_split = {key: count for key, count in tallies.items() if isinstance(key, str)}
         rejected = sorted(rejected, key=lambda item: (item.source, item.reason))
         duplicates = sorted(duplicates)
         per_split, totals = account(shard_stats, listed_per_split, rejected, duplicates)
@@ -266,8 +267,9 @@ class _Report(beam.DoFn):
             yield done.document
 
 
-# The names of the counts Publish takes as one side input of (name, count) pairs (``tallies``).
-IGNORED, DECODED, UPSCALED = 'ignored', 'decoded', 'upscaled'
+# The keys of the counts Publish takes in one side input of (key, count) pairs (``tallies``) beside the
+# splits' names: 1-tuples, which no split's name can be.
+IGNORED, DECODED, UPSCALED = ('ignored',), ('decoded',), ('upscaled',)
 
 
 class Publish(beam.PTransform):
@@ -276,8 +278,9 @@ class Publish(beam.PTransform):
     ``previous`` is the ``publication.Latest`` read when the build started: LATEST moves only if it still
     holds it. ``storage``: the output's, as the job built it (its retry policy and options), which every step
     uses. Side inputs:
-    - of the accounting: ``listed_per_split`` ((split, count)), ``tallies`` ((name, count) for IGNORED,
-      DECODED and UPSCALED, each summed once; a name not there is 0), ``rejected`` (Rejected) and
+    - of the accounting: ``tallies``, (key, count) pairs summed once in one combine: a split's name ->
+      the images listed there (a key not there is 0), and IGNORED, DECODED and UPSCALED -> those
+      counts (a key not there is 0); ``rejected`` (Rejected) and
       ``duplicates`` (Duplicate), gathered here on one worker: the first are bounded by
       ``max_error_rate``, the second take ~200 bytes each; ``refresh``'s singleton of
       ``previous.nothing_changed``;
@@ -292,7 +295,7 @@ class Publish(beam.PTransform):
     """
 
     def __init__(self, output: str, version: str, staging_dir: str, previous: publication.Latest,
-                 describe: Mapping[str, Any], *, labels: Any, listed_per_split: Any, tallies: Any, rejected: Any,
+                 describe: Mapping[str, Any], *, labels: Any, tallies: Any, rejected: Any,
                  duplicates: Any, decisions: Any, index_parts: Any, refresh: tuple[Mapping[str, Any], Any, Any],
                  keep_versions: int | None, max_error_rate: float, near_duplicates: tuple[Any, Any],
                  storage: Storage) -> None:
@@ -302,7 +305,7 @@ class Publish(beam.PTransform):
         self._start = publication.Publication(output, version, staging_dir, previous, storage, keep_versions)
         self._max_error_rate = max_error_rate
         self._describe, self._refresh = describe, described
-        self._accounting = (beam.pvalue.AsDict(listed_per_split), beam.pvalue.AsDict(tallies),
+        self._accounting = (beam.pvalue.AsDict(tallies),
                             beam.pvalue.AsList(rejected), beam.pvalue.AsList(duplicates),
                             beam.pvalue.AsSingleton(unchanged))
         self._metadata = (beam.pvalue.AsSingleton(labels), beam.pvalue.AsDict(decisions),

@@ -12,6 +12,7 @@ How many shards a split gets is the ``ShardConfig``'s decision, from the split's
 """
 import dataclasses
 import math
+import typing
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
@@ -74,6 +75,16 @@ def _sizes(record):
 def label_counts(sizes):
     """{(split, label): records} of the summed ``_sizes``."""
     return {key: count for key, (count, _) in sizes.items() if isinstance(key, tuple)}
+
+
+_BUCKET_COUNTS = 'bucket_counts'
+
+
+def _key_by_bucket(record, sizes):
+    """((split, label, bucket), record), and (that key, 1) as _BUCKET_COUNTS."""
+    key = (record.split, record.label, bucket_of(record.order_key[0], sizes[(record.split, record.label)][0]))
+    yield beam.pvalue.TaggedOutput(_BUCKET_COUNTS, (key, 1))
+    yield key, record
 
 
 class _RankInBucketFn(beam.DoFn):
@@ -140,14 +151,11 @@ class AssignBalancedShards(beam.PTransform):
         shard_counts = (records.pipeline
                         | 'Once' >> beam.Impulse()
                         | 'ShardCounts' >> beam.Map(count_shards, sizes))
-        keyed = records | 'KeyByBucket' >> beam.Map(
-            lambda r, sizes: ((r.split, r.label, bucket_of(r.order_key[0], sizes[(r.split, r.label)][0])), r),
-            sizes=sizes)
-        bucket_counts = beam.pvalue.AsDict(
-            keyed
-            | 'BucketKeys' >> beam.Map(lambda kv: (kv[0], 1))
-            | 'CountPerBucket' >> beam.CombinePerKey(sum))
-        assigned = (keyed
+        # Each record keyed by its bucket, and a count of one for its bucket, told by one step.
+        keyed = records | 'KeyByBucket' >> beam.FlatMap(_key_by_bucket, sizes=sizes).with_output_types(
+            typing.Tuple[typing.Any, typing.Any]).with_outputs(_BUCKET_COUNTS, main='keyed')
+        bucket_counts = beam.pvalue.AsDict(keyed[_BUCKET_COUNTS] | 'CountPerBucket' >> beam.CombinePerKey(sum))
+        assigned = (keyed.keyed
                     | 'GroupBuckets' >> beam.GroupByKey()
                     | 'Rank' >> beam.ParDo(_RankInBucketFn(), sizes, bucket_counts,
                                            beam.pvalue.AsSingleton(shard_counts), self._labels))

@@ -21,6 +21,7 @@ buckets (a small side input) plus the position inside the bucket. Groups are few
 are dealt on one worker.
 """
 import collections
+import typing
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
@@ -167,9 +168,42 @@ class _Mover:
         return record._replace(split=split)
 
 
+# Every count DealSplits needs is summed in one of two combines, each count keyed (kind, key): before
+# dealing, the scopes' sizes, their published images and their images in no group; after, the buckets
+# and what the groups placed. A combine a count cost two steps, two stages and a side input each.
+_SCOPE, _PUBLISHED, _FREE, _BUCKET, _PLACED = 'scope', 'published', 'free', 'bucket', 'placed'
+_COUNTS, _KEPT = 'counts', 'kept'
+
+
+def _of(counts, kind):
+    """{key: count} of one kind of the summed counts."""
+    return {key: count for (of, key), count in counts.items() if of == kind}
+
+
+class _SortOutFn(beam.DoFn):
+    """An image in no group: a published one stays in its split (_KEPT, and MOVES), any other is dealt by
+    its rank (the main output); _COUNTS: what it adds to the counts before dealing."""
+
+    def __init__(self, scope, names, keep_published):
+        self._scope = scope
+        self._names = names
+        self._keep_published = keep_published
+        self._mover = _Mover()
+
+    def process(self, record):
+        scope = self._scope(record)
+        yield beam.pvalue.TaggedOutput(_COUNTS, ((_SCOPE, scope), 1))
+        if self._keep_published and record.published_split in self._names:
+            yield beam.pvalue.TaggedOutput(_COUNTS, ((_PUBLISHED, (scope, record.published_split)), 1))
+            yield beam.pvalue.TaggedOutput(_KEPT, (yield from self._mover.place(record, record.published_split)))
+        else:
+            yield beam.pvalue.TaggedOutput(_COUNTS, ((_FREE, scope), 1))
+            yield record
+
+
 class _DealScopeFn(beam.DoFn):
     """One scope's groups -> their images with their splits; GROUPS: each group with its members placed;
-    'placed': ((scope, split), images) the groups put there."""
+    _COUNTS: ((_PLACED, (scope, split)), images) the groups put there."""
 
     def __init__(self, weights, stratify, keep_published):
         self._weights = weights
@@ -178,11 +212,11 @@ class _DealScopeFn(beam.DoFn):
         self._keep_published = keep_published
         self._mover = _Mover()
 
-    def process(self, keyed, scope_sizes, published):
+    def process(self, keyed, before):
         scope, groups = keyed
         groups = sorted(groups, key=lambda group: group[0])
-        targets = targets_for(scope_sizes[scope], self._weights, self._stratify)
-        given = collections.Counter({split: n for (of, split), n in published.items() if of == scope})
+        targets = targets_for(before[(_SCOPE, scope)], self._weights, self._stratify)
+        given = collections.Counter({split: n for (of, split), n in _of(before, _PUBLISHED).items() if of == scope})
         split_of, new = {}, []
         for group, members in groups:
             records = [member[0] for member in members]
@@ -199,7 +233,7 @@ class _DealScopeFn(beam.DoFn):
                 final = self._final(record, split_of[group])
                 moved = yield from self._mover.place(record, final)
                 placed.append((moved, *rest))
-                yield beam.pvalue.TaggedOutput('placed', ((scope, final), 1))
+                yield beam.pvalue.TaggedOutput(_COUNTS, ((_PLACED, (scope, final)), 1))
             yield beam.pvalue.TaggedOutput(GROUPS, (group, placed))
             for record, *_ in placed:
                 yield record
@@ -211,6 +245,19 @@ class _DealScopeFn(beam.DoFn):
         return record.published_split if self._fixed(record) else group_split
 
 
+class _KeyByBucketFn(beam.DoFn):
+    """An image to deal by rank -> ((scope, bucket), record); _COUNTS: one more in its bucket."""
+
+    def __init__(self, scope):
+        self._scope = scope
+
+    def process(self, record, before):
+        scope = self._scope(record)
+        key = (scope, bucket_of(deal_key(record.source)[0], before[(_FREE, scope)]))
+        yield beam.pvalue.TaggedOutput(_COUNTS, ((_BUCKET, key), 1))
+        yield key, record
+
+
 class _DealBucketFn(beam.DoFn):
     """Sorts one (scope, bucket) of images in no group, and gives each its split by its rank in its scope."""
 
@@ -218,7 +265,7 @@ class _DealBucketFn(beam.DoFn):
         self._weights = weights
         self._stratify = stratify
         self._mover = _Mover()
-        self._sides = self._starts = None
+        self._sides = self._starts = self._placed = None
 
     @staticmethod
     def bucket_starts(bucket_counts):
@@ -229,21 +276,20 @@ class _DealBucketFn(beam.DoFn):
             running[scope] += bucket_counts[(scope, bucket)]
         return starts
 
-    def process(self, keyed_bucket, bucket_counts, scope_sizes, singleton_counts, placed):
-        if self._sides is not bucket_counts:  # side inputs are the same objects all bundle long
-            self._sides, self._starts = bucket_counts, self.bucket_starts(bucket_counts)
+    def process(self, keyed_bucket, before, after):
+        if self._sides is None or self._sides[0] is not before or self._sides[1] is not after:
+            # side inputs are the same objects all bundle long
+            self._sides = (before, after)
+            self._starts = self.bucket_starts(_of(after, _BUCKET))
+            # where the published images stay, and where the groups went
+            self._placed = collections.Counter(_of(before, _PUBLISHED)) + collections.Counter(_of(after, _PLACED))
         (scope, bucket), records = keyed_bucket
         start = self._starts[(scope, bucket)]
-        targets = targets_for(scope_sizes[scope], self._weights, self._stratify)
-        there = {split: n for (of, split), n in placed.items() if of == scope}
-        quotas = singleton_quotas(targets, there, singleton_counts[scope], self._weights)
+        targets = targets_for(before[(_SCOPE, scope)], self._weights, self._stratify)
+        there = {split: n for (of, split), n in self._placed.items() if of == scope}
+        quotas = singleton_quotas(targets, there, before[(_FREE, scope)], self._weights)
         for position, record in enumerate(sorted(records, key=lambda r: deal_key(r.source))):
             yield (yield from self._mover.place(record, split_of_rank(start + position, quotas, self._weights)))
-
-
-def _counts(pcoll, label, key):
-    return beam.pvalue.AsDict(pcoll | f'{label}Keys' >> beam.Map(lambda item: (key(item), 1))
-                              | f'Count{label}' >> beam.CombinePerKey(sum))
 
 
 class DealSplits(beam.PTransform):
@@ -267,44 +313,30 @@ class DealSplits(beam.PTransform):
     def expand(self, inputs):
         singletons, groups = inputs['singletons'], inputs['groups']
         scope, names, keep = self._scope(), {name for name, _ in self._weights}, self._keep_published
-        members = groups | 'Members' >> beam.FlatMap(lambda group: [member[0] for member in group[1]])
-        scope_sizes = _counts((singletons, members) | 'Everything' >> beam.Flatten(), 'Scope', scope)
-        fixed = singletons | 'Published' >> beam.Filter(lambda r: keep and r.published_split in names)
-        free = singletons | 'NotPublished' >> beam.Filter(lambda r: not (keep and r.published_split in names))
-        published = _counts(fixed, 'PublishedScopeSplit', lambda record: (scope(record), record.published_split))
+        sorted_out = singletons | 'SortOut' >> beam.ParDo(_SortOutFn(scope, names, keep)).with_outputs(
+            _COUNTS, _KEPT, MOVES, main='free')
+        member_scopes = groups | 'MemberScopes' >> beam.FlatMap(
+            lambda group: [((_SCOPE, scope(member[0])), 1) for member in group[1]])
+        before = beam.pvalue.AsDict((sorted_out[_COUNTS], member_scopes)
+                                    | 'AllBefore' >> beam.Flatten()
+                                    | 'CountBefore' >> beam.CombinePerKey(sum))
         dealt_groups = (groups
                         | 'KeyByScope' >> beam.Map(lambda group: (scope(group[1][0][0]), group))
                         | 'GroupsOfScope' >> beam.GroupByKey()
                         | 'DealGroups' >> beam.ParDo(_DealScopeFn(self._weights, self._stratify, keep),
-                                                     scope_sizes, published).with_outputs(
-                            GROUPS, MOVES, 'placed', main='records'))
-        placed = beam.pvalue.AsDict(
-            (dealt_groups['placed'], fixed | 'PublishedPlaced' >> beam.Map(
-                lambda record: ((scope(record), record.published_split), 1)))
-            | 'AllPlaced' >> beam.Flatten()
-            | 'CountPlaced' >> beam.CombinePerKey(sum))
-        singleton_counts = _counts(free, 'Singleton', scope)
-        keyed = free | 'KeyByBucket' >> beam.Map(
-            lambda r, counts: ((scope(r), bucket_of(deal_key(r.source)[0], counts[scope(r)])), r), singleton_counts)
-        bucket_counts = _counts(keyed, 'Bucket', lambda kv: kv[0])
-        dealt = (keyed
+                                                     before).with_outputs(GROUPS, MOVES, _COUNTS, main='records'))
+        # Beam would infer the tagged outputs into the main output's type: it is a (key, record) pair.
+        keyed = sorted_out.free | 'KeyByBucket' >> beam.ParDo(_KeyByBucketFn(scope), before).with_output_types(
+            typing.Tuple[typing.Any, typing.Any]).with_outputs(_COUNTS, main='keyed')
+        after = beam.pvalue.AsDict((keyed[_COUNTS], dealt_groups[_COUNTS])
+                                   | 'AllAfter' >> beam.Flatten()
+                                   | 'CountAfter' >> beam.CombinePerKey(sum))
+        dealt = (keyed.keyed
                  | 'GroupBuckets' >> beam.GroupByKey()
-                 | 'DealSingletons' >> beam.ParDo(_DealBucketFn(self._weights, self._stratify), bucket_counts,
-                                                  scope_sizes, singleton_counts, placed).with_outputs(
-                     MOVES, main='records'))
-        kept_fixed = fixed | 'KeepPublished' >> beam.ParDo(_KeepFn()).with_outputs(MOVES, main='records')
+                 | 'DealSingletons' >> beam.ParDo(_DealBucketFn(self._weights, self._stratify), before,
+                                                  after).with_outputs(MOVES, main='records'))
         return {
-            'records': ((dealt_groups.records, dealt.records, kept_fixed.records) | 'AllDealt' >> beam.Flatten()),
+            'records': ((dealt_groups.records, dealt.records, sorted_out[_KEPT]) | 'AllDealt' >> beam.Flatten()),
             GROUPS: dealt_groups[GROUPS],
-            MOVES: ((dealt_groups[MOVES], dealt[MOVES], kept_fixed[MOVES]) | 'AllMoves' >> beam.Flatten()),
+            MOVES: ((dealt_groups[MOVES], dealt[MOVES], sorted_out[MOVES]) | 'AllMoves' >> beam.Flatten()),
         }
-
-
-class _KeepFn(beam.DoFn):
-    """A published image in no group: it stays in its split."""
-
-    def __init__(self):
-        self._mover = _Mover()
-
-    def process(self, record):
-        yield (yield from self._mover.place(record, record.published_split))
