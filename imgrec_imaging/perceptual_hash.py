@@ -261,14 +261,6 @@ def band_values(value, edges, bits=BITS):
     return tuple((value >> (bits - stop)) & ((1 << (stop - start)) - 1) for start, stop in edges)
 
 
-def first_shared_band(a, b, edges):
-    """The first band on which two hashes agree, or None: a pair found in several bands is kept once."""
-    for band, (x, y) in enumerate(zip(band_values(a, edges), band_values(b, edges))):
-        if x == y:
-            return band
-    return None
-
-
 def pairs_within(hashes, threshold, block_cells=1 << 18):
     """(i, j, distance) for every i < j whose hashes (ints) are within ``threshold``: all pairs of one
     band's bucket, vectorised, a block of rows at a time so memory stays bounded however big the bucket."""

@@ -149,11 +149,6 @@ class Publication:
         return layout.join(self.output, self.version)
 
 
-def _storage(path: str, files: Storage | None) -> Storage:
-    """``files``, the storage of the output ``path`` lies in, when given; else ``path``'s with the defaults."""
-    return files if files is not None else storage.storage_for(path)
-
-
 def _name(path: str) -> str:
     return path.rstrip('/').rsplit('/', 1)[-1]
 
@@ -162,7 +157,7 @@ def _name(path: str) -> str:
 
 def lease_files(output: str, files: Storage | None = None) -> Storage:
     """The lease I/O for ``output``: its storage (a ``leases.LeaseFiles``), ``files`` when given."""
-    return _storage(output, files)
+    return storage.given_or_default(output, files)
 
 
 @contextlib.contextmanager
@@ -212,7 +207,7 @@ def read_latest(output: str, files: Storage | None = None) -> Latest:
     ``../elsewhere``) raises ``imgrec.contract.version_ref.VersionError``, by the contract's one rule set."""
     path = layout.join(output, layout.LATEST)
     try:
-        found = _storage(path, files).read_versioned(path)
+        found = storage.given_or_default(path, files).read_versioned(path)
     except IsADirectoryError as error:
         raise version_ref.unreadable(path, error) from None
     if found is None:
@@ -239,7 +234,7 @@ def replace_latest(output: str, version: str, expected: Latest, files: Storage |
     """Points LATEST at ``version`` if it is still as ``expected`` (a Latest: the same generation), or names
     ``version`` already (a retry); else raises BuildFailed. Locally under the output folder's lock."""
     path = layout.join(output, layout.LATEST)
-    files = _storage(output, files)
+    files = storage.given_or_default(output, files)
     with files.locked(output):
         found = read_latest(output, files)
         if found.version == version:
@@ -257,7 +252,7 @@ def replace_latest(output: str, version: str, expected: Latest, files: Storage |
 def _objects(folder: str, files: Storage | None) -> dict[str, int]:
     """{name relative to ``folder``: size} of every file below it."""
     prefix = folder.rstrip('/') + '/'
-    return {entry.path[len(prefix):]: entry.size for entry in _storage(folder, files).list(folder)}
+    return {entry.path[len(prefix):]: entry.size for entry in storage.given_or_default(folder, files).list(folder)}
 
 
 def _each(function: Callable[[str], Any], items: Sequence[str]) -> None:
@@ -268,12 +263,12 @@ def _each(function: Callable[[str], Any], items: Sequence[str]) -> None:
 
 def delete_tree(folder: str, files: Storage | None = None) -> None:
     """Deletes ``folder`` and everything below it, if it exists."""
-    _storage(folder, files).delete_tree(folder)
+    storage.given_or_default(folder, files).delete_tree(folder)
 
 
 def _delete_in_halves(folder: str, step: str, files: Storage | None) -> None:
     """Deletes everything below ``folder``, ``step`` (a test hook) half-way through."""
-    files = _storage(folder, files)
+    files = storage.given_or_default(folder, files)
     paths = [entry.path for entry in files.list(folder)]
     half = len(paths) // 2
     _each(files.delete, paths[:half])
@@ -284,7 +279,7 @@ def _delete_in_halves(folder: str, step: str, files: Storage | None) -> None:
 
 def _read(path: str, files: Storage | None) -> bytes | None:
     """The file's bytes, or None when there is none."""
-    found = _storage(path, files).read_versioned(path)
+    found = storage.given_or_default(path, files).read_versioned(path)
     return None if found is None else found.data
 
 
@@ -450,7 +445,7 @@ def published_versions(output: str, files: Storage | None = None) -> list[tuple[
     A version is published once its dataset.json is in place: the file's time is when it was, since it
     is written (locally) or copied (gs://) last.
     """
-    files, found = _storage(output, files), []
+    files, found = storage.given_or_default(output, files), []
     for entry in files.list_level(output):
         version = _name(entry.path)
         if entry.is_folder and not version_ref.version_name_problem(version):  # never a staging or lease folder
@@ -550,7 +545,7 @@ def keep_newest(output: str, keep_count: int, files: Storage | None = None) -> R
 def staging_folders(output: str, files: Storage | None = None) -> list[tuple[float, str]]:
     """[(last written, path)] of the staging folders below ``output``: a folder's own time counts too (a
     build killed before its first file was written leaves only folders)."""
-    files, found = _storage(output, files), []
+    files, found = storage.given_or_default(output, files), []
     for entry in files.list_level(output):
         if entry.is_folder and layout.is_staging_name(_name(entry.path)):
             path = layout.join(output, _name(entry.path))

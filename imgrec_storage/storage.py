@@ -39,6 +39,13 @@ def storage_for(path: str, retry: retries.RetryPolicy | None = None,
                         json.dumps(dict(options), sort_keys=True, default=str) if options else None)
 
 
+def given_or_default(path: str, files: Storage | None = None) -> Storage:
+    """The storage to reach ``path`` through: ``files`` (the job's storage, when the caller has it) handed on
+    to ``path`` (``Storage.for_path``: its retry policy and options); else ``path``'s own with the default
+    policy and no job options, for a public function called without one (a command, a test)."""
+    return files.for_path(path) if files is not None else storage_for(path)
+
+
 @functools.lru_cache(maxsize=None)
 def _storage_for(path_scheme_key: str, retry: retries.RetryPolicy, options_json: str | None) -> Storage:
     # pylint: disable=import-outside-toplevel  # each imported for its paths only (the GCS client costs a second)

@@ -20,17 +20,13 @@ from imgrec_storage import storage
 WRITE_DEADLINE_S = 30.0
 
 
-def _files(staging_dir, files):
-    return files or storage.storage_for(staging_dir)
-
-
 def record(staging_dir, facts, files=None):
     """Writes ``facts`` (a JSON-able dict of what a failing step counted) into the staging folder, through
     ``files`` (its storage, when given), for the failed build's report; nothing without a staging folder (a step
     run on its own, in a test)."""
     if staging_dir:
-        _files(staging_dir, files).write(layout.join(staging_dir, layout.BUILD_FAILURE_JSON),
-                                         json.dumps(facts, sort_keys=True, ensure_ascii=False).encode())
+        path = layout.join(staging_dir, layout.BUILD_FAILURE_JSON)
+        storage.given_or_default(path, files).write(path, json.dumps(facts, sort_keys=True, ensure_ascii=False).encode())
 
 
 @contextlib.contextmanager
@@ -46,7 +42,7 @@ def known(staging_dir, facts, files=None):
 def read_known(staging_dir, files=None):
     """What the failing step left (``known``), or {} when it left nothing (a failure elsewhere)."""
     path = layout.join(staging_dir, layout.BUILD_FAILURE_JSON)
-    found = _files(staging_dir, files).read_versioned(path)
+    found = storage.given_or_default(staging_dir, files).read_versioned(path)
     return {} if found is None else json.loads(found.data)
 
 
@@ -56,8 +52,8 @@ def write_report(staging_dir, failure, files=None):
     from imgrec_versions import report  # pylint: disable=import-outside-toplevel  (its imports, only on a failure)
 
     path = layout.join(staging_dir, layout.REPORT_HTML)
-    files = _files(staging_dir, files)
-    page = report.render_failed(staging_dir, dict(failure, known=read_known(staging_dir, files)))
+    files = storage.given_or_default(staging_dir, files)
+    page = report.render_failed(staging_dir, dict(failure, known=read_known(staging_dir, files)), files)
     files.write(path, page.encode('utf-8'))
     return path
 
@@ -75,7 +71,7 @@ def reporting(staging_dir, failure, files=None):
         if message is None:
             raise
         try:
-            files = _files(staging_dir, files)
+            files = storage.given_or_default(staging_dir, files)
             path = write_report(staging_dir, dict(failure, reason=message),
                                 files.with_retry(files.retry._replace(
                                     deadline_s=min(WRITE_DEADLINE_S, files.retry.deadline_s))))

@@ -114,18 +114,18 @@ def samples_per_class(num_classes):
     return max(4, min(SAMPLES_PER_CLASS, MAX_SAMPLES // max(1, min(num_classes, MAX_CLASSES_SHOWN))))
 
 
-def sample_thumbnails(version, per_class=None, max_records=MAX_RECORDS_SCANNED):
+def sample_thumbnails(version, per_class=None, max_records=MAX_RECORDS_SCANNED, files=None):
     """{label: [(source, thumbnail data URL)]} of the first records of each class shown, in split and shard
-    order."""
+    order (read through ``files``, the job's storage, when given)."""
     per_class = per_class or samples_per_class(len(version.document['labels']))
     samples = collections.defaultdict(list)
     shown = set(version.document['labels'][:MAX_CLASSES_SHOWN])
     wanted, found, scanned = len(shown) * per_class, 0, 0
     for _, _, path in version_lib.shard_paths(version):
-        if not storage.storage_for(path).exists(path):
+        if not storage.given_or_default(path, files).exists(path):
             continue
         try:
-            for serialized in shard_reader.read_shard(path):
+            for serialized in shard_reader.read_shard(path, files):
                 scanned += 1
                 values = decode_example(serialized)
                 label = values[F.LABEL_TEXT].decode('utf-8', 'replace')
@@ -151,11 +151,12 @@ def source_path(options, source):
     return None
 
 
-def source_thumbnail(options, source, max_pixels):
-    """A thumbnail of a quarantined input when it can still be read and decoded at all, else None."""
+def source_thumbnail(options, source, max_pixels, files=None):
+    """A thumbnail of a quarantined input when it can still be read and decoded at all, else None; read
+    through ``files`` (the job's storage, handed on to the input's path) when given."""
     path = source_path(options, source)
     try:
-        files = storage.storage_for(path) if path is not None else None
+        files = storage.given_or_default(path, files) if path is not None else None
         found = files.stat(path) if files is not None else None
         if found is None or found.size > MAX_SOURCE_BYTES:
             return None
@@ -188,10 +189,10 @@ def published_path(version):
     return layout.join(output, version.document['version']) if output else version.path
 
 
-def _quarantine_section(version_dir, options, max_pixels):
+def _quarantine_section(version_dir, options, max_pixels, files=None):
     """The quarantine by reason, with the first sources of each; reads quarantine.jsonl as a stream."""
     counts, first = collections.Counter(), collections.defaultdict(list)
-    for item in version_lib.iter_jsonl(version_dir, layout.QUARANTINE_JSONL):
+    for item in version_lib.iter_jsonl(version_dir, layout.QUARANTINE_JSONL, files):
         counts[item['reason']] += 1
         if len(first[item['reason']]) < QUARANTINE_EXAMPLES:
             first[item['reason']].append(item)
@@ -201,7 +202,7 @@ def _quarantine_section(version_dir, options, max_pixels):
     for reason, count in sorted(counts.items(), key=lambda pair: (-pair[1], pair[0])):
         examples = []
         for item in first[reason]:
-            url = source_thumbnail(options, item['source'], max_pixels)
+            url = source_thumbnail(options, item['source'], max_pixels, files)
             examples.append((_img(url, item['source'], 'quarantined') + ' ' if url else '') +
                             f'<code>{_e(item["source"])}</code>: {_e(item["message"])}')
         if count > len(first[reason]):
@@ -213,10 +214,10 @@ def _quarantine_section(version_dir, options, max_pixels):
     return parts
 
 
-def _duplicates_section(version_dir):
+def _duplicates_section(version_dir, files=None):
     """The number of duplicates and the first few; reads duplicates.jsonl as a stream."""
     count, shown = 0, []
-    for item in version_lib.iter_jsonl(version_dir, layout.DUPLICATES_JSONL):
+    for item in version_lib.iter_jsonl(version_dir, layout.DUPLICATES_JSONL, files):
         count += 1
         if len(shown) < DUPLICATES_SHOWN:
             shown.append([f'<code>{_e(item["source"])}</code>', f'<code>{_e(item["duplicate_of"])}</code>',
@@ -233,18 +234,18 @@ def _link(name):
     return f'<a href="{_e(name)}"><code>{_e(name)}</code></a>'
 
 
-def index_parts(version_dir, document, columns, files=None):
-    """Yields each part of the record index as a pyarrow Table of the ``columns`` it has: one small part in
-    memory at a time. Nothing for a version without an index."""
+def index_parts(version_dir, document, columns, names=None, files=None):
+    """Yields each part of the record index (those ``names``, when given) as a pyarrow Table of the ``columns``
+    it has: one small part in memory at a time. Nothing for a version without an index."""
     import pyarrow.parquet as pq  # pylint: disable=import-outside-toplevel
     described = document.get('index') or {}
     present = [column for column in columns if column in (described.get('columns') or {})]
-    for name in described.get('files') or () if files is None else files:
+    for name in described.get('files') or () if names is None else names:
         path = layout.join(version_dir, name)
-        files = storage.storage_for(path)
-        if not files.exists(path):
+        store = storage.given_or_default(path, files)
+        if not store.exists(path):
             continue
-        data = files.read(path)
+        data = store.read(path)
         # ParquetFile, not read_table: the latter imports pyarrow.dataset and pyarrow.compute, 0.3 s of a build.
         yield pq.ParquetFile(io.BytesIO(data)).read(columns=present)
 
@@ -254,7 +255,7 @@ class ImageFacts(collections.namedtuple('ImageFacts', 'widths heights upscaled w
     sources are."""
 
 
-def image_facts(version_dir, document, wanted=()):
+def image_facts(version_dir, document, wanted=(), files=None):
     """ImageFacts from one pass over the index; ``where`` = {source: (shard, offset, length)} of ``wanted``.
     The sizes are held as numpy arrays: 16 bytes an image. Plain numpy and lists, not pyarrow.compute,
     whose import costs a build 0.25 s."""
@@ -263,7 +264,7 @@ def image_facts(version_dir, document, wanted=()):
     wanted, widths, heights, upscaled, where = set(wanted), [], [], 0, {}
     columns = (index_lib.SOURCE, index_lib.SOURCE_WIDTH, index_lib.SOURCE_HEIGHT, index_lib.UPSCALED,
                index_lib.SHARD, index_lib.OFFSET, index_lib.LENGTH)
-    for part in index_parts(version_dir, document, columns):
+    for part in index_parts(version_dir, document, columns, files=files):
         names = set(part.column_names)
         if {index_lib.SOURCE_WIDTH, index_lib.SOURCE_HEIGHT} <= names:
             # Sizes not recorded are nulls, NaN as floats: kept only where both are known.
@@ -287,21 +288,22 @@ def image_facts(version_dir, document, wanted=()):
 
 
 
-def record_thumbnail(version_dir, location, side=PAIR_THUMBNAIL):
+def record_thumbnail(version_dir, location, side=PAIR_THUMBNAIL, files=None):
     """A thumbnail of the written record at ``location`` (shard, offset, length): one ranged read."""
     shard, offset, length = location
     try:
         path = layout.join(version_dir, shard)
-        values = decode_example(tfrecord.unframe(storage.storage_for(path).read_range(path, offset, offset + length)))
+        frame = storage.given_or_default(path, files).read_range(path, offset, offset + length)
+        values = decode_example(tfrecord.unframe(frame))
         return thumbnail(Image.open(io.BytesIO(values[F.IMAGE_ENCODED])), side)
     except Exception:  # pylint: disable=broad-except  (a damaged shard: verify-dataset names it)
         return None
 
 
-def _groups(version_dir):
+def _groups(version_dir, files=None):
     """The rows of near_duplicates.jsonl a group at a time: the file is sorted by group."""
     rows = []
-    for row in version_lib.iter_jsonl(version_dir, layout.NEAR_DUPLICATES_JSONL):
+    for row in version_lib.iter_jsonl(version_dir, layout.NEAR_DUPLICATES_JSONL, files):
         if rows and row['group'] != rows[0]['group']:
             yield rows
             rows = []
@@ -318,7 +320,7 @@ def _keep(kept, item, limit, largest=False):
         del kept[limit:]
 
 
-def near_duplicate_pairs(version_dir, limit=NEAR_DUPLICATE_PAIRS):
+def near_duplicate_pairs(version_dir, limit=NEAR_DUPLICATE_PAIRS, files=None):
     """(pairs listed, [pair shown]) of near_duplicates.jsonl, read as a stream a group at a time.
 
     A pair is an image and its nearest (each pair once): (distance, source, source, row, row). Shown: up
@@ -326,7 +328,7 @@ def near_duplicate_pairs(version_dir, limit=NEAR_DUPLICATE_PAIRS):
     group would show) and the ``limit`` nearest, each pair once.
     """
     across, farthest, nearest, listed = [], [], [], 0
-    for rows in _groups(version_dir):
+    for rows in _groups(version_dir, files):
         by_source = {row['source']: row for row in rows}
         pairs = {}
         for row in rows:
@@ -361,7 +363,7 @@ def _what_was_done(mode, first, second):
     return done + (f'<br><span class="muted">{"; ".join(moved)}</span>' if moved else '')
 
 
-def _near_duplicates_section(version, facts, near):
+def _near_duplicates_section(version, facts, near, files=None):
     """Near-duplicates: what the build counted, and thumbnail pairs of the extremes (``near``, as
     ``near_duplicate_pairs`` gives them)."""
     summary = version.document.get('near_duplicates') or {}
@@ -385,7 +387,8 @@ def _near_duplicates_section(version, facts, near):
     for distance, a, b, first, second in shown:
         cells = []
         for row in (first, second):
-            url = record_thumbnail(version.path, facts.where[row['source']]) if row['source'] in facts.where else None
+            url = (record_thumbnail(version.path, facts.where[row['source']], files=files)
+                   if row['source'] in facts.where else None)
             cells.append((_img(url, row['source'], 'pair') + '<br>' if url else '') + f'<code>{_e(row["source"])}</code>')
         rows.append([*cells, distance, _e(first['label']) if first['label'] == second['label'] else
                      f'{_e(first["label"])} / {_e(second["label"])}', _what_was_done(summary.get('mode'), first, second)])
@@ -569,20 +572,20 @@ def _class_table_section(document, labels):
                                                    numeric=range(1, len(splits) + 2)) + '</div>']
 
 
-def class_changes(version_dir, document, previous_dir, previous_document):
+def class_changes(version_dir, document, previous_dir, previous_document, files=None):
     """{label: [new, changed, removed]} of the written images against the previous version, by their index
     rows: new (a source not in it), changed (other bytes or class), removed (written there, not here).
     Index parts are compared pairwise when both have as many (a source's part is a hash of its name);
     else all rows of both are held."""
-    files, before_files = document['index']['files'], previous_document['index']['files']
-    batches = (zip(([f] for f in files), ([f] for f in before_files)) if len(files) == len(before_files)
-               else [(files, before_files)])
+    names, before_names = document['index']['files'], previous_document['index']['files']
+    batches = (zip(([f] for f in names), ([f] for f in before_names)) if len(names) == len(before_names)
+               else [(names, before_names)])
     columns = (index_lib.SOURCE, index_lib.SHA256, index_lib.LABEL)
     changes = collections.defaultdict(lambda: [0, 0, 0])
 
-    def rows(folder, doc, names):
+    def rows(folder, doc, part_names):
         found = {}
-        for part in index_parts(folder, doc, columns, names):
+        for part in index_parts(folder, doc, columns, part_names, files):
             part = part.to_pydict()
             for source, digest, label in zip(part[index_lib.SOURCE], part[index_lib.SHA256], part[index_lib.LABEL]):
                 found[source] = (digest, doc['labels'][label])
@@ -602,7 +605,7 @@ def class_changes(version_dir, document, previous_dir, previous_document):
     return dict(changes)
 
 
-def _changes_section(version):
+def _changes_section(version, files=None):
     """Changes since the previous version: the build's counts, and new, changed and removed per class."""
     document = version.document
     refresh = document.get('refresh') or {}
@@ -617,13 +620,13 @@ def _changes_section(version):
                  + (f'. Inputs listed: {_e(counts)}.' if counts else '.') + '</p>')
     output = (document.get('options') or {}).get('output')
     try:
-        before = version_lib.load(layout.join(output, previous)) if output else None
+        before = version_lib.load(layout.join(output, previous), files) if output else None
     except version_lib.InspectionError:
         before = None
     if before is None or not before.document.get('index') or not document.get('index'):
         return parts + [f'<p class="muted">Version <code>{_e(previous)}</code> or its record index is no longer '
                         'there (pruned?): no per-class changes.</p>']
-    changes = class_changes(version.path, document, before.path, before.document)
+    changes = class_changes(version.path, document, before.path, before.document, files)
     labels = [label for label in [*document['labels'], *before.document['labels']] if label in changes]
     labels = list(dict.fromkeys(labels))
     rows = []
@@ -707,9 +710,10 @@ def contents(parts):
     return f'<nav id="contents"><strong>Contents</strong><ol>{links}</ol></nav>'
 
 
-def render(version, build_seconds=None, pruning=None):
+def render(version, build_seconds=None, pruning=None, files=None):
     """The report of ``version`` (an imgrec_versions.version.Version) as HTML text; ``pruning`` (a
-    Pruning) when known."""
+    Pruning) when known. Read through ``files`` (the job's storage: on a worker, its options' credentials)
+    when given."""
     document, options = version.document, version.document.get('options') or {}
     build_seconds = round(build_seconds, 3) if build_seconds else None  # as recorded, so a re-render matches
     labels = document['labels']
@@ -733,19 +737,19 @@ def render(version, build_seconds=None, pruning=None):
     parts += _shares_section(document)
     parts += _options_section(options)
 
-    near = near_duplicate_pairs(version.path)
-    facts = image_facts(version.path, document, {row['source'] for pair in near[1] for row in pair[3:]})
+    near = near_duplicate_pairs(version.path, files=files)
+    facts = image_facts(version.path, document, {row['source'] for pair in near[1] for row in pair[3:]}, files)
     parts += _class_table_section(document, labels)
     parts.append('<h2 id="splits">Splits</h2>')
     for name, info in document['splits'].items():
         parts += _split_section(name, info, labels)
     parts += _sizes_section(document, facts)
-    parts += _near_duplicates_section(version, facts, near)
-    parts += _changes_section(version)
+    parts += _near_duplicates_section(version, facts, near, files)
+    parts += _changes_section(version, files)
     parts += _pruning_section(pruning)
 
     per_class = samples_per_class(len(labels))
-    samples = sample_thumbnails(version, per_class)
+    samples = sample_thumbnails(version, per_class, files=files)
     parts.append(f'<h2 id="samples">Samples</h2><p class="muted">The first records of each class as written (up to '
                  f'{per_class} a class), as training reads them.</p>')
     for label in labels[:MAX_CLASSES_SHOWN]:
@@ -754,8 +758,8 @@ def render(version, build_seconds=None, pruning=None):
     if len(labels) > MAX_CLASSES_SHOWN:
         parts.append(f'<p class="muted">{len(labels) - MAX_CLASSES_SHOWN} more classes not shown.</p>')
 
-    parts += _quarantine_section(version.path, options, document['record_options'].get('max_pixels'))
-    parts += _duplicates_section(version.path)
+    parts += _quarantine_section(version.path, options, document['record_options'].get('max_pixels'), files)
+    parts += _duplicates_section(version.path, files)
     decoding = document.get('decoding') or {}
     parts.append('<h2 id="decoding">Decoding decisions</h2><p class="muted">What decoding did, counted over the '
                  f'written images; transparency composited on {_e(decoding.get("background"))}.</p>')
@@ -785,13 +789,13 @@ def _options_section(options):
 FAILED_COUNTS = ('inputs', 'written', 'quarantined', 'duplicates', 'ignored')
 
 
-def render_failed(staging_dir, failure):
+def render_failed(staging_dir, failure, files=None):
     """The report of a build that failed, as HTML text: why, and what it knew (``imgrec_versions.failed_build``).
 
     ``failure``: name, version, created, options, previous (the version LATEST named, or None), reason (the
     failure line's message) and known (what the failing step counted: ``counts`` and ``splits`` from the
     publish step, ``dealt`` {split: images} from the split check; {} from elsewhere). The quarantine shows
-    when the build got as far as listing it.
+    when the build got as far as listing it. Read through ``files`` (the job's storage) when given.
     """
     options, known = failure.get('options') or {}, failure.get('known') or {}
     previous = failure.get('previous')
@@ -820,8 +824,8 @@ def render_failed(staging_dir, failure):
                   + ', next to the share its weight (<code>--splits</code>) asked for.</p>',
                   _shares_table(dealt, options.get('splits') or {})]
     quarantine = layout.join(staging_dir, layout.QUARANTINE_JSONL)
-    if storage.storage_for(quarantine).exists(quarantine):
-        parts += _quarantine_section(staging_dir, options, options.get('max_pixels'))
+    if storage.given_or_default(quarantine, files).exists(quarantine):
+        parts += _quarantine_section(staging_dir, options, options.get('max_pixels'), files)
     else:
         parts.append('<h2 id="quarantine">Quarantine</h2><p class="muted">Not listed: the build stopped before '
                      'its publish step wrote the quarantine.</p>')
@@ -840,7 +844,7 @@ def seconds_since(created):
 
 def _recorded(version_dir, files=None):
     path = layout.join(version_dir, layout.REPORT_HTML)
-    files = files or storage.storage_for(path)
+    files = storage.given_or_default(path, files)
     return files.read(path).decode('utf-8', 'replace') if files.exists(path) else ''
 
 
@@ -865,9 +869,9 @@ def write_report(version_dir, build_seconds=None, version=None, files=None, prun
 
     ``version`` (an imgrec_versions.version.Version) spares reading back what the caller just wrote.
     """
-    version = version or version_lib.load(version_dir)
+    version = version or version_lib.load(version_dir, files)
     path = layout.join(version.path, layout.REPORT_HTML)
-    (files or storage.storage_for(path)).write(path, render(version, build_seconds, pruning).encode('utf-8'))
+    storage.given_or_default(path, files).write(path, render(version, build_seconds, pruning, files).encode('utf-8'))
     return path
 
 

@@ -9,7 +9,8 @@ from imgrec.contract import tfrecord
 from imgrec_storage import storage
 
 
-def read_shard(path: str) -> Iterator[bytes]:
-    """Yields the serialised records of the shard at ``path``; raises ValueError at a bad frame."""
-    with storage.storage_for(path).open_read(path) as stream:
+def read_shard(path: str, files: storage.Storage | None = None) -> Iterator[bytes]:
+    """Yields the serialised records of the shard at ``path`` (through ``files``, the job's storage, when given);
+    raises ValueError at a bad frame."""
+    with storage.given_or_default(path, files).open_read(path) as stream:
         yield from tfrecord.read_records(stream)

@@ -140,7 +140,7 @@ def write_view(output, version, store=None):
     Written after LATEST moved, features.json last: TFDS takes a folder holding it for a dataset. An output
     whose storage does not resolve '..' (gs://) gets none (the module's docstring says why).
     """
-    store = store or storage.storage_for(output)
+    store = storage.given_or_default(output, store)
     if not store.resolves_relative_links:
         return
     views = layout.join(output, metadata_name(output, version, store))
@@ -154,7 +154,7 @@ def write_view(output, version, store=None):
 def metadata_name(output, version, store=None):
     """The dataset's TFDS name, from the version's dataset_info.json."""
     path = layout.join(output, version, layout.TFDS_DATASET_INFO)
-    return json.loads((store or storage.storage_for(path)).read(path))['name']
+    return json.loads(storage.given_or_default(path, store).read(path))['name']
 
 
 def _write_view(store, output, version):

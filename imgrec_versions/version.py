@@ -19,9 +19,9 @@ class Version(typing.NamedTuple):
     labels: list | None  # labels.txt, one class a line (None when there is none)
 
 
-def _ref(path: str) -> version_ref.VersionRef:
+def _ref(path: str, files: storage.Storage | None = None) -> version_ref.VersionRef:
     """The contract's VersionRef of ``path`` (OUT or OUT/VERSION), read through the storage layer."""
-    files = storage.storage_for(path)
+    files = storage.given_or_default(path, files)
     try:
         return version_ref.resolve(path, files.read, files.exists)
     except version_ref.VersionError as error:
@@ -33,19 +33,20 @@ def resolve(path: str) -> str:
     return _ref(path).directory
 
 
-def load(path: str) -> Version:
-    """The Version at ``path`` (OUT or OUT/VERSION)."""
-    ref = _ref(path)
+def load(path: str, files: storage.Storage | None = None) -> Version:
+    """The Version at ``path`` (OUT or OUT/VERSION), read through ``files`` (the job's storage) when given."""
+    ref = _ref(path, files)
     labels_path = layout.join(ref.directory, layout.LABELS_TXT)
-    files = storage.storage_for(labels_path)
+    files = storage.given_or_default(labels_path, files)
     labels = files.read(labels_path).decode('utf-8').splitlines() if files.exists(labels_path) else None
     return Version(ref.directory, ref.document, labels)
 
 
-def iter_jsonl(version_dir: str, name: str) -> Iterator[Any]:
-    """Yields the objects of a JSON-lines file of the version, one line in memory at a time; none when absent."""
+def iter_jsonl(version_dir: str, name: str, files: storage.Storage | None = None) -> Iterator[Any]:
+    """Yields the objects of a JSON-lines file of the version, one line in memory at a time; none when absent.
+    ``files``: the job's storage, when given."""
     path = layout.join(version_dir, name)
-    files = storage.storage_for(path)
+    files = storage.given_or_default(path, files)
     if not files.exists(path):
         return
     with files.open_read(path) as stream:

@@ -243,7 +243,7 @@ def launch(config: BuildConfig, facts: RunFacts,
     job_endpoint.check(options)
     with internals.gcs_emulator() if local else contextlib.nullcontext():
         config, latest = preflight.check(config, options)
-        plan = refresh.plan(config, latest)
+        plan = refresh.plan(config, latest, options)
         facts = dataclasses.replace(facts, previous=latest, refresh=plan)
         if plan.full_reason:
             print(f'build-dataset: full build: {plan.full_reason}', flush=True)
@@ -331,7 +331,7 @@ def report(config, facts, result, options):
         lines = [f'build-dataset: nothing changed since version {facts.refresh.previous}: no new version '
                  f'published, LATEST stays (--force publishes anyway)']
     else:
-        lines = [summary(config)]
+        lines = [summary(config, options)]
     built = not isinstance(result, NothingChanged)
     if built and earlier_run(result):
         lines.append(f'  version {config.version} stands as an earlier run of this build published it: this run '
@@ -401,12 +401,12 @@ def _class_lines(document):
     return lines
 
 
-def summary(config):
-    """The build's outcome, read back from the published dataset.json: the counts, each split's share next
-    to the share asked, the near-duplicates, the top quarantine reasons, the class problems, and where
-    the quarantine list and the report are."""
+def summary(config, options):
+    """The build's outcome, read back from the published dataset.json (through the job's storage: ``options``,
+    the job's): the counts, each split's share next to the share asked, the near-duplicates, the top
+    quarantine reasons, the class problems, and where the quarantine list and the report are."""
     path = layout.join(config.version_dir, layout.DATASET_JSON)
-    document = version_ref.parse_document(storage.storage_for(path, config.retry_policy()).read(path), path)
+    document = version_ref.parse_document(preflight.job_storage(path, config, options).read(path), path)
     counts, refreshed = document['counts'], document['refresh']
     lines = [f"build-dataset: wrote {counts['written']} of {counts['inputs']} images to {config.version_dir} "
              f"({counts['quarantined']} quarantined, {counts['duplicates']} duplicates, "
@@ -448,10 +448,10 @@ def main(argv: typing.Sequence[str] | None = None) -> int:
         try:
             config, facts, result = launch(config, facts, options)
         except KeyboardInterrupt:
-            raise Interrupted(left_behind(config, facts)) from None
+            raise Interrupted(left_behind(config, facts, options)) from None
         except Exception as error:  # a runner wraps our BuildFailed, and a Ctrl-C, in its own exception types
             if was_interrupted(error):
-                raise Interrupted(left_behind(config, facts)) from None
+                raise Interrupted(left_behind(config, facts, options)) from None
             message = build_failure_message(error)
             if message is None:
                 raise
@@ -462,13 +462,14 @@ def main(argv: typing.Sequence[str] | None = None) -> int:
     return command.status
 
 
-def left_behind(config, facts):
-    """What an interrupted build leaves: whether it published, and its staging folder if it made one."""
+def left_behind(config, facts, options):
+    """What an interrupted build leaves: whether it published, and its staging folder if it made one (read
+    through the job's storage: ``options``, the job's)."""
     try:
-        published = publication.read_latest(config.output, storage.storage_for(config.output, config.retry_policy())
-                                            ).version == config.version
+        files = preflight.job_storage(config.output, config, options)
+        published = publication.read_latest(config.output, files).version == config.version
         staging = facts.staging_dir(config)
-        kept = any(storage.storage_for(staging).list_level(staging))
+        kept = any(files.for_path(staging).list_level(staging))
     except Exception:  # pylint: disable=broad-except  # storage gone too: say what is certain
         return f'LATEST and the staging folder of this build in {config.output} could not be checked'
     line = f'published version {config.version} before it stopped' if published else \

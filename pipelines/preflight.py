@@ -48,7 +48,8 @@ def check(config: BuildConfig, options: PipelineOptions) -> tuple[BuildConfig, p
     check_output_outside_input(config)
     check_output(config, options)
     check_temp_locations(config, options)
-    labels = read_labels(config.labels_file) if config.labels_file else None
+    labels = (read_labels(config.labels_file, job_storage(config.labels_file, config, options)) if config.labels_file
+              else None)
     left = incomplete.staging_names(config.output, files)
     tidied = publication.tidy(config.output, clean=config.clean, files=files)
     for line in incomplete.lines(config.output, left, files):
@@ -64,9 +65,10 @@ def check(config: BuildConfig, options: PipelineOptions) -> tuple[BuildConfig, p
     return dataclasses.replace(config, labels=labels), read_latest(config.output, files)  # type: ignore[arg-type]
 
 
-def read_labels(path: str) -> tuple[str, ...]:
-    """The class names of a --labels file, read as editors and Excel save it."""
-    files = storage_lib.storage_for(path)
+def read_labels(path: str, files: storage_lib.Storage | None = None) -> tuple[str, ...]:
+    """The class names of a --labels file, read as editors and Excel save it (through ``files``, the job's
+    storage, when given)."""
+    files = storage_lib.given_or_default(path, files)
     if not files.exists(path):
         raise UserError(f'--labels file not found: {path}')
     data = files.read(path)

@@ -18,12 +18,14 @@ from imgrec.contract.reasons import LABEL_CONFLICT, NEAR_DUPLICATE_CONFLICT
 from imgrec_console.errors import UserError
 from imgrec_imaging import perceptual_hash, record_options
 from imgrec_storage import storage
+from imgrec.pipelines.preflight import job_storage
 from imgrec.transforms import previous as previous_version
 from imgrec.transforms.elements import ImageRef
 from imgrec.transforms.labels import is_plain_label, unmatched_labels_message
 from imgrec.transforms.listing import class_folder_listing, list_top_level, manifest_refs, relative_source
 
 if typing.TYPE_CHECKING:  # for annotations only
+    from apache_beam.options.pipeline_options import PipelineOptions
     from imgrec_storage.publication import Latest
     from imgrec.pipelines.options import BuildConfig
 
@@ -70,14 +72,15 @@ class RefreshPlan:
                 'full_reason': self.full_reason}
 
 
-def _load(config, previous):
-    """The dataset.json of the version LATEST names (``previous``), by the contract's rules; None when its
-    format is not this code's and ``--full`` was given (a full build needs nothing from it).
+def _load(config, previous, options):
+    """The dataset.json of the version LATEST names (``previous``), by the contract's rules, read through the
+    job's storage (``options``: the job's); None when its format is not this code's and ``--full`` was given
+    (a full build needs nothing from it).
 
     Any other mistake (no dataset.json there, a format this code does not read without ``--full``) is
     the user's to fix: a UserError in one line, the same line every tool gives.
     """
-    files = storage.storage_for(config.output, config.retry_policy())
+    files = job_storage(config.output, config, options)
     try:
         return version_ref.read_version(config.output, previous, files.read, files.exists).document
     except version_ref.FormatVersionError as error:
@@ -95,14 +98,14 @@ def _comparable(options):
             if name not in _NAMING_OPTIONS and name not in record_options.NAMES}
 
 
-def plan(config: 'BuildConfig', latest: 'Latest | None') -> RefreshPlan:
+def plan(config: 'BuildConfig', latest: 'Latest | None', options: 'PipelineOptions | None' = None) -> RefreshPlan:
     """The RefreshPlan of ``config`` against ``latest`` (a ``publication.Latest``: what LATEST named when
-    the pre-flight checks read it)."""
+    the pre-flight checks read it); the previous version is read as the job reads (``options``: the job's)."""
     previous = latest.version if latest else None
     if previous is None:
         return RefreshPlan()
     previous_dir = layout.join(config.output, previous)
-    document = _load(config, previous)
+    document = _load(config, previous, options)
     if document is None:
         return RefreshPlan(previous=previous, full_reason=f'--full was given (version {previous} is of a format '
                                                           f'this code does not read)')
@@ -162,9 +165,9 @@ def nothing_changed(config, plan, options):
     previous version's. ``options``: the job's, for a gs:// listing's client."""
     if not plan.may_publish_nothing(config):
         return False
-    policy = config.retry_policy()
     classes: dict[str, bool] = {}  # class name -> whether it has images, as the listing goes
-    fates = previous_version.read_fates(plan.reuse_dir, plan.document, storage.storage_for(plan.reuse_dir, policy).read,
+    read = job_storage(plan.reuse_dir, config, options).read
+    fates = previous_version.read_fates(plan.reuse_dir, plan.document, read,
                                         previous_version.DECODING_VERDICTS | _VERDICTS_ON_THE_INPUT)
     listed = (ref for ref in _listing(config, options, classes)
               if config.labels is None or ref.label in config.labels)  # else quarantined as unknown_label
@@ -188,8 +191,7 @@ def _listing(config, options, classes):
     each class in ``classes``. Images of a class whose name labels.txt cannot hold are left out (quarantined
     as bad_label)."""
     source = config.manifest or config.input
-    files = storage.storage_for(source, config.retry_policy(),
-                                options.get_all_options(drop_default=True) if options is not None else None)
+    files = job_storage(source, config, options)
     refs = _manifest_refs(config.manifest, files) if config.manifest else _folder_refs(config.input, files, classes)
     for ref in refs:
         if is_plain_label(ref.label):

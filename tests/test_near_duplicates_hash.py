@@ -106,6 +106,10 @@ def test_bands_cover_the_bits_and_the_threshold():
     assert rebuilt == value
 
 
+def _shared_bands(a, b):
+    return [band for band, (x, y) in enumerate(zip(ph.band_values(a, EDGES), ph.band_values(b, EDGES))) if x == y]
+
+
 def test_pigeonhole_every_pair_within_the_threshold_shares_a_band():
     rng = random.Random(5)
     for _ in range(2000):
@@ -113,10 +117,13 @@ def test_pigeonhole_every_pair_within_the_threshold_shares_a_band():
         b = a
         for bit in rng.sample(range(64), rng.randint(0, THRESHOLD)):
             b ^= 1 << bit
-        assert ph.first_shared_band(a, b, EDGES) is not None
+        # Both in the bucket of each band they share; the build's band test keeps the pair from the first only.
+        shared = _shared_bands(a, b)
+        kept = [band for band in shared if list(pairs_in_bucket(band, [(a, 'a'), (b, 'b')], THRESHOLD))]
+        assert shared and kept == shared[:1]
     # ... and a pair one bit further may share none: the bound is tight.
     spread = sum(1 << (63 - start) for start, _ in EDGES)
-    assert ph.distance(0, spread) == THRESHOLD + 1 and ph.first_shared_band(0, spread, EDGES) is None
+    assert ph.distance(0, spread) == THRESHOLD + 1 and _shared_bands(0, spread) == []
 
 
 def test_the_threshold_falls_as_chance_pairs_grow_with_the_collection():
