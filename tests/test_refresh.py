@@ -102,11 +102,15 @@ def test_a_refresh_publishes_what_a_full_build_would_reading_only_what_changed(t
     assert os.path.exists(os.path.join(before, layout.DATASET_JSON))
 
 
-def test_unchanged_images_are_not_read(tmp_path):
+def test_a_refresh_reads_only_what_changed_and_full_or_a_changed_record_option_rebuilds_everything(tmp_path, capsys):
+    """One output refreshed version after version, each refresh starting from the last: the checks of reuse,
+    of label order, of --full and of a changed record option share their builds (each costs Beam's fixed
+    setup, seconds of CPU, for a dozen images)."""
     images = _images(tmp_path)
     output = tmp_path / 'out'
     _refresh(images, output, '--version', 'v1')
     _, first = load_version(str(output))
+    assert first['label_order'] == 'sorted class names'
     # Only the changed image is read: the bytes read are its bytes. (Bytes changed under the same size and
     # modification time are noticed by the inode change time: tests/test_reuse_checks.py.)
     _change(sorted((images / 'cross').iterdir())[0], _fresh_image(images, 13, 'cross'))
@@ -115,52 +119,87 @@ def test_unchanged_images_are_not_read(tmp_path):
     assert document['refresh']['decoded'] == 1 and document['counts']['quarantined'] == 0
     assert document['counts']['written'] == first['counts']['written']
     assert build_dataset.counter(result, 'bytes_read') == os.path.getsize(sorted((images / 'cross').iterdir())[0])
-
-
-def test_a_changed_record_option_rebuilds_everything_and_says_why(tmp_path, capsys):
-    images = _images(tmp_path)
-    output = tmp_path / 'out'
-    _refresh(images, output, '--version', 'v1')
-    status = build_dataset.main(['--input', str(images), '--output', str(output), '--image_size', '24',
-                                 '--direct_running_mode', 'in_memory', *OPTIONS, '--version', 'v2'])
-    out = capsys.readouterr().out.splitlines()
-    assert status == 0
-    assert out[0] == 'build-dataset: full build: --image_size changed since version v1 (32x32 -> 24x24)'
+    # dataset.json records how labels were ordered.
+    (images / 'zebra').mkdir()
+    (images / 'zebra' / 'z.jpg').write_bytes(_fresh_image(images, 21, 'cross'))
+    config, _ = _refresh(images, output, '--version', 'v3')
     _, document = load_version(str(output))
-    assert document['refresh']['mode'] == 'full' and document['refresh']['decoded'] == document['counts']['inputs']
-    assert document['refresh']['previous'] == 'v1' and '--image_size' in document['refresh']['full_reason']
-
-
-def test_full_forces_decoding_everything(tmp_path):
-    images = _images(tmp_path)
-    output = tmp_path / 'out'
-    _refresh(images, output, '--version', 'v1')
-    _, result = _refresh(images, output, '--version', 'v2', '--full')
+    assert document['label_order'] == 'version v2, new classes appended in sorted order'
+    assert document['record_options'] == json.loads(json.dumps(config.record_options.recorded()))
+    assert document['record_options']['image_size'] == [32, 32] and document['record_options']['encoder']
+    assert RecordOptions.from_recorded(document['record_options']) == config.record_options == RecordOptions((32, 32))
+    # --full forces decoding everything.
+    _, result = _refresh(images, output, '--version', 'v4', '--full')
     _, document = load_version(str(output))
     assert document['refresh']['full_reason'] == '--full was given'
     assert build_dataset.counter(result, 'images_decoded') == document['counts']['inputs']
+    # A changed record option rebuilds everything and says why.
+    capsys.readouterr()
+    status = build_dataset.main(['--input', str(images), '--output', str(output), '--image_size', '24',
+                                 '--direct_running_mode', 'in_memory', *OPTIONS, '--version', 'v5'])
+    out = capsys.readouterr().out.splitlines()
+    assert status == 0
+    assert out[0] == 'build-dataset: full build: --image_size changed since version v4 (32x32 -> 24x24)'
+    _, document = load_version(str(output))
+    assert document['refresh']['mode'] == 'full' and document['refresh']['decoded'] == document['counts']['inputs']
+    assert document['refresh']['previous'] == 'v4' and '--image_size' in document['refresh']['full_reason']
 
 
-def test_nothing_changed_publishes_nothing_unless_forced(tmp_path, capsys):
+def test_nothing_changed_publishes_nothing_unless_forced_and_an_edit_after_is_published(tmp_path, capsys,
+                                                                                         monkeypatch):
+    """One output refreshed again and again, the builds shared (each costs Beam's fixed setup): a refresh that
+    changes nothing says so in one line before any pipeline starts; the job's own check publishes nothing
+    either; an edit after a refresh that changed nothing is published; --force publishes anyway; another
+    option (not one that shapes a record) is a change too; and a refresh that changes nothing still prunes."""
     images = _images(tmp_path)
     output = tmp_path / 'out'
     _refresh(images, output, '--version', 'v1')
+    (images / 'notes.txt').write_text('not an image: ignored, as the job ignores it')
     argv = ['--input', str(images), '--output', str(output), '--image_size', '32', '--direct_running_mode',
             'in_memory', *OPTIONS, '--version', 'v2']
-    assert build_dataset.main(argv) == 0
-    out = capsys.readouterr().out.strip().splitlines()
-    assert out == ['build-dataset: nothing changed since version v1: no new version published, LATEST stays '
-                   '(--force publishes anyway)']
-    assert listing(output) == [layout.LATEST, 'v1']
-    _, result = _refresh(images, output, '--version', 'v2')  # decided before any pipeline: nothing was read
-    assert isinstance(result, build_dataset.NothingChanged)
-    assert build_dataset.main(argv + ['--force']) == 0
-    assert (output / layout.LATEST).read_text() == 'v2\n'
+    capsys.readouterr()
+
+    def no_pipeline(*args, **kwargs):
+        raise AssertionError('a pipeline was built for a refresh that changes nothing')
+    with monkeypatch.context() as patched:
+        patched.setattr(build_dataset, 'build_pipeline', no_pipeline)
+        assert build_dataset.main(argv) == 0
+        assert capsys.readouterr().out.splitlines() == [
+            'build-dataset: nothing changed since version v1: no new version published, LATEST stays '
+            '(--force publishes anyway)']
+        assert (output / layout.LATEST).read_text() == 'v1\n' and listing(output) == [layout.LATEST, 'v1']
+        _, result = _refresh(images, output, '--version', 'v2')  # decided before any pipeline: nothing was read
+        assert isinstance(result, build_dataset.NothingChanged)
+    # An edit after a refresh that changed nothing is published.
+    (images / 'cross' / 'zz_new.jpg').write_bytes(_fresh_image(images, 33, 'cross'))
+    _refresh(images, output, '--version', 'v2')
+    _, document = load_version(str(output))
+    assert document['version'] == 'v2' and document['refresh']['new'] == 1
+    check_version(str(output), input_root=str(images))
+    # The job's own check, for the runs no check before them reaches (a classic template's) and an input that
+    # changed back between that check and the job's listing: here the check before the job is made to say
+    # "changed", and the job, finding nothing new, publishes nothing and leaves no staging folder.
+    capsys.readouterr()
+    with monkeypatch.context() as patched:
+        patched.setattr(refresh, 'nothing_changed', lambda *args: False)
+        assert build_dataset.main(argv[:-1] + ['v3']) == 0
+    assert 'build-dataset: nothing changed since version v2' in capsys.readouterr().out
+    assert (output / layout.LATEST).read_text() == 'v2\n' and listing(output) == [layout.LATEST, 'v1', 'v2']
+    # --force publishes anyway.
+    assert build_dataset.main(argv[:-1] + ['v3', '--force']) == 0
+    assert (output / layout.LATEST).read_text() == 'v3\n'
     # Another option (not one that shapes a record) is a change too: reuse, and publish.
     capsys.readouterr()
-    assert build_dataset.main(argv[:-1] + ['v3', '--num_shards', 'train=3,validation=1']) == 0
+    assert build_dataset.main(argv[:-1] + ['v4', '--num_shards', 'train=3,validation=1']) == 0
     _, document = load_version(str(output))
-    assert document['version'] == 'v3' and document['refresh']['reused'] == document['counts']['inputs']
+    assert document['version'] == 'v4' and document['refresh']['reused'] == document['counts']['inputs']
+    # A refresh that changes nothing still prunes to --keep_versions.
+    capsys.readouterr()
+    assert build_dataset.main(argv[:-1] + ['v5', '--num_shards', 'train=3,validation=1', '--keep_versions', '1']) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith('build-dataset: nothing changed since version v4')
+    assert out[1:] == ['  pruned to --keep_versions 1: kept v4 (LATEST); deleted v1, v2, v3']
+    assert (output / layout.LATEST).read_text() == 'v4\n' and listing(output) == [layout.LATEST, 'v4']
 
 
 def _versions_and_latest(output):
@@ -254,14 +293,24 @@ def test_a_refresh_killed_before_publishing_leaves_latest_and_the_next_one_succe
     assert listing(output) == [layout.LATEST, 'v1', 'v2', 'v3']
 
 
-def test_clean_removes_every_staging_folder(tmp_path):
+def test_stale_staging_folders_are_removed_and_clean_removes_every_one(tmp_path):
+    """One output for both staging checks, the builds shared (each costs Beam's fixed setup): a staging folder
+    killed before its first file, older than the version published after it, is removed by the next build;
+    one newer than LATEST's publication may still be running and stays, until --clean."""
     images = _images(tmp_path)
     output = tmp_path / 'out'
+    killed = layout.staging_name('v1', 'killed0001')
+    (output / killed / layout.SPILL_DIR).mkdir(parents=True)  # folders only
+    stat = (output / killed).stat()
+    os.utime(output / killed / layout.SPILL_DIR, ns=(stat.st_atime_ns, stat.st_mtime_ns - 10**9))
+    os.utime(output / killed, ns=(stat.st_atime_ns, stat.st_mtime_ns - 10**9))
     _refresh(images, output, '--version', 'v1')
-    (output / layout.staging_name('v9', 'deadbeef') / layout.SPILL_DIR).mkdir(parents=True)
-    (output / layout.staging_name('v9', 'deadbeef') / layout.SPILL_DIR / 'x.spill').write_bytes(b'x')
+    newer = layout.staging_name('v9', 'deadbeef')
+    (output / newer / layout.SPILL_DIR).mkdir(parents=True)
+    (output / newer / layout.SPILL_DIR / 'x.spill').write_bytes(b'x')
     _refresh(images, output, '--version', 'v2', '--force')
-    assert layout.staging_name('v9', 'deadbeef') in os.listdir(output)  # newer than v1: maybe still running
+    assert newer in os.listdir(output)  # newer than v1: maybe still running
+    assert listing(output) == sorted([layout.LATEST, 'v1', 'v2', newer])  # the killed one is gone
     _refresh(images, output, '--version', 'v3', '--force', '--clean')
     assert listing(output) == [layout.LATEST, 'v1', 'v2', 'v3']
 
@@ -304,34 +353,6 @@ def test_a_duplicate_whose_twin_is_gone_is_written(tmp_path):
     assert _files(version_dir) == _files(load_version(str(tmp_path / 'full'))[0])
 
 
-def test_dataset_json_records_how_labels_were_ordered(tmp_path):
-    images = _images(tmp_path)
-    _refresh(images, tmp_path / 'out', '--version', 'v1')
-    _, document = load_version(str(tmp_path / 'out'))
-    assert document['label_order'] == 'sorted class names'
-    (images / 'zebra').mkdir()
-    (images / 'zebra' / 'z.jpg').write_bytes(_fresh_image(images, 21, 'cross'))
-    config, _ = _refresh(images, tmp_path / 'out', '--version', 'v2')
-    _, document = load_version(str(tmp_path / 'out'))
-    assert document['label_order'] == 'version v1, new classes appended in sorted order'
-    assert document['record_options'] == json.loads(json.dumps(config.record_options.recorded()))
-    assert document['record_options']['image_size'] == [32, 32] and document['record_options']['encoder']
-    assert RecordOptions.from_recorded(document['record_options']) == config.record_options == RecordOptions((32, 32))
-
-
-def test_a_staging_folder_killed_before_its_first_file_is_removed_too(tmp_path):
-    images = _images(tmp_path)
-    output = tmp_path / 'out'
-    (output / layout.staging_name('v1', 'killed0001') / layout.SPILL_DIR).mkdir(parents=True)  # folders only
-    stat = (output / layout.staging_name('v1', 'killed0001')).stat()
-    os.utime(output / layout.staging_name('v1', 'killed0001') / layout.SPILL_DIR,
-             ns=(stat.st_atime_ns, stat.st_mtime_ns - 10**9))
-    os.utime(output / layout.staging_name('v1', 'killed0001'), ns=(stat.st_atime_ns, stat.st_mtime_ns - 10**9))
-    _refresh(images, output, '--version', 'v1')
-    _refresh(images, output, '--version', 'v2', '--force')
-    assert listing(output) == [layout.LATEST, 'v1', 'v2']
-
-
 # -- a refresh that changes nothing, decided before any pipeline starts -------------------------------------
 
 def _decides_nothing_changed(images, output, *extra):
@@ -340,59 +361,6 @@ def _decides_nothing_changed(images, output, *extra):
                                               '--direct_running_mode', 'in_memory', *OPTIONS, *extra])
     config, latest = preflight.check(config, options)
     return refresh.nothing_changed(config, refresh.plan(config, latest), options)
-
-
-def test_a_refresh_that_changes_nothing_says_so_in_one_line_before_any_pipeline_starts(tmp_path, capsys, monkeypatch):
-    images = _images(tmp_path)
-    output = tmp_path / 'out'
-    _refresh(images, output, '--version', 'v1')
-    (images / 'notes.txt').write_text('not an image: ignored, as the job ignores it')
-    capsys.readouterr()
-
-    def no_pipeline(*args, **kwargs):
-        raise AssertionError('a pipeline was built for a refresh that changes nothing')
-    monkeypatch.setattr(build_dataset, 'build_pipeline', no_pipeline)
-    status = build_dataset.main(['--input', str(images), '--output', str(output), '--image_size', '32',
-                                 '--direct_running_mode', 'in_memory', *OPTIONS, '--version', 'v2'])
-    assert status == 0
-    assert capsys.readouterr().out.splitlines() == [
-        'build-dataset: nothing changed since version v1: no new version published, LATEST stays '
-        '(--force publishes anyway)']
-    assert (output / layout.LATEST).read_text() == 'v1\n' and listing(output) == [layout.LATEST, 'v1']
-    _, result = _refresh(images, output, '--version', 'v2')
-    assert isinstance(result, build_dataset.NothingChanged)
-
-
-def test_a_job_that_finds_nothing_changed_itself_publishes_nothing(tmp_path, capsys, monkeypatch):
-    """The job's own check, for the runs no check before them reaches (a classic template's) and an input that
-    changed back between that check and the job's listing: here the check before the job is made to say
-    "changed", and the job, finding nothing new, publishes nothing and leaves no staging folder."""
-    images = _images(tmp_path)
-    output = tmp_path / 'out'
-    _refresh(images, output, '--version', 'v1')
-    capsys.readouterr()
-    monkeypatch.setattr(refresh, 'nothing_changed', lambda *args: False)
-    status = build_dataset.main(['--input', str(images), '--output', str(output), '--image_size', '32',
-                                 '--direct_running_mode', 'in_memory', *OPTIONS, '--version', 'v2'])
-    assert status == 0
-    assert 'build-dataset: nothing changed since version v1' in capsys.readouterr().out
-    assert (output / layout.LATEST).read_text() == 'v1\n' and listing(output) == [layout.LATEST, 'v1']
-
-
-def test_a_refresh_that_changes_nothing_still_prunes_to_keep_versions(tmp_path, capsys):
-    images = _images(tmp_path)
-    output = tmp_path / 'out'
-    for version in ('v1', 'v2'):
-        _refresh(images, output, '--version', version, '--force')
-    capsys.readouterr()
-    status = build_dataset.main(['--input', str(images), '--output', str(output), '--image_size', '32',
-                                 '--direct_running_mode', 'in_memory', *OPTIONS, '--version', 'v3',
-                                 '--keep_versions', '1'])
-    assert status == 0
-    out = capsys.readouterr().out.splitlines()
-    assert out[0].startswith('build-dataset: nothing changed since version v2')
-    assert out[1:] == ['  pruned to --keep_versions 1: kept v2 (LATEST); deleted v1']
-    assert (output / layout.LATEST).read_text() == 'v2\n' and listing(output) == [layout.LATEST, 'v2']
 
 
 def _touch_file(path):
@@ -423,19 +391,6 @@ def test_a_changed_added_or_removed_image_is_no_refresh_that_changes_nothing(tmp
     edit(images)
     assert not _decides_nothing_changed(images, output, '--version', 'v2')
     assert _decides_nothing_changed(images, output, '--version', 'v2', '--force') is False
-
-
-def test_an_edit_after_a_refresh_that_changed_nothing_is_published(tmp_path):
-    images = _images(tmp_path)
-    output = tmp_path / 'out'
-    _refresh(images, output, '--version', 'v1')
-    _, result = _refresh(images, output, '--version', 'v2')
-    assert isinstance(result, build_dataset.NothingChanged)
-    (images / 'cross' / 'zz_new.jpg').write_bytes(_fresh_image(images, 33, 'cross'))
-    _refresh(images, output, '--version', 'v2')
-    _, document = load_version(str(output))
-    assert document['version'] == 'v2' and document['refresh']['new'] == 1
-    check_version(str(output), input_root=str(images))
 
 
 def test_an_unchanged_input_with_label_conflicts_is_a_refresh_that_changes_nothing(tmp_path):
