@@ -8,15 +8,13 @@ SIGKILL would (``IMGREC_CRASH_AT``): no cleanup, no ``finally``.
 import json
 import os
 import shutil
-import signal
+import subprocess
 import sys
-import time
-import traceback
 
 import pytest
 
 from imgrec.contract import layout
-from imgrec_storage import gcs_storage, publication
+from imgrec_storage import publication
 from imgrec_versions import verify
 from imgrec.pipelines import build_dataset
 from imgrec.samples.generate import write_images
@@ -24,6 +22,7 @@ from tests.conftest import SMALL, listing
 from tests.contract_checks import check_version
 from tests.gcs_emulator import gcs_emulator  # noqa: F401  (the fixture)
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OPTIONS = ('--image_size', '32', '--direct_running_mode', 'in_memory', '--splits', 'train=80,validation=20',
            '--num_shards', 'train=2,validation=1', '--version', 'v2', '--force', '--keep_versions', '1')
 GIVE_UP_S = 600  # only so that a broken build fails the test instead of hanging it: never an expected time
@@ -37,41 +36,12 @@ def _argv(images, output):
 
 
 def _crash(images, output, point, log):
-    """The build, in a child process forked from this one, made to end at ``point``.
-
-    Forked rather than started as ``python -m imgrec.pipelines.build_dataset``: a new interpreter pays its
-    imports and Beam's first-build setup again (about as much CPU as the build itself), once per crash point,
-    and the point here is what the crash leaves, not how the process started. The child drops the cached
-    storage clients, so it never shares the connections this process goes on using, and ends with
-    ``os._exit``: the crash's own 137 or, if the build got past ``point``, its exit status."""
-    argv = _argv(images, output)
-    pid = os.fork()
-    if pid == 0:  # the child: nothing of pytest's runs here, not even its exit handlers
-        status = 1
-        try:
-            stream = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-            os.dup2(stream, 1)
-            os.dup2(stream, 2)
-            sys.stdout = sys.stderr = open(stream, 'w', buffering=1, closefd=False)  # pylint: disable=consider-using-with
-            gcs_storage._client.cache_clear()  # pylint: disable=protected-access
-            os.environ[publication.CRASH_AT] = point
-            status = build_dataset.main(argv)
-        except BaseException:  # pylint: disable=broad-except  # reported in the log, as a process would
-            traceback.print_exc()
-        finally:
-            sys.stdout.flush()
-            os._exit(status if isinstance(status, int) else 1)  # pylint: disable=protected-access
-    deadline = time.monotonic() + GIVE_UP_S
-    while True:
-        done, wait_status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            break
-        if time.monotonic() > deadline:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            raise AssertionError(f'the build crashing at {point} still ran after {GIVE_UP_S} s')
-        time.sleep(0.05)
-    assert os.waitstatus_to_exitcode(wait_status) == 137, log.read_text()[-3000:]
+    """The build, in its own process, made to end at ``point``."""
+    with open(log, 'wb') as stream:
+        status = subprocess.run([sys.executable, '-m', 'imgrec.pipelines.build_dataset', *_argv(images, output)], cwd=ROOT,
+                                env=dict(os.environ, **{publication.CRASH_AT: point}), stdout=stream,
+                                stderr=stream, timeout=GIVE_UP_S, check=False).returncode
+    assert status == 137, log.read_text()[-3000:]
 
 
 @pytest.fixture(scope='module')
