@@ -66,9 +66,6 @@ class ImageRejected(Exception):
         self.reason = reason
         self.message = message
 
-    def __reduce__(self):  # as it was made, so it crosses processes (imgrec_imaging.decoder_pool)
-        return type(self), (self.reason, self.message)
-
 
 def parse_image_size(text):
     """'192' -> (192, 192); '192x256' -> (192, 256), as (height, width)."""

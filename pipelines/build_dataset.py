@@ -219,8 +219,7 @@ def parse(argv: typing.Sequence[str] | None) -> tuple[BuildConfig, RunFacts, Pip
     except ValueError as error:
         raise UserError(str(error)) from None
     options = pipeline_options(beam_args, config)
-    facts = dataclasses.replace(RunFacts.start(now), decoders=decoders(options, beam_args),
-                                decode_in=os.environ.get('IMGREC_DECODERS', 'threads'))
+    facts = dataclasses.replace(RunFacts.start(now), decoders=decoders(options, beam_args))
     return config, facts, options
 
 

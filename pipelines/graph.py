@@ -37,8 +37,7 @@ from imgrec.transforms.write_index import WriteIndex
 
 def _encode(config, facts, labels, staging_dir, output_storage):
     return Encode(config.record_options, labels, layout.join(staging_dir, layout.SPILL_DIR), output_storage,
-                  with_hash=config.near_duplicates != OFF, decoders=facts.decoders,
-                  decode_in=facts.decode_in)
+                  with_hash=config.near_duplicates != OFF, decoders=facts.decoders)
 
 
 def _image_ref(record):

@@ -120,8 +120,7 @@ class RunFacts:
     build_id: str  # names this run's staging folder
     previous: 'Latest | None' = None  # what LATEST named when the build started (pre-flight)
     refresh: 'RefreshPlan | None' = None  # decided before the job runs
-    decoders: int = 0  # what each decoding DoFn hands the pixel work to (imgrec.transforms.decode): local in_memory runs
-    decode_in: str = 'threads'  # ... threads or processes
+    decoders: int = 0  # threads each decoding DoFn hands the pixel work to (imgrec.transforms.decode): local in_memory runs
 
     @classmethod
     def start(cls, now: datetime.datetime | None = None) -> 'RunFacts':

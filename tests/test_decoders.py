@@ -1,6 +1,6 @@
-"""Decoding on decoders, threads of the DoFn's own or processes, gives what decoding on its thread gives: the
-same images, the same rejections, the same counters and retries (a local in_memory build decodes this way,
-transforms.decode), whatever the batches and however many a bundle holds."""
+"""Decoding on decode threads of the DoFn's own gives what decoding on its thread gives: the same images, the
+same rejections, the same counters and retries (a local in_memory build decodes this way, transforms.decode),
+with several batches in a bundle, the last of which leaves from finish_bundle."""
 import apache_beam as beam
 import pytest
 from apache_beam.metrics.metric import MetricsFilter
@@ -13,7 +13,7 @@ from imgrec_imaging.record_options import RecordOptions
 from imgrec_storage import retries, storage
 from imgrec_storage.retries import RetryPolicy
 from tests.test_quarantine_reads import FlakyReader
-from imgrec.transforms.decode import PROCESSES, THREADS, DecodeResizeEncode
+from imgrec.transforms.decode import DecodeResizeEncode
 from imgrec.transforms.elements import ImageRef
 
 
@@ -46,19 +46,19 @@ class MissingOrFlaky(FlakyReader):
         return super().__call__(path)
 
 
-# How the decode step can run: (decoders, where they run).
-INLINE, TWO_THREADS, ONE_THREAD, TWO_PROCESSES = (0, THREADS), (2, THREADS), (1, THREADS), (2, PROCESSES)
+# Decode threads the decode step can run with (0: on its own thread).
+INLINE, TWO_THREADS, ONE_THREAD = 0, 2, 1
 
 
 def _decode(refs, log_dir, decoders):
-    """Everything the decode step gives for ``refs`` on ``decoders`` (count, where), and its counters."""
+    """Everything the decode step gives for ``refs`` on ``decoders`` threads, and its counters."""
     log_dir.mkdir()
     p = TestPipeline()
     policy = RetryPolicy(deadline_s=60, initial_delay_s=0.01, max_delay_s=0.02)
     batches = [refs[start:start + 4] for start in range(0, len(refs), 4)]
     result = p | beam.Create(batches) | DecodeResizeEncode(
         RecordOptions((16, 16)), storage.storage_for(str(log_dir), policy), read=MissingOrFlaky(log_dir, failures=1),
-        with_hash=True, decoders=decoders[0], decode_in=decoders[1])
+        with_hash=True, decoders=decoders)
     kept = log_dir / 'kept'
     (result['images'] | 'OneByOne' >> beam.FlatMap(lambda batch: batch) | 'Images' >> beam.Map(lambda image: repr(image._replace(ref=image.ref.source)))
      | 'KeepImages' >> beam.Map(_append, str(kept) + '.images'))
@@ -96,13 +96,12 @@ def test_the_decode_step_on_its_own_thread_rejects_and_retries_what_it_should(in
     assert values[str(counters.IMAGES_DECODED)] == 12
 
 
-@pytest.mark.parametrize('decoders', [TWO_THREADS, ONE_THREAD, TWO_PROCESSES], ids=['two-threads', 'one-thread',
-                                                                                   'two-processes'])
+@pytest.mark.parametrize('decoders', [TWO_THREADS, ONE_THREAD])
 def test_decoders_give_the_same_images_rejections_and_counters(inline, tmp_path, decoders):
     assert _refs_and_decode(tmp_path, decoders) == inline
 
 
-@pytest.mark.parametrize('decoders', [INLINE, TWO_THREADS, TWO_PROCESSES])
+@pytest.mark.parametrize('decoders', [INLINE, TWO_THREADS])
 def test_bad_files_inside_a_batch_are_quarantined_alone(refs, tmp_path, decoders):
     """A truncated JPEG, a text file and a missing file in the middle of one batch: each is rejected on its
     own, and every photo around them comes out, in the batch's order."""
@@ -112,7 +111,7 @@ def test_bad_files_inside_a_batch_are_quarantined_alone(refs, tmp_path, decoders
     policy = RetryPolicy(deadline_s=60, initial_delay_s=0.01, max_delay_s=0.02)
     result = p | beam.Create([batch]) | DecodeResizeEncode(
         RecordOptions((16, 16)), storage.storage_for(str(tmp_path), policy), read=MissingOrFlaky(tmp_path, failures=0),
-        decoders=decoders[0], decode_in=decoders[1])
+        decoders=decoders)
     kept = tmp_path / 'kept'
     result['images'] | 'Sources' >> beam.Map(lambda images: repr([image.ref.source for image in images])) | (
         'KeepImages' >> beam.Map(_append, f'{kept}.images'))

@@ -20,11 +20,11 @@ source is taken as its bytes come in, on the thread that read them. A batch's de
 order.
 
 With ``decoders`` (a local in_memory run, whose runner runs every stage on one thread), the pixel work of
-each image (read, sha256, decode, resize, encode, perceptual hash) runs on that many decoders
-(``imgrec_imaging.decoder_pool``), threads of the DoFn's own or, ``decode_in=PROCESSES``, processes, so
-one build uses every core. A batch is handed over whole, and its outputs leave when the next batch has
-been handed over, so the decoders work while the DoFn's thread (and the steps fused after it) handle
-what came out; the last batch of a bundle leaves from ``finish_bundle``. A local file is read by its
+each image (read, sha256, decode, resize, encode, perceptual hash) runs on that many threads of the DoFn's
+own (``imgrec_imaging.decoder_pool``), so one build uses every core. A batch is handed over whole, and
+its outputs leave when the next batch has been handed over, so the decoders work while the DoFn's thread
+(and the steps fused after it) handle what came out; the last batch of a bundle leaves from
+``finish_bundle``. A local file is read by its
 decoder; a read it cannot make is retried, or quarantined, on the DoFn's thread, as above. The work is the
 same function wherever it runs, so the bytes are too.
 """
@@ -44,16 +44,13 @@ from imgrec.transforms.elements import EncodedImage, Rejected
 
 REJECTED = 'rejected'
 READ_AHEAD = 8  # files read ahead of the decoder, within a batch: at most this many sources held at once
-# Where decoders run (``decode_in``): threads of the DoFn's own, or processes (``imgrec_imaging.decoder_pool``).
-THREADS, PROCESSES = 'threads', 'processes'
 
 
 class _DecodeResizeEncodeFn(beam.DoFn):
-    def __init__(self, options, read, storage, with_hash=False, decoders=0, decode_in=THREADS):
+    def __init__(self, options, read, storage, with_hash=False, decoders=0):
         self._options = options
         self._with_hash = with_hash
         self._decoders = decoders
-        self._decode_in = decode_in
         self._read = read
         self._storage = storage
         self.decoded = Metrics.counter(*counters.IMAGES_DECODED)
@@ -65,8 +62,7 @@ class _DecodeResizeEncodeFn(beam.DoFn):
     def setup(self):
         self._pool = concurrent.futures.ThreadPoolExecutor(READ_AHEAD, thread_name_prefix='read-ahead')
         if self._decoders:
-            self._pixel_work = decoder_pool.DecoderPool(self._decoders, self._options, self._with_hash, self._read,
-                                                        processes=self._decode_in == PROCESSES)
+            self._pixel_work = decoder_pool.DecoderPool(self._decoders, self._options, self._with_hash, self._read)
 
     def start_bundle(self):
         self._held = None
@@ -141,7 +137,7 @@ class _DecodeResizeEncodeFn(beam.DoFn):
                 continue
             result = next(results)
             if isinstance(result, decoder_pool.FailedRead):  # retried (or quarantined) here, counted by Beam
-                outputs.append(self._decoded(ref, _first_attempt(result, lambda path=ref.path: self._read(path))))
+                outputs.append(self._decoded(ref, _raising(result.error)))
             else:
                 outputs.append(self._output(ref, *result))
         return outputs
@@ -199,14 +195,21 @@ def _split(outputs):
         yield [output for output in outputs if not isinstance(output, beam.pvalue.TaggedOutput)]
 
 
-def _first_attempt(failed, read_again):
-    """The first attempt of a read that failed in a decoder: raises its error again, or reads again when the
-    error could not cross processes."""
+def _raising(error):
+    """The first attempt of a read that failed on a decoder: it raises that read's error again."""
     def attempt():
-        if failed.error is None:
-            return read_again()
-        raise failed.error
+        raise error
     return attempt
+
+
+class _ReadOnce:
+    """One attempt at reading a path, through the storage of its scheme."""
+
+    def __init__(self, storage):
+        self._storage = storage
+
+    def __call__(self, path):
+        return self._storage.for_path(path).read_once(path)
 
 
 class DecodeResizeEncode(beam.PTransform):
@@ -216,14 +219,13 @@ class DecodeResizeEncode(beam.PTransform):
     ``read`` (path -> bytes, one attempt; default ``Storage.read_once`` of the path's storage, which
     ``storage`` hands on) is the read boundary, retried under ``storage.retry``. Tests pass a reader whose
     first reads fail. ``with_hash``: also the perceptual hash of each decoded image.
-    ``decoders``: threads (or, ``decode_in=PROCESSES``, processes) that do the pixel work (0: the DoFn's
-    own thread does it).
+    ``decoders``: threads that do the pixel work (``imgrec_imaging.decoder_pool``; 0: the DoFn's own thread
+    does it).
     """
 
-    def __init__(self, options, storage, *, read=None, with_hash=False, decoders=0, decode_in=THREADS):
+    def __init__(self, options, storage, *, read=None, with_hash=False, decoders=0):
         super().__init__()
-        self._fn = _DecodeResizeEncodeFn(options, read or decoder_pool.ReadOnce(storage), storage, with_hash, decoders,
-                                         decode_in)
+        self._fn = _DecodeResizeEncodeFn(options, read or _ReadOnce(storage), storage, with_hash, decoders)
 
     def expand(self, refs):
         results = refs | 'Decode' >> beam.ParDo(self._fn).with_outputs(REJECTED, main='images')

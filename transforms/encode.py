@@ -12,7 +12,7 @@ import apache_beam as beam
 
 from imgrec_storage.storage import Storage
 
-from imgrec.transforms.decode import THREADS, DecodeResizeEncode
+from imgrec.transforms.decode import DecodeResizeEncode
 from imgrec.transforms.examples import ToExample
 
 # Images an element carries: at a hundred, the cost of an element is spread to a hundredth, while a build
@@ -30,14 +30,14 @@ class Encode(beam.PTransform):
 
     ``options`` (a RecordOptions) shape each record; ``labels`` is the singleton side input of the class
     list; ``spill_dir`` where the frames go; ``with_hash``: each record also gets its perceptual hash and
-    colour thumbnail; ``decoders``, ``decode_in``: what each decoding DoFn decodes on (``imgrec.transforms.decode``;
-    0: its own thread).
+    colour thumbnail; ``decoders``: threads each decoding DoFn decodes on (``imgrec.transforms.decode``; 0: its
+    own).
     """
 
     def __init__(self, options, labels, spill_dir: str, storage: Storage, with_hash: bool = False,
-                 decoders: int = 0, decode_in: str = THREADS):
+                 decoders: int = 0):
         super().__init__()
-        self._decode = DecodeResizeEncode(options, storage, with_hash=with_hash, decoders=decoders, decode_in=decode_in)
+        self._decode = DecodeResizeEncode(options, storage, with_hash=with_hash, decoders=decoders)
         self._to_example = ToExample(labels, spill_dir, storage)
 
     def expand(self, refs):
