@@ -116,7 +116,7 @@ def _steps(where):
         counts = {labels.index(label): n for label, n in entry['class_counts'].items()}
         for i, shard in enumerate(entry['shards']):
             shard_stats.append(dict(shard, split=split, index=i, label_counts=counts if i == 0 else {}))
-    listed = {split: entry['num_examples'] for split, entry in document['splits'].items()}
+    tallies = {split: entry['num_examples'] for split, entry in document['splits'].items()}  # listed a split
     describe = {key: document[key] for key in ('name', 'created', 'options', 'record_options', 'label_order')}
     refresh = {'previous': 'v1', 'mode': 'full', 'full_reason': '--full was given'}
     index_parts = [{'file': name, 'rows': document['index']['num_records'] if i == 0 else 0}
@@ -127,7 +127,7 @@ def _steps(where):
         storage.storage_for(where.output), keep_versions=1), max_error_rate=0.05)
     write = publish._WriteMetadata(describe, refresh)  # pylint: disable=protected-access
     return [
-        ('account', lambda _: next(account.process(None, shard_stats, listed, {}, [], [], False))),
+        ('account', lambda _: next(account.process(None, shard_stats, tallies, [], [], False))),
         ('write metadata', lambda started: next(write.process(
             started, labels, document['decoding']['decisions'], index_parts,
             {'new': None, 'changed': None, 'removed': None, 'reused': 0}, [], near_summary))),
