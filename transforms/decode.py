@@ -43,7 +43,9 @@ from imgrec_storage import retries
 from imgrec.transforms.elements import EncodedImage, Rejected
 
 REJECTED = 'rejected'
-READ_AHEAD = 8  # files read ahead of the decoder, within a batch: at most this many sources held at once
+# Files read ahead of the decoder, within a batch: at most this many sources held at once. With decoders,
+# a batch's remote sources are read ahead here and held until decoded: at most two batches' worth.
+READ_AHEAD = 8
 
 
 class _DecodeResizeEncodeFn(beam.DoFn):
@@ -119,8 +121,8 @@ class _DecodeResizeEncodeFn(beam.DoFn):
             if self._storage.for_path(ref.path).remote:
                 pending.append((index, ref, self._start_read(ref.path)))
                 if len(pending) > READ_AHEAD:
-                    index, ref, attempt = pending.popleft()
-                    read[index] = self._read_data(ref, attempt)
+                    earliest, earliest_ref, attempt = pending.popleft()
+                    read[earliest] = self._read_data(earliest_ref, attempt)
         for index, ref, attempt in pending:
             read[index] = self._read_data(ref, attempt)
         entries = [read.get(index, ref.path) for index, ref in enumerate(batch)]
