@@ -18,6 +18,10 @@ counted in a build of 400 of the photos), and the cost of the perceptual fingerp
 image.
 ``--startup`` then runs ``benchmarks/startup.py`` (the 40-image build, ``--help``, the no-op refresh).
 
+Once a round, the pool script also runs with ``--guarantees``: the same, plus each image's sha256 and
+perceptual fingerprint, with the build's own functions. What no build that keeps exact- and
+near-duplicate detection can beat on these cores: its ratio is the ceiling of the build's.
+
 The naive loop does, for each file: Image.open -> convert('RGB') -> ImageOps.fit(size, BILINEAR) -> JPEG
 save at quality 90 (a full decode), in this process, on up to ``--naive_images`` of the images, once before
 the rounds and once after; its rate is the mean of the two. The build's images are compared with its
@@ -96,10 +100,11 @@ def build(root, size_text, output, mode):
                 '--progress', 'on', *args], env)
 
 
-def pool_script(root, size, output):
-    """The peer, as a user runs it; its measurements (``harness.measure``)."""
+def pool_script(root, size, output, guarantees=False):
+    """The peer, as a user runs it; its measurements (``harness.measure``). ``guarantees``: with the per-image
+    work the build's guarantees need (``pool_script.py --guarantees``): the ceiling of any build keeping them."""
     stdout, measured = measure([sys.executable, POOL_SCRIPT, root, output, '--size', str(size),
-                                '--processes', str(POOL_PROCESSES)])
+                                '--processes', str(POOL_PROCESSES), *(['--guarantees'] if guarantees else [])])
     measured['written'] = int(stdout.split()[0])
     return measured
 
@@ -357,6 +362,7 @@ def one_size(args, known, chosen, size, images, rounds):
     output = tempfile.mkdtemp(prefix='build-bench-')
     small_root, _ = distinct_photos(SMALL_RUN)
     runs, pool_runs, small = {name: [] for name in chosen}, [], {name: [] for name in chosen}
+    ceiling_runs = []  # the pool script with the guarantee work, once a round, paired with the pool run before it
     try:
         checked = None
         for round_ in range(args.rounds):
@@ -374,6 +380,11 @@ def one_size(args, known, chosen, size, images, rounds):
                       flush=True)
                 shutil.rmtree(folder)
                 shutil.rmtree(os.path.join(output, f'pool-{round_}'))
+            ceiling = pool_script(root, size[0], os.path.join(output, f'ceiling-{round_}'), guarantees=True)
+            assert ceiling['written'] == len(names), f"the ceiling wrote {ceiling['written']} of {len(names)}"
+            ceiling_runs.append(ceiling)
+            print(f"  round {round_ + 1}: pool script with the guarantee work {ceiling['seconds']:.1f} s", flush=True)
+            shutil.rmtree(os.path.join(output, f'ceiling-{round_}'))
         for i in range(SMALL_RUNS):
             for name in chosen:
                 small[name].append(build(small_root, args.image_size, os.path.join(output, f'small-{name}-{i}'),
@@ -399,6 +410,8 @@ def one_size(args, known, chosen, size, images, rounds):
     print(f"{'':40s} {'median':>7s} {'':9s} {'an image':>8s} {'(tree)':>8s}   "
           f"{'speed':>7s} {'CPU':>9s} {'memory':>8s}")
     print(describe(f'pool script ({POOL_PROCESSES} processes)', pool_runs, len(names), pool_runs))
+    print(describe('pool script + guarantee work (ceiling)', ceiling_runs, len(names),
+                   pool_runs[len(chosen) - 1::len(chosen)]))
     for index, name in enumerate(chosen):  # each build is paired with the pool script run right after it
         print(describe(f'build-dataset, {name}', runs[name], len(names), pool_runs[index::len(chosen)]))
     print(f"{f'naive loop (1 process, {len(naive)} images)':40s} {len(names) / naive_rate:7.1f} {naive_rate:9.1f} "

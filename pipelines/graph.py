@@ -13,8 +13,8 @@ shard dealing. Decoding also hashes each image (a perceptual hash), and
 import apache_beam as beam
 
 from imgrec.contract import counters, layout
-from imgrec_storage import storage
 from imgrec_storage.publication import Latest
+from imgrec.pipelines.preflight import job_storage
 from imgrec.pipelines.refresh import RefreshPlan, label_order
 from imgrec.transforms.constants import Value
 from imgrec.transforms.decode import CountDecisions
@@ -55,8 +55,7 @@ def build_pipeline(pipeline, config, facts):
     refresh = facts.refresh or RefreshPlan()
     staging_dir = facts.staging_dir(config)
     # The job's options go with it: a worker's gs:// client authenticates as the job does.
-    output_storage = storage.storage_for(config.output, config.retry_policy(),
-                                         pipeline.options.get_all_options(drop_default=True))
+    output_storage = job_storage(config.output, config, pipeline.options)
     listed = pipeline | counters.LIST_IMAGES >> ListImages(input_root=config.input, manifest=config.manifest,
                                                    storage=output_storage)
     resolved = listed['images'] | 'ResolveLabels' >> ResolveLabels(

@@ -219,9 +219,9 @@ class ListImages(beam.PTransform):
 
     def __init__(self, input_root=None, manifest=None, storage=None):
         super().__init__()
-        self._storage = storage or storage_lib.storage_for(input_root or manifest)
         if (input_root is None) == (manifest is None):
             raise ValueError('give exactly one of input_root and manifest')
+        self._storage = storage_lib.given_or_default(input_root or manifest, storage)
         self._input_root = input_root
         self._manifest = manifest
 

@@ -161,11 +161,12 @@ class _Mover:
         self.moved = Metrics.counter(*counters.IMAGES_DEALT)
 
     def place(self, record, split):
-        if split != record.split:
-            self.moved.inc()
-            yield beam.pvalue.TaggedOutput(MOVES, (record.split, -1))
-            yield beam.pvalue.TaggedOutput(MOVES, (split, 1))
-        return record._replace(split=split)
+        """(``record`` in ``split``, the MOVES outputs to yield before it: none if ``split`` is its hash's)."""
+        if split == record.split:
+            return record, ()
+        self.moved.inc()
+        return record._replace(split=split), (beam.pvalue.TaggedOutput(MOVES, (record.split, -1)),
+                                              beam.pvalue.TaggedOutput(MOVES, (split, 1)))
 
 
 # Every count DealSplits needs is summed in one of two combines, each count keyed (kind, key): before
@@ -195,7 +196,9 @@ class _SortOutFn(beam.DoFn):
         yield beam.pvalue.TaggedOutput(_COUNTS, ((_SCOPE, scope), 1))
         if self._keep_published and record.published_split in self._names:
             yield beam.pvalue.TaggedOutput(_COUNTS, ((_PUBLISHED, (scope, record.published_split)), 1))
-            yield beam.pvalue.TaggedOutput(_KEPT, (yield from self._mover.place(record, record.published_split)))
+            kept, moves = self._mover.place(record, record.published_split)
+            yield from moves
+            yield beam.pvalue.TaggedOutput(_KEPT, kept)
         else:
             yield beam.pvalue.TaggedOutput(_COUNTS, ((_FREE, scope), 1))
             yield record
@@ -231,7 +234,8 @@ class _DealScopeFn(beam.DoFn):
             placed = []
             for record, *rest in members:
                 final = self._final(record, split_of[group])
-                moved = yield from self._mover.place(record, final)
+                moved, moves = self._mover.place(record, final)
+                yield from moves
                 placed.append((moved, *rest))
                 yield beam.pvalue.TaggedOutput(_COUNTS, ((_PLACED, (scope, final)), 1))
             yield beam.pvalue.TaggedOutput(GROUPS, (group, placed))
@@ -289,7 +293,9 @@ class _DealBucketFn(beam.DoFn):
         there = {split: n for (of, split), n in self._placed.items() if of == scope}
         quotas = singleton_quotas(targets, there, before[(_FREE, scope)], self._weights)
         for position, record in enumerate(sorted(records, key=lambda r: deal_key(r.source))):
-            yield (yield from self._mover.place(record, split_of_rank(start + position, quotas, self._weights)))
+            dealt, moves = self._mover.place(record, split_of_rank(start + position, quotas, self._weights))
+            yield from moves
+            yield dealt
 
 
 class DealSplits(beam.PTransform):
