@@ -403,7 +403,7 @@ def one_size(args, known, chosen, size, images, rounds):
     naive_rate = 2 * len(naive) / (naive_before + naive_after)
     naive_cpu_ms = (naive_cpu_before + naive_cpu_after) / (2 * len(naive)) * 1e3
     pool_rate = len(names) / median([pool['seconds'] for pool in pool_runs])
-    scores = [psnr(built[name], naive[name]) for name in sample]
+    scores = [psnr(built[name], naive[name]) for name in sample if name in built]  # not the quarantined
     ref_bytes = counter(run, counters.RECORD_REF_BYTES) / max(1, counter(run, counters.EXAMPLES_BUILT))
     shard_bytes = sum(s['bytes'] for split in document['splits'].values() for s in split['shards'])
     print(f"\n{'':40s} {'wall s':>7s} {'images/s':>9s} {'CPU ms':>8s} {'peak MB':>8s}   {'against the pool script':s}")
