@@ -27,6 +27,10 @@ from tests.test_determinism import _outputs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MULTI_PROCESSING = ['--direct_running_mode', 'multi_processing', '--direct_num_workers', '2']
+# For builds whose point is not how many workers there are (each worker more costs an interpreter's start). Two
+# warm workers taken by Beam: test_beam_runs_its_bundles_on_the_warm_workers_...; builds of two workers, patched
+# and stock: test_a_build_with_every_feature_off_writes_the_same_bytes; undone after two: test_every_feature_is_...
+ONE_WORKER = ['--direct_running_mode', 'multi_processing', '--direct_num_workers', '1']
 
 
 @pytest.fixture(autouse=True)
@@ -229,10 +233,8 @@ def test_a_feature_whose_check_fails_is_off_in_one_line_and_the_build_succeeds(
     if feature == internals.EMULATOR_CREDENTIALS:  # needed only against an emulator; this build reads no gs://
         monkeypatch.setenv('STORAGE_EMULATOR_HOST', 'http://127.0.0.1:9')
     progress = [] if feature == internals.LIVE_COUNTERS else ['--progress', 'off']
-    # One worker process: the feature's check and the build going on without it are the same on any number (each
-    # more costs an interpreter's start); stock Beam on two workers is test_a_build_with_every_feature_off_...
     status = build_dataset.main(['--input', sample_images, '--output', str(tmp_path), '--image_size', '32',
-                                 *progress, '--direct_running_mode', 'multi_processing', '--direct_num_workers', '1'])
+                                 *progress, *ONE_WORKER])
     captured = capsys.readouterr()
     assert status == 0, captured.err
     assert captured.err.count('\n') == 1 and captured.err.startswith(f'build-dataset: {feature} off: '), captured.err
