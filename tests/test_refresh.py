@@ -306,18 +306,17 @@ def test_a_refresh_killed_before_publishing_leaves_latest_and_the_next_one_succe
     assert listing(output) == [layout.LATEST, 'v1', 'v2', 'v3']
 
 
-def test_stale_staging_folders_are_removed_and_clean_removes_every_one(tmp_path):
+def test_stale_staging_folders_are_removed_and_clean_removes_every_one(published_v1, tmp_path):
     """One output for both staging checks, the builds shared (each costs Beam's fixed setup): a staging folder
     killed before its first file, older than the version published after it, is removed by the next build;
     one newer than LATEST's publication may still be running and stays, until --clean."""
-    images = _images(tmp_path)
-    output = tmp_path / 'out'
+    images, output = _copy_of(published_v1, tmp_path)  # file times too: v1 was published when it was
     killed = layout.staging_name('v1', 'killed0001')
     (output / killed / layout.SPILL_DIR).mkdir(parents=True)  # folders only
     stat = (output / killed).stat()
-    os.utime(output / killed / layout.SPILL_DIR, ns=(stat.st_atime_ns, stat.st_mtime_ns - 10**9))
-    os.utime(output / killed, ns=(stat.st_atime_ns, stat.st_mtime_ns - 10**9))
-    _refresh(images, output, '--version', 'v1')
+    published_ns = (output / 'v1' / layout.DATASET_JSON).stat().st_mtime_ns  # v1's publication
+    os.utime(output / killed / layout.SPILL_DIR, ns=(stat.st_atime_ns, published_ns - 10**9))
+    os.utime(output / killed, ns=(stat.st_atime_ns, published_ns - 10**9))  # killed a second before v1 was published
     newer = layout.staging_name('v9', 'deadbeef')
     (output / newer / layout.SPILL_DIR).mkdir(parents=True)
     (output / newer / layout.SPILL_DIR / 'x.spill').write_bytes(b'x')
