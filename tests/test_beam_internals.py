@@ -27,9 +27,11 @@ from tests.test_determinism import _outputs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MULTI_PROCESSING = ['--direct_running_mode', 'multi_processing', '--direct_num_workers', '2']
-# For builds whose point is not how many workers there are (each worker more costs an interpreter's start). Two
-# warm workers taken by Beam: test_beam_runs_its_bundles_on_the_warm_workers_...; builds of two workers, patched
-# and stock: test_a_build_with_every_feature_off_writes_the_same_bytes; undone after two: test_every_feature_is_...
+# For builds whose point is not how many workers there are (each worker more costs an interpreter's start): a
+# simulated upgrade turns one feature off, whose check fails the same on one worker as on two. Two warm workers
+# taken by Beam: test_beam_runs_its_bundles_on_the_warm_workers_...; a build on two, every feature applied and
+# undone: test_every_feature_is_undone_... (test_a_build_with_every_feature_off_... names no running mode: its
+# 32 images run in_memory, as any small local build does).
 ONE_WORKER = ['--direct_running_mode', 'multi_processing', '--direct_num_workers', '1']
 
 
