@@ -30,8 +30,8 @@ MULTI_PROCESSING = ['--direct_running_mode', 'multi_processing', '--direct_num_w
 # For builds whose point is not how many workers there are (each worker more costs an interpreter's start): a
 # simulated upgrade turns one feature off, whose check fails the same on one worker as on two. Two warm workers
 # taken by Beam: test_beam_runs_its_bundles_on_the_warm_workers_...; a build on two, every feature applied and
-# undone: test_every_feature_is_undone_... (test_a_build_with_every_feature_off_... names no running mode: its
-# 32 images run in_memory, as any small local build does).
+# undone: test_every_feature_is_undone_...; stock Beam against every feature, on two:
+# test_a_build_with_every_feature_off_writes_the_same_bytes.
 ONE_WORKER = ['--direct_running_mode', 'multi_processing', '--direct_num_workers', '1']
 
 
@@ -263,7 +263,7 @@ def test_the_switch_names_the_features_on(value, on):
 def _build_as_users_do(images, output, switch):
     env = dict(os.environ, **{internals.ENV: switch})
     subprocess.run([sys.executable, '-m', 'imgrec.pipelines.build_dataset', '--input', images, '--output', str(output),
-                    '--image_size', '32', '--version', 'v', '--direct_num_workers', '2'],
+                    '--image_size', '32', '--version', 'v', *MULTI_PROCESSING],  # the features are for workers
                    cwd=ROOT, env=env, capture_output=True, check=True)
     return output
 
