@@ -27,6 +27,12 @@ from tests.test_determinism import _outputs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MULTI_PROCESSING = ['--direct_running_mode', 'multi_processing', '--direct_num_workers', '2']
+# For builds whose point is not how many workers there are (each worker more costs an interpreter's start): a
+# simulated upgrade turns one feature off, whose check fails the same on one worker as on two. Two warm workers
+# taken by Beam: test_beam_runs_its_bundles_on_the_warm_workers_...; a build on two, every feature applied and
+# undone: test_every_feature_is_undone_...; stock Beam against every feature, on two:
+# test_a_build_with_every_feature_off_writes_the_same_bytes.
+ONE_WORKER = ['--direct_running_mode', 'multi_processing', '--direct_num_workers', '1']
 
 
 @pytest.fixture(autouse=True)
@@ -230,7 +236,7 @@ def test_a_feature_whose_check_fails_is_off_in_one_line_and_the_build_succeeds(
         monkeypatch.setenv('STORAGE_EMULATOR_HOST', 'http://127.0.0.1:9')
     progress = [] if feature == internals.LIVE_COUNTERS else ['--progress', 'off']
     status = build_dataset.main(['--input', sample_images, '--output', str(tmp_path), '--image_size', '32',
-                                 *progress, *MULTI_PROCESSING])
+                                 *progress, *ONE_WORKER])
     captured = capsys.readouterr()
     assert status == 0, captured.err
     assert captured.err.count('\n') == 1 and captured.err.startswith(f'build-dataset: {feature} off: '), captured.err
@@ -257,7 +263,7 @@ def test_the_switch_names_the_features_on(value, on):
 def _build_as_users_do(images, output, switch):
     env = dict(os.environ, **{internals.ENV: switch})
     subprocess.run([sys.executable, '-m', 'imgrec.pipelines.build_dataset', '--input', images, '--output', str(output),
-                    '--image_size', '32', '--version', 'v', '--direct_num_workers', '2'],
+                    '--image_size', '32', '--version', 'v', *MULTI_PROCESSING],  # the features are for workers
                    cwd=ROOT, env=env, capture_output=True, check=True)
     return output
 

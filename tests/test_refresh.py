@@ -206,11 +206,25 @@ def _versions_and_latest(output):
     return [name for name in listing(output) if not layout.is_staging_name(name)]
 
 
-def test_keep_versions_prunes_the_oldest_after_publishing_even_the_version_started_from(tmp_path):
-    images = _images(tmp_path)
-    output = tmp_path / 'out'
-    for version in ('v1', 'v2'):
-        _refresh(images, output, '--version', version, '--force')
+@pytest.fixture(scope='module')
+def published_v1(tmp_path_factory):
+    """(images, an output with v1 of them published): copied by the tests that only build again from the same
+    images, never editing them (each build costs Beam's fixed setup)."""
+    root = tmp_path_factory.mktemp('refresh-v1')
+    images = _images(root)
+    _refresh(images, root / 'out', '--version', 'v1')
+    return images, root / 'out'
+
+
+def _copy_of(published_v1, tmp_path):
+    images, published = published_v1
+    return images, shutil.copytree(published, tmp_path / 'out')
+
+
+def test_keep_versions_prunes_the_oldest_after_publishing_even_the_version_started_from(published_v1, tmp_path):
+    images, output = _copy_of(published_v1, tmp_path)
+    assert listing(output) == [layout.LATEST, 'v1']
+    _refresh(images, output, '--version', 'v2', '--force')
     _refresh(images, output, '--version', 'v3', '--force', '--keep_versions', '2')
     assert listing(output) == [layout.LATEST, 'v2', 'v3']
     # A failed build deletes nothing.
@@ -225,10 +239,9 @@ def test_keep_versions_prunes_the_oldest_after_publishing_even_the_version_start
     assert _versions_and_latest(output) == [layout.LATEST, 'v5']
 
 
-def test_overlapping_builds_publish_once_and_the_loser_fails_in_one_line(tmp_path, monkeypatch, capsys):
-    images = _images(tmp_path)
-    output = tmp_path / 'out'
-    _refresh(images, output, '--version', 'v1')
+def test_overlapping_builds_publish_once_and_the_loser_fails_in_one_line(published_v1, tmp_path, monkeypatch,
+                                                                        capsys):
+    images, output = _copy_of(published_v1, tmp_path)
     # Build A starts (LATEST is v1); build B starts and publishes v3 first; then A reaches publication.
     started = read_latest(str(output), None)
     assert started.version == 'v1'
@@ -293,18 +306,17 @@ def test_a_refresh_killed_before_publishing_leaves_latest_and_the_next_one_succe
     assert listing(output) == [layout.LATEST, 'v1', 'v2', 'v3']
 
 
-def test_stale_staging_folders_are_removed_and_clean_removes_every_one(tmp_path):
+def test_stale_staging_folders_are_removed_and_clean_removes_every_one(published_v1, tmp_path):
     """One output for both staging checks, the builds shared (each costs Beam's fixed setup): a staging folder
     killed before its first file, older than the version published after it, is removed by the next build;
     one newer than LATEST's publication may still be running and stays, until --clean."""
-    images = _images(tmp_path)
-    output = tmp_path / 'out'
+    images, output = _copy_of(published_v1, tmp_path)  # file times too: v1 was published when it was
     killed = layout.staging_name('v1', 'killed0001')
     (output / killed / layout.SPILL_DIR).mkdir(parents=True)  # folders only
     stat = (output / killed).stat()
-    os.utime(output / killed / layout.SPILL_DIR, ns=(stat.st_atime_ns, stat.st_mtime_ns - 10**9))
-    os.utime(output / killed, ns=(stat.st_atime_ns, stat.st_mtime_ns - 10**9))
-    _refresh(images, output, '--version', 'v1')
+    published_ns = (output / 'v1' / layout.DATASET_JSON).stat().st_mtime_ns  # v1's publication
+    os.utime(output / killed / layout.SPILL_DIR, ns=(stat.st_atime_ns, published_ns - 10**9))
+    os.utime(output / killed, ns=(stat.st_atime_ns, published_ns - 10**9))  # killed a second before v1 was published
     newer = layout.staging_name('v9', 'deadbeef')
     (output / newer / layout.SPILL_DIR).mkdir(parents=True)
     (output / newer / layout.SPILL_DIR / 'x.spill').write_bytes(b'x')

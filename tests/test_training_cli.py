@@ -99,8 +99,18 @@ def _run(data, model_dir, *argv):
     return result.stdout.splitlines()
 
 
-def test_progress_lines_come_between_the_epoch_lines_and_quiet_leaves_only_those(data, tmp_path):
-    lines = _run(data, tmp_path / 'progress', '--progress_seconds', '0.001')
+@pytest.fixture(scope='module')
+def progress_runs(data, tmp_path_factory):
+    """The two runs with progress lines every 0.001 s, as a user starts them: {'progress'|'quiet': (stdout lines,
+    model folder)}. Each costs a TensorFlow start and a training; the resume test below reuses the first's
+    model folder (pinned to version v1) rather than training a third time."""
+    folder = tmp_path_factory.mktemp('progress_runs')
+    return {name: (_run(data, folder / name, '--progress_seconds', '0.001', *extra), folder / name)
+            for name, extra in (('progress', ()), ('quiet', ('--quiet',)))}
+
+
+def test_progress_lines_come_between_the_epoch_lines_and_quiet_leaves_only_those(progress_runs):
+    lines, _ = progress_runs['progress']
     epoch_lines = [i for i, line in enumerate(lines) if line.startswith('epoch ')]
     assert len(epoch_lines) == 2
     for epoch, end in enumerate(epoch_lines, 1):
@@ -111,7 +121,7 @@ def test_progress_lines_come_between_the_epoch_lines_and_quiet_leaves_only_those
             assert f'of epoch {epoch}/2: ' in line and ' images/s, running loss ' in line
     assert any(line.startswith('exported SavedModel to ') and line.endswith(' s') for line in lines)
 
-    quiet = _run(data, tmp_path / 'quiet', '--progress_seconds', '0.001', '--quiet')
+    quiet, _ = progress_runs['quiet']
     assert [line.split(':')[0] for line in quiet] == ['epoch 1/2', 'epoch 2/2']
 
 
@@ -158,11 +168,11 @@ def test_a_model_folder_that_cannot_be_written_is_one_line_naming_it_and_the_cau
     assert line.startswith(f'train-model: failed: cannot write {blocker}') and 'NotADirectoryError' in line
 
 
-def test_a_resume_on_another_dataset_names_the_pinned_version_and_how_to_start_afresh(data, tmp_path):
+def test_a_resume_on_another_dataset_names_the_pinned_version_and_how_to_start_afresh(data, progress_runs, tmp_path):
     """The model folder pins the version its run trained on: another dataset, or another --version, is refused
     in one line saying so."""
-    model_dir = tmp_path / 'model'
-    _run(data, model_dir)  # trains on version v1 and pins it in run.json
+    _, model_dir = progress_runs['progress']  # trained on version v1 (exit 0, nothing on stderr), pinned in run.json
+    assert json.loads((model_dir / 'run.json').read_text())['dataset_version'] == 'v1'
     other = tmp_path / 'other'
     fixtures.write_dataset(str(other), {'train': (16, 1), 'validation': (8, 1)}, version='v9')
     base = [sys.executable, '-m', 'imgrec.training.train', '--epochs', '2', '--batch_size', '4', '--model_dir', str(model_dir)]
