@@ -35,10 +35,6 @@ def published_v1(sample_images, tmp_path_factory):
     return build(sample_images, tmp_path_factory.mktemp('splits') / 'out', *OPTIONS, '--version', 'v1')
 
 
-def _copy(published, folder):
-    return str(shutil.copytree(published, folder))
-
-
 def _splits_by_source(output):
     _, by_split = check_version(output)
     return {r[F.SOURCE].decode(): split for split, records in by_split.items() for r in records}
@@ -49,16 +45,15 @@ def test_images_keep_their_split_when_the_dataset_shrinks(sample_images, publish
     into a new output, only images near a cut between splits move: at most two per image removed."""
     labels = tmp_path / 'labels.txt'
     labels.write_text('circle\nsquare\n')
-    options = OPTIONS
     subset_options = ('--labels', str(labels), '--allow_unknown_labels')
-    full = _splits_by_source(_copy(published_v1, tmp_path / 'out'))
+    full = _splits_by_source(str(shutil.copytree(published_v1, tmp_path / 'out')))
     assert set(full.values()) == {'train', 'validation'}
     # Kept where they were, the images left may miss the shares by more than a point: a choice, accepted.
-    rebuilt = _splits_by_source(build(sample_images, tmp_path / 'out', *options, *subset_options, '--version', 'v2',
+    rebuilt = _splits_by_source(build(sample_images, tmp_path / 'out', *OPTIONS, *subset_options, '--version', 'v2',
                                       '--full', '--split_tolerance', '20'))
     assert rebuilt and set(rebuilt) < set(full)
     assert all(full[source] == split for source, split in rebuilt.items())
-    elsewhere = _splits_by_source(build(sample_images, tmp_path / 'new', *options, *subset_options))
+    elsewhere = _splits_by_source(build(sample_images, tmp_path / 'new', *OPTIONS, *subset_options))
     assert set(elsewhere) == set(rebuilt)
     moved = sum(full[source] != split for source, split in elsewhere.items())
     assert moved <= 2 * (len(full) - len(elsewhere))
@@ -69,14 +64,13 @@ def test_resplit_deals_published_images_again(sample_images, published_v1, tmp_p
     build fails before publishing, naming both ways out; --resplit deals them again and the shares hold."""
     labels = tmp_path / 'labels.txt'
     labels.write_text('circle\nsquare\n')
-    options = OPTIONS
     subset = ('--labels', str(labels), '--allow_unknown_labels', '--version', 'v2')
-    output = _copy(published_v1, tmp_path / 'out')
+    output = str(shutil.copytree(published_v1, tmp_path / 'out'))
     with pytest.raises(Exception) as raised:
-        build(sample_images, output, *options, *subset)
+        build(sample_images, output, *OPTIONS, *subset)
     message = build_failure_message(raised.value)
     assert message.startswith('split train would hold') and '--split_tolerance' in message and '--resplit' in message
     assert open(os.path.join(output, layout.LATEST)).read().strip() == 'v1'
-    resplit = _splits_by_source(build(sample_images, output, *options, *subset, '--resplit'))
+    resplit = _splits_by_source(build(sample_images, output, *OPTIONS, *subset, '--resplit'))
     counts = collections.Counter(resplit.values())
     assert abs(counts['train'] - 0.6 * len(resplit)) < 1
