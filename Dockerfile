@@ -18,10 +18,10 @@ COPY setup.py MANIFEST.in constraints.txt ./
 COPY requirements requirements
 COPY imgrec imgrec
 COPY contract contract
-COPY imgrec_console imgrec_console
-COPY imgrec_storage imgrec_storage
-COPY imgrec_imaging imgrec_imaging
-COPY imgrec_versions imgrec_versions
+COPY imgrec.console imgrec.console
+COPY imgrec.storage imgrec.storage
+COPY imgrec.imaging imgrec.imaging
+COPY imgrec.versions imgrec.versions
 COPY pipelines pipelines
 COPY transforms transforms
 COPY samples samples

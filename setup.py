@@ -14,16 +14,12 @@ def _requirements(name):
     return [line.strip() for line in lines if line.strip() and not line.startswith('#')]
 
 
-# Packages named with common words install under ``imgrec`` (``imgrec.training``, not ``training``), where
-# no other project's modules can collide with them; the source tree keeps them at the top (imgrec/__init__.py
-# reaches them in a checkout). Folders absent from a partial copy (the worker image has no training/) are
-# left out.
-NAMESPACED = [name for name in ('contract', 'pipelines', 'transforms', 'training', 'samples')
-              if (HERE / name / '__init__.py').is_file()]
-PACKAGE_DIR = {f'imgrec.{name}': name for name in NAMESPACED}
-PACKAGES = ['imgrec'] + setuptools.find_packages(include=['imgrec_*']) + [
-    f'imgrec.{package}' for package in setuptools.find_packages(include=[f'{name}*' for name in NAMESPACED])]
-
+# One import root: every package is a folder under imgrec/, and the design card's top-level pipelines/,
+# transforms/ and training/ are reached through the directory links imgrec/{pipelines,transforms,training}
+# (docs/architecture.md, "One import root"). No package_dir: an editable install then maps only ``imgrec``,
+# so a user's own ``import training`` never reaches ours. A link whose folder is absent from a partial copy
+# (the worker image has no training/) finds no package and is left out.
+PACKAGES = setuptools.find_packages(include=['imgrec', 'imgrec.*'])
 
 setuptools.setup(
     name='image-tfrecords',
@@ -33,7 +29,6 @@ setuptools.setup(
     'and train from them on TPU, GPU or CPU.',
     python_requires='>=3.11',
     packages=PACKAGES,
-    package_dir=PACKAGE_DIR,
     install_requires=_requirements('worker'),
     extras_require={'train': _requirements('train'), 'test': _requirements('test')},
     entry_points={
@@ -41,8 +36,8 @@ setuptools.setup(
             'build-dataset=imgrec.pipelines.command_line:cli',
             'train-model=imgrec.training.train:cli',
             'make-sample-images=imgrec.samples.generate:main',
-            'dataset-report=imgrec_versions.report:cli',
-            'verify-dataset=imgrec_versions.verify:cli',
+            'dataset-report=imgrec.versions.report:cli',
+            'verify-dataset=imgrec.versions.verify:cli',
         ],
     },
 )

@@ -53,7 +53,7 @@ from harness import MAX_GENERATED, corpus, counter, job, listed, measure  # noqa
 from imgrec.contract import counters, features as F, index as I, layout  # noqa: E402
 from imgrec.contract.example import decode_example  # noqa: E402
 from imgrec.contract.tfrecord import read_records  # noqa: E402
-from imgrec_imaging.image_ops import parse_image_size  # noqa: E402
+from imgrec.imaging.image_ops import parse_image_size  # noqa: E402
 
 SMALL_RUN = 40
 SMALL_RUNS = 3
@@ -268,7 +268,7 @@ def guarantee_parts(root, names, size, count=200):
     decoding holds (draft-decoded, before resizing), on ``count`` of the photos, one thread (CPU time, so a
     busy machine does not inflate it)."""
     import hashlib  # pylint: disable=import-outside-toplevel
-    from imgrec_imaging import image_ops, perceptual_hash  # pylint: disable=import-outside-toplevel
+    from imgrec.imaging import image_ops, perceptual_hash  # pylint: disable=import-outside-toplevel
     sample = spread(names, count)
     datas = [open(os.path.join(root, name), 'rb').read() for name in sample]
     images = [image_ops.decode(data, size)[0] for data in datas]

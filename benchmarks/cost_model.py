@@ -9,7 +9,7 @@ reads:
 
 - CPU seconds of the whole process tree, and the peak memory of each worker process and the launcher;
 - the storage requests by kind and the bytes they moved, as the storage layer counted them
-  (``imgrec_storage.request_counts``; the workers' through Beam counters, the launcher's printed by
+  (``imgrec.storage.request_counts``; the workers' through Beam counters, the launcher's printed by
   its process), and the requests the proxy saw that Beam's own file system made (``FileSystems``:
   bucket look-ups, ``exists``, ``match``, reading shards back), which that layer does not count;
 - the bytes entering each shuffle: every element entering a GroupByKey is encoded with the coder Beam

@@ -24,7 +24,7 @@ Inputs, each size in a process of its own (``harness.measure``: the peak memory 
   noisy gradient, random colours, sizes and positions: the style in which issue 24 saw one group take
   1,765 of 2,000 images), saved as JPEG and decoded as a build decodes them; 1% of them planted copies
   made by ``imgrec.samples.near_duplicates.make_twin`` (each transform in turn) and saved as it says. Hashed and
-  thumbnailed by ``imgrec_imaging.perceptual_hash``.
+  thumbnailed by ``imgrec.imaging.perceptual_hash``.
 
 Printed: a table (hashes, threshold, comparisons, candidates, links, false pairs per image, recall, the
 largest group and component, groups, images grouped that are not planted, CPU seconds per 1,000 images,
@@ -45,7 +45,7 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from imgrec_imaging import perceptual_hash as ph  # noqa: E402
+from imgrec.imaging import perceptual_hash as ph  # noqa: E402
 from imgrec.transforms.near_duplicate_groups import join_labels, pairs_in_bucket, star_groups  # noqa: E402
 
 PLANTED_SHARE = 0.01
@@ -145,7 +145,7 @@ def one_style(count, seed, planted_share=PLANTED_SHARE, min_side=96, max_side=32
     sizes as its ``write_images`` draws them), saved and decoded; thumbnails as bytes rows."""
     from imgrec.samples.generate import CLASSES, draw_image  # pylint: disable=import-outside-toplevel
     from imgrec.samples.near_duplicates import make_twin  # pylint: disable=import-outside-toplevel
-    from imgrec_imaging import image_ops  # pylint: disable=import-outside-toplevel
+    from imgrec.imaging import image_ops  # pylint: disable=import-outside-toplevel
     target = image_ops.parse_image_size('224')
     rng = random.Random(seed)
     copies = int(count * planted_share)

@@ -40,7 +40,7 @@ from apache_beam.coders import coders
 from harness import CACHE, counter, job
 
 from imgrec.contract import counters, layout
-from imgrec_imaging import image_ops, perceptual_hash as ph
+from imgrec.imaging import image_ops, perceptual_hash as ph
 from imgrec.samples import one_style
 from imgrec.samples.near_duplicates import CLASSES, TRANSFORMS, write_corpus
 from imgrec.transforms.splits import split_for

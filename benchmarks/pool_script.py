@@ -50,7 +50,7 @@ def masked_crc(data):
 
 def _fingerprint():
     """The build's own perceptual fingerprint, imported only for --guarantees."""
-    from imgrec_imaging.perceptual_hash import fingerprint  # pylint: disable=import-outside-toplevel
+    from imgrec.imaging.perceptual_hash import fingerprint  # pylint: disable=import-outside-toplevel
     return fingerprint
 
 

@@ -39,24 +39,24 @@ PY_SPY = os.path.join(os.path.dirname(sys.executable), 'py-spy')
 # call into C), so the more specific come first. Frames read 'function (path:line)'.
 RULES = [
     ('perceptual hash', r'^(?:fingerprint|perceptual_hash|grey_thumbnail|colour_thumbnail) '
-     r'\(imgrec_imaging/perceptual_hash\.py', None),
+     r'\(imgrec/imaging/perceptual_hash\.py', None),
     ('pillow: JPEG encode', r'^(?:encode_jpeg|Image\.save) \(', None),
     ('pillow: resize', r'^resize \(\S*image_ops\.py|^fit \(\S*PIL/ImageOps\.py', None),
     ('pillow: open and decode (draft)',
      r'^(?:decode \(\S*image_ops\.py|open \(\S*PIL/Image\.py|Image\.(?:draft|convert) |ImageFile\.load )', None),
-    ('sha256 of the source', None, r'^encoded \(imgrec_imaging/decoder_pool\.py:30\)'),  # its first line
+    ('sha256 of the source', None, r'^encoded \(imgrec/imaging/decoder_pool\.py:30\)'),  # its first line
     ('reading the source', r'^(?:read_once|read_local|will_read) \(', None),
     ('Example encoding', r'^(?:encode_example|to_example) \(|^example \(\S*pool_script', None),
     ('TFRecord framing (crc32c)', r'^(?:frame|masked_crc) \(', None),
-    ('spill files: write', r'\(imgrec_storage/spill\.py', None),
-    ('spill files: read back (shard writing)', r'\(imgrec_storage/(?:frames|byte_ranges)\.py', None),
-    ('writing shards', r'\((?:transforms/(?:write|sharding)\.py|imgrec_storage/array_records\.py)',
+    ('spill files: write', r'\(imgrec/storage/spill\.py', None),
+    ('spill files: read back (shard writing)', r'\(imgrec/storage/(?:frames|byte_ranges)\.py', None),
+    ('writing shards', r'\((?:transforms/(?:write|sharding)\.py|imgrec/storage/array_records\.py)',
      r'^write_shard \('),
     ('listing', r'\(transforms/listing\.py', None),
     ('near-duplicate grouping', r'\(transforms/near_duplicate(?:s|_groups)\.py', None),
     ('dedupe, splits, labels, index',
      r'\(transforms/(?:dedupe|splits|labels|write_index|quarantine|previous)\.py', None),
-    ('report and publication', r'\((?:imgrec_versions/|transforms/publish\.py)|/matplotlib/', None),
+    ('report and publication', r'\((?:imgrec/versions/|transforms/publish\.py)|/matplotlib/', None),
     ('decode threads: hand-off (futures)', r'\(\S*concurrent/futures/', None),
     ('our DoFns (per element)', r'\(transforms/\w+\.py', None),
     ('Python start-up and imports', r'^(?:_find_and_load|_call_with_frames_removed|_compile_bytecode) ', None),

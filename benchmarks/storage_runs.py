@@ -9,7 +9,7 @@ proxy, a corpus uploaded to it, and builds from gs:// to gs:// run as a user run
 - Each GroupByKey's input is tapped (``tap_shuffles``): every element entering a shuffle is encoded with
   the coder Beam gives that input, and its bytes counted, ``imgrec.contract.counters.SHUFFLED_BYTES/<label>``.
   The taps cost a little CPU of their own (one encoding an element a shuffle).
-- The storage layer counts its own requests (``imgrec_storage.request_counts``): the workers' reach the
+- The storage layer counts its own requests (``imgrec.storage.request_counts``): the workers' reach the
   job's counters; the launcher's own are printed by the job process itself.
 """
 import collections
@@ -165,7 +165,7 @@ def _run_job(args):
     """The build as ``build-dataset`` runs it, its shuffles tapped; then its counters as one JSON line."""
     import logging  # pylint: disable=import-outside-toplevel
     logging.basicConfig(level=logging.ERROR)
-    from imgrec_storage import request_counts  # pylint: disable=import-outside-toplevel
+    from imgrec.storage import request_counts  # pylint: disable=import-outside-toplevel
     from imgrec.pipelines import build_dataset  # pylint: disable=import-outside-toplevel
     from imgrec.pipelines.local import workers  # pylint: disable=import-outside-toplevel
     workers.tune_malloc()

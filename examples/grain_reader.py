@@ -16,7 +16,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from imgrec_console.errors import UserError  # noqa: E402
+from imgrec.console.errors import UserError  # noqa: E402
 from imgrec.training import grain_input  # noqa: E402
 
 

@@ -8,7 +8,7 @@ Beam itself (slower, never wrong), and ``tests/test_cli_errors.py`` says to refr
 import importlib.metadata
 import re
 
-from imgrec_console.errors import UserError
+from imgrec.console.errors import UserError
 
 BEAM_VERSION = '2.77.0'
 OPTIONS = frozenset((

@@ -31,12 +31,13 @@ from apache_beam.options.pipeline_options import (
     WorkerOptions,
 )
 
+import imgrec
 from imgrec.contract import counters, layout, metadata, version_ref
-from imgrec_console.command import Command, was_interrupted
-from imgrec_console.errors import BuildFailed, CommandError, Interrupted, UserError, build_failure_message
-from imgrec_console.held_stderr import held_stderr
-from imgrec_storage import publication, retries, storage
-from imgrec_versions import failed_build
+from imgrec.console.command import Command, was_interrupted
+from imgrec.console.errors import BuildFailed, CommandError, Interrupted, UserError, build_failure_message
+from imgrec.console.held_stderr import held_stderr
+from imgrec.storage import publication, retries, storage
+from imgrec.versions import failed_build
 from imgrec.pipelines import beam_names, job_endpoint, preflight, progress, refresh
 from imgrec.pipelines.build_result import BuildResult
 from imgrec.pipelines.graph import build_pipeline
@@ -58,7 +59,7 @@ from imgrec.transforms.publish import earlier_run, ranked_reasons, retention
 
 # Dataflow workers install the project from this file (with requirements/worker.txt only: no TensorFlow).
 TOP_REASONS = 3  # quarantine reasons the summary names
-SETUP_FILE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'setup.py')
+SETUP_FILE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(imgrec.__file__))), 'setup.py')
 
 
 class BeamOptions(PipelineOptions):
@@ -292,7 +293,7 @@ def build_lease(config, facts, options):
 
 def failure_report(config, facts, options):
     """A failed build's report, written into its staging folder while the build still holds its lease and
-    named in the failure line (``imgrec_versions.failed_build``)."""
+    named in the failure line (``imgrec.versions.failed_build``)."""
     return failed_build.reporting(facts.staging_dir(config), {
         'name': config.name, 'version': config.version, 'created': facts.created, 'options': config.describe(),
         'previous': facts.previous.version if facts.previous else None},
@@ -537,7 +538,7 @@ def build(input: str | None = None, output: str | None = None, *,  # pylint: dis
     splits={'train': 80, 'validation': 20}, formats=['tfrecord', 'array_record'], full=True)``; Beam's own
     options as ``beam_options=['--direct_num_workers=2']``. A refresh that changed nothing returns the
     version LATEST names; a Dataflow job not waited for (or a template) returns None.
-    Raises ``imgrec_console.errors.UserError`` for a mistake and ``BuildFailed`` for a build that could not
+    Raises ``imgrec.console.errors.UserError`` for a mistake and ``BuildFailed`` for a build that could not
     publish (both ``CommandError``: ``str()`` is the one-line message). Beam's warnings and the local
     workers' output are not shown (``verbose=True`` shows them); it never exits the interpreter.
     """

@@ -8,8 +8,8 @@ imports), which parses the same command line again (a millisecond) and runs it.
 """
 import sys
 
-from imgrec_console.command import Command, run_command
-from imgrec_console.supervisor import supervise
+from imgrec.console.command import Command, run_command
+from imgrec.console.supervisor import supervise
 from imgrec.pipelines.local.malloc import tune_malloc
 from imgrec.pipelines.options import parse_args
 
@@ -30,7 +30,7 @@ def main(argv=None):
 
 def cli():
     """The console entry point: run in a child process, so that even its death by a signal (out of memory)
-    ends in one line (``imgrec_console.supervisor``)."""
+    ends in one line (``imgrec.console.supervisor``)."""
     tune_malloc()
     supervise(PROG)
     run_command(main)

@@ -13,7 +13,7 @@ shard dealing. Decoding also hashes each image (a perceptual hash), and
 import apache_beam as beam
 
 from imgrec.contract import counters, layout
-from imgrec_storage.publication import Latest
+from imgrec.storage.publication import Latest
 from imgrec.pipelines.preflight import job_storage
 from imgrec.pipelines.refresh import RefreshPlan, label_order
 from imgrec.transforms.constants import Value

@@ -10,7 +10,7 @@ import threading
 import grpc
 from apache_beam.options.pipeline_options import PortableOptions
 
-from imgrec_console.errors import UserError
+from imgrec.console.errors import UserError
 
 EMBEDDED = 'embed'
 

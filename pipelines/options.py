@@ -19,16 +19,16 @@ import uuid
 from imgrec.contract import layout, version_ref
 from imgrec.contract.layout import MAX_SHARDS
 from imgrec.contract.metadata import NEAR_DUPLICATE_MODES
-from imgrec_console.arguments import Parser, is_number
-from imgrec_console.errors import UserError
-from imgrec_imaging import image_ops
-from imgrec_imaging.record_options import RecordOptions
-from imgrec_storage import paths
+from imgrec.console.arguments import Parser, is_number
+from imgrec.console.errors import UserError
+from imgrec.imaging import image_ops
+from imgrec.imaging.record_options import RecordOptions
+from imgrec.storage import paths
 from imgrec.pipelines import beam_names
 
 if typing.TYPE_CHECKING:  # for annotations only (imgrec.pipelines.refresh imports this module; the others load Beam)
-    from imgrec_storage import retries
-    from imgrec_storage.publication import Latest
+    from imgrec.storage import retries
+    from imgrec.storage.publication import Latest
     from imgrec.pipelines.refresh import RefreshPlan
     from imgrec.transforms.sharding import ShardConfig
 
@@ -88,7 +88,7 @@ class BuildConfig:
     progress_interval: float = _run_option(10.0)
 
     def retry_policy(self) -> 'retries.RetryPolicy':
-        from imgrec_storage import retries  # pylint: disable=import-outside-toplevel  # Google's clients: 0.4 s
+        from imgrec.storage import retries  # pylint: disable=import-outside-toplevel  # Google's clients: 0.4 s
         return retries.default_policy(self.retry_deadline)
 
     @property

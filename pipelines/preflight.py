@@ -16,10 +16,10 @@ from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOpt
 from google.api_core.exceptions import Forbidden, GoogleAPIError, NotFound
 
 from imgrec.contract import layout, version_ref
-from imgrec_console.errors import BuildFailed, UserError
-from imgrec_storage import publication, storage as storage_lib
-from imgrec_storage.gcs_storage import describe_error
-from imgrec_versions import incomplete
+from imgrec.console.errors import BuildFailed, UserError
+from imgrec.storage import publication, storage as storage_lib
+from imgrec.storage.gcs_storage import describe_error
+from imgrec.versions import incomplete
 from imgrec.transforms.labels import parse_labels_file
 from imgrec.transforms.listing import is_image_name, iter_files, list_top_level, manifest_lines, parse_manifest_line
 
@@ -41,7 +41,7 @@ def check(config: BuildConfig, options: PipelineOptions) -> tuple[BuildConfig, p
     Also cleans up after earlier builds (``publication.tidy``): finishes what killed builds and
     interrupted prunings left, and removes the staging folders failed builds left (every one no live
     build holds, with ``--clean``). A finished pruning is said in one line, and so are the staging folders
-    removed and left (``imgrec_versions.incomplete``).
+    removed and left (``imgrec.versions.incomplete``).
     """
     files = job_storage(config.output, config, options)
     check_input(config, options)

@@ -25,7 +25,7 @@ from imgrec.pipelines.local import internals
 
 DEFAULT_INTERVAL = 10.0
 
-_kept = None  # the user's stderr, kept by main() before a local run holds fd 2 (imgrec_console.held_stderr)
+_kept = None  # the user's stderr, kept by main() before a local run holds fd 2 (imgrec.console.held_stderr)
 
 
 def keep_stderr():

@@ -15,9 +15,9 @@ import typing
 
 from imgrec.contract import index, layout, version_ref
 from imgrec.contract.reasons import LABEL_CONFLICT, NEAR_DUPLICATE_CONFLICT
-from imgrec_console.errors import UserError
-from imgrec_imaging import perceptual_hash, record_options
-from imgrec_storage import storage
+from imgrec.console.errors import UserError
+from imgrec.imaging import perceptual_hash, record_options
+from imgrec.storage import storage
 from imgrec.pipelines.preflight import job_storage
 from imgrec.transforms import previous as previous_version
 from imgrec.transforms.elements import ImageRef
@@ -26,7 +26,7 @@ from imgrec.transforms.listing import class_folder_listing, list_top_level, mani
 
 if typing.TYPE_CHECKING:  # for annotations only
     from apache_beam.options.pipeline_options import PipelineOptions
-    from imgrec_storage.publication import Latest
+    from imgrec.storage.publication import Latest
     from imgrec.pipelines.options import BuildConfig
 
 # Index columns every reused record must have: facts of the image that a refresh carries over.

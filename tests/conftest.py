@@ -41,7 +41,7 @@ def built_dataset(sample_images, tmp_path_factory):
 
 
 def _tfds_views(folder):
-    """Whether ``folder`` holds TFDS's views of versions (imgrec_versions.tfds_metadata.write_view) alone."""
+    """Whether ``folder`` holds TFDS's views of versions (imgrec.versions.tfds_metadata.write_view) alone."""
     names = os.listdir(folder) if os.path.isdir(folder) else []
     return bool(names) and all(version_ref.is_semantic_version(name) and
                                os.path.isfile(os.path.join(folder, name, layout.TFDS_DATASET_INFO)) for name in names)

@@ -15,7 +15,7 @@ from PIL import Image
 
 from imgrec.contract import features as F, index as I, layout, metadata
 from imgrec.contract.tfrecord import read_records
-from imgrec_versions import tfds_metadata
+from imgrec.versions import tfds_metadata
 from imgrec.training.example_parsing import parse_example
 
 

@@ -38,7 +38,7 @@ import urllib.parse
 
 import pytest
 
-from imgrec_storage import gcs_storage
+from imgrec.storage import gcs_storage
 from tests.gcs_emulator import gcs_emulator  # noqa: F401  (the fixture faulty_gcs stands on)
 
 READ, LIST, METADATA, WRITE, LATEST = 'read', 'list', 'metadata', 'write', 'latest'

@@ -19,7 +19,7 @@ import urllib.request
 import pytest
 from google.cloud import storage
 
-from imgrec_storage import gcs_storage
+from imgrec.storage import gcs_storage
 from imgrec.pipelines.local import emulator as beam_emulator_credentials
 
 _START_DEADLINE_S = 30  # how long the server may take to answer before the fixture gives up

@@ -13,9 +13,9 @@ from array_record.python.array_record_module import ArrayRecordReader
 from imgrec.contract import features as F, index as I, layout, metadata
 from imgrec.contract.example import decode_example
 from imgrec.contract.tfrecord import read_records
-from imgrec_console.errors import BuildFailed
-from imgrec_storage import array_records, retries, storage
-from imgrec_versions import verify
+from imgrec.console.errors import BuildFailed
+from imgrec.storage import array_records, retries, storage
+from imgrec.versions import verify
 from imgrec.pipelines import build_dataset
 from imgrec.samples.generate import write_images
 from tests.conftest import SMALL, build

@@ -18,7 +18,7 @@ from apache_beam.testing.util import assert_that, equal_to
 from PIL import Image
 
 from imgrec.contract import layout, metadata
-from imgrec_storage import storage
+from imgrec.storage import storage
 from imgrec.pipelines import build_dataset, preflight
 from imgrec.samples.generate import write_images
 from imgrec.samples.near_duplicates import draw_photo, make_twin

@@ -1,4 +1,4 @@
-"""The four commands share one command-line convention (imgrec_console.arguments): a misspelt or abbreviated
+"""The four commands share one command-line convention (imgrec.console.arguments): a misspelt or abbreviated
 option is one line naming the closest option, boolean options are --NAME / --no_NAME switches (the older
 spellings still work), the dataset is the positional DATASET (--data still works), and build-dataset's
 --runner is checked before anything runs."""
@@ -8,15 +8,15 @@ import sys
 
 import pytest
 
-from imgrec_console.arguments import Parser
-from imgrec_console.errors import UserError
-from imgrec_versions import verify
+from imgrec.console.arguments import Parser
+from imgrec.console.errors import UserError
+from imgrec.versions import verify
 from imgrec.pipelines import build_dataset, options
 from imgrec.training import train
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODULES = {'build-dataset': 'imgrec.pipelines.build_dataset', 'train-model': 'imgrec.training.train',
-           'verify-dataset': 'imgrec_versions.verify', 'dataset-report': 'imgrec_versions.report'}
+           'verify-dataset': 'imgrec.versions.verify', 'dataset-report': 'imgrec.versions.report'}
 
 
 def _run(prog, *args, **kwargs):

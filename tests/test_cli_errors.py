@@ -8,8 +8,8 @@ import sys
 import pytest
 
 from imgrec.contract import layout
-from imgrec_console.errors import UserError
-from imgrec_storage import retries
+from imgrec.console.errors import UserError
+from imgrec.storage import retries
 from imgrec.pipelines import beam_names, build_dataset, options, preflight
 from tests.contract_checks import check_version
 

@@ -6,9 +6,9 @@ import sys
 
 import pytest
 
-from imgrec_console.arguments import Parser
-from imgrec_console.command import Command, was_interrupted
-from imgrec_console.errors import BuildFailed, DataError, UserError
+from imgrec.console.arguments import Parser
+from imgrec.console.command import Command, was_interrupted
+from imgrec.console.errors import BuildFailed, DataError, UserError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CHILD_WRITES_TO_FD2 = [sys.executable, '-c', 'import sys; sys.stderr.write("a line from a child process\\n")']
@@ -91,7 +91,7 @@ def test_an_entry_point_exits_with_the_status_after_flushing_and_without_the_int
                                                                                                    stderr):
     code = '\n'.join([
         'import atexit, sys',
-        'from imgrec_console.command import run_command',
+        'from imgrec.console.command import run_command',
         'atexit.register(lambda: print("the interpreter was torn down", file=sys.stderr))',
         'def main(argv):',
         '    sys.stdout.write("no newline yet")',

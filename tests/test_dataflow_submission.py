@@ -56,8 +56,8 @@ def test_the_project_package_is_staged_with_worker_requirements_only(template):
         names = {name.split('/', 1)[-1] for name in sdist.getnames()}
         requires = next(sdist.extractfile(n) for n in sdist.getnames() if n.endswith('egg-info/requires.txt'))
         install_requires = requires.read().decode().split('\n[', 1)[0].split()
-    assert {'setup.py', 'requirements/worker.txt', 'pipelines/build_dataset.py', 'transforms/listing.py',
-            'imgrec_storage/gcs_storage.py', 'contract/example.py', 'imgrec_versions/report.py'} <= names
+    assert {'setup.py', 'requirements/worker.txt', 'imgrec/pipelines/build_dataset.py', 'imgrec/transforms/listing.py',
+            'imgrec/storage/gcs_storage.py', 'imgrec/contract/example.py', 'imgrec/versions/report.py'} <= names
     assert sorted(r.split('==')[0] for r in install_requires) == ['apache-beam[gcp]', 'array_record',
                                                                   'google-cloud-storage', 'matplotlib', 'pillow']
 

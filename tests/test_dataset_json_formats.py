@@ -9,7 +9,7 @@ import pathlib
 import pytest
 
 from imgrec.contract import layout, metadata, version_ref
-from imgrec_versions import tfds_metadata
+from imgrec.versions import tfds_metadata
 from imgrec.samples.generate import write_images
 from tests.conftest import SMALL, build
 from imgrec.training import dataset_version

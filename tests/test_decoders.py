@@ -9,9 +9,9 @@ from PIL import Image
 
 from imgrec.contract import counters
 from imgrec.contract.reasons import NOT_AN_IMAGE, READ_ERROR, TRUNCATED
-from imgrec_imaging.record_options import RecordOptions
-from imgrec_storage import retries, storage
-from imgrec_storage.retries import RetryPolicy
+from imgrec.imaging.record_options import RecordOptions
+from imgrec.storage import retries, storage
+from imgrec.storage.retries import RetryPolicy
 from tests.test_quarantine_reads import FlakyReader
 from imgrec.transforms.decode import DecodeResizeEncode
 from imgrec.transforms.elements import ImageRef

@@ -52,11 +52,9 @@ PLACEHOLDERS = {'runs/demo/export/900': lambda folder: max((folder / 'runs' / 'd
 MUST_RUN = ('imgrec.samples.generate', 'build-dataset', 'verify-dataset', 'dataset-report', 'train-model',
             'imgrec.training.train', 'saved_model_cli', 'imgrec.samples.torture')
 # Top-level folders whose paths the docs name, and the packages whose dotted module names they name.
-SOURCE_FOLDERS = ('contract', 'imgrec_console', 'imgrec_storage', 'imgrec_imaging', 'imgrec_versions',
-                  'transforms', 'pipelines', 'training', 'samples', 'benchmarks', 'templates', 'examples',
+SOURCE_FOLDERS = ('imgrec', 'transforms', 'pipelines', 'training', 'benchmarks', 'templates', 'examples',
                   'tests', 'requirements')
-PACKAGES = ('contract', 'imgrec_console', 'imgrec_storage', 'imgrec_imaging', 'imgrec_versions',
-            'transforms', 'pipelines', 'training', 'samples')
+PACKAGES = ('imgrec',)
 
 
 def _blocks(page):

@@ -11,9 +11,9 @@ import re
 import pytest
 
 from imgrec.contract import layout
-from imgrec_console.errors import BuildFailed
-from imgrec_storage import publication, retries, storage
-from imgrec_versions import failed_build, incomplete, report, version as version_lib
+from imgrec.console.errors import BuildFailed
+from imgrec.storage import publication, retries, storage
+from imgrec.versions import failed_build, incomplete, report, version as version_lib
 from imgrec.pipelines import build_dataset
 from imgrec.samples.near_duplicates import draw_photo
 from tests.chromium import open_page, requires_chromium

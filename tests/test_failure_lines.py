@@ -15,8 +15,8 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.portability.fn_api_runner import fn_runner
 
 from imgrec.contract import layout
-from imgrec_console.command import Command
-from imgrec_storage.byte_ranges import checked_range
+from imgrec.console.command import Command
+from imgrec.storage.byte_ranges import checked_range
 from tests import launcher, training_fixtures as fixtures
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -48,8 +48,8 @@ def test_a_worker_failure_is_named_by_its_cause_not_the_runners_wrapper(capsys):
 
 SIGNALLED = """
 import os, signal, sys
-from imgrec_console.command import Command, run_command
-from imgrec_console.supervisor import supervise
+from imgrec.console.command import Command, run_command
+from imgrec.console.supervisor import supervise
 
 def main(argv):
     with Command('demo') as command:

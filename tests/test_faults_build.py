@@ -6,8 +6,8 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.test_pipeline import TestPipeline
 
 from imgrec.contract import layout
-from imgrec_console.errors import build_failure_message
-from imgrec_storage import retries, storage
+from imgrec.console.errors import build_failure_message
+from imgrec.storage import retries, storage
 from imgrec.pipelines import build_dataset
 from imgrec.samples.generate import write_images
 from tests.conftest import SMALL

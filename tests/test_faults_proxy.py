@@ -6,7 +6,7 @@ import requests
 from google.api_core import exceptions
 from google.cloud import storage
 
-from imgrec_storage import retries
+from imgrec.storage import retries
 from tests.fault_proxy import (
     FAULTS,
     KINDS,

@@ -10,9 +10,9 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from imgrec_console.errors import BuildFailed
-from imgrec_storage import publication, retries, storage
-from imgrec_storage.byte_ranges import TruncatedRead
+from imgrec.console.errors import BuildFailed
+from imgrec.storage import publication, retries, storage
+from imgrec.storage.byte_ranges import TruncatedRead
 from tests.fault_proxy import WRITE, faulty_gcs, gcs_emulator  # noqa: F401  (fixtures)
 
 QUICK = retries.RetryPolicy(deadline_s=30, initial_delay_s=0.01, max_delay_s=0.02)
@@ -90,7 +90,7 @@ def test_retries_on_pool_threads_reach_the_counters():
 
 
 def test_a_short_range_is_a_truncated_record_not_a_transient_error(tmp_path):
-    from imgrec_storage.frames import FrameReader
+    from imgrec.storage.frames import FrameReader
 
     spill = tmp_path / 'spill.tfrecord'
     spill.write_bytes(b'0123456789')

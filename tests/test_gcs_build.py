@@ -9,7 +9,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from imgrec.contract import features as F, index, layout
 from imgrec.contract.tfrecord import read_records
-from imgrec_storage import storage
+from imgrec.storage import storage
 from imgrec.pipelines import build_dataset
 from imgrec.samples.generate import write_images
 from tests.conftest import SMALL

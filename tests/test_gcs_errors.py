@@ -2,7 +2,7 @@
 import pytest
 from google.api_core import exceptions
 
-from imgrec_storage import gcs_storage
+from imgrec.storage import gcs_storage
 from imgrec.pipelines import build_dataset
 from tests.gcs_emulator import gcs_emulator  # noqa: F401  (the fixture)
 

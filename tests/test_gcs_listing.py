@@ -8,7 +8,7 @@ import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from imgrec_storage import storage
+from imgrec.storage import storage
 from imgrec.pipelines.local import internals
 from tests.gcs_emulator import gcs_emulator  # noqa: F401  (the fixture)
 from imgrec.transforms.elements import ImageRef

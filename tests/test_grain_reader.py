@@ -13,7 +13,7 @@ import pytest
 from imgrec import training
 from imgrec.contract import layout
 from imgrec.contract.tfrecord import read_records
-from imgrec_console.errors import UserError
+from imgrec.console.errors import UserError
 from tests.conftest import build
 from imgrec.training import grain_input
 

@@ -10,8 +10,8 @@ import pytest
 from PIL import Image
 
 from imgrec.contract.reasons import LABEL_CONFLICT, REASONS
-from imgrec_imaging import image_ops
-from imgrec_imaging.record_options import RecordOptions
+from imgrec.imaging import image_ops
+from imgrec.imaging.record_options import RecordOptions
 from imgrec.samples import torture
 from tests.torture_fixtures import TOLERANCE, colour_errors
 
@@ -73,7 +73,7 @@ def test_the_bomb_is_refused_at_any_cap_below_its_size_before_decoding():
 
 _MEASURE = '''
 import json, resource, sys
-from imgrec_imaging import image_ops
+from imgrec.imaging import image_ops
 data = open(sys.argv[1], 'rb').read()
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 image, notes = image_ops.decode(data, (int(sys.argv[2]), int(sys.argv[2])))

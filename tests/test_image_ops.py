@@ -4,8 +4,8 @@ import io
 import pytest
 from PIL import Image
 
-from imgrec_imaging import image_ops
-from imgrec_imaging.record_options import RecordOptions
+from imgrec.imaging import image_ops
+from imgrec.imaging.record_options import RecordOptions
 
 
 def _jpeg(image, **options):

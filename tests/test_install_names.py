@@ -1,4 +1,4 @@
-"""Installed names cannot collide: the packages named with common words install under ``imgrec``.
+"""Installed names cannot collide: everything installs under the one import root, ``imgrec``.
 
 The wheel is built from this checkout and installed into a folder of its own, then imported from a
 process that sees only that folder, as a user's environment would.
@@ -28,11 +28,9 @@ def _top_level(wheel_path):
         return {name.split('/')[0] for name in archive.namelist() if not name.split('/')[0].endswith('.dist-info')}
 
 
-def test_the_wheel_installs_nothing_under_a_common_word(wheel):
+def test_the_wheel_installs_one_root_and_nothing_under_a_common_word(wheel):
     top = _top_level(wheel)
-    assert 'imgrec' in top
-    assert not top & set(COMMON_WORDS)
-    assert all(name == 'imgrec' or name.startswith('imgrec_') for name in top)
+    assert top == {'imgrec'}
 
 
 def test_console_scripts_point_inside_the_namespace(wheel):
@@ -40,7 +38,7 @@ def test_console_scripts_point_inside_the_namespace(wheel):
         (entry_points,) = [n for n in archive.namelist() if n.endswith('entry_points.txt')]
         scripts = archive.read(entry_points).decode().split('[console_scripts]')[1]
     targets = [line.split('=', 1)[1].strip() for line in scripts.splitlines() if '=' in line]
-    assert targets and all(t.startswith(('imgrec.', 'imgrec_')) for t in targets)
+    assert targets and all(t.startswith('imgrec.') for t in targets)
 
 
 def test_installed_the_common_words_are_free_for_the_users_own_modules(wheel, tmp_path):

@@ -11,7 +11,7 @@ from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from benchmarks.near_duplicate_groups import group_in_memory, synthetic
-from imgrec_imaging import perceptual_hash as ph
+from imgrec.imaging import perceptual_hash as ph
 from imgrec.transforms.elements import RecordRef
 from imgrec.transforms.near_duplicate_groups import FindGroups, star_groups
 

@@ -10,7 +10,7 @@ import pytest
 from PIL import Image
 
 from imgrec.contract import layout, metadata
-from imgrec_imaging import image_ops, perceptual_hash as ph
+from imgrec.imaging import image_ops, perceptual_hash as ph
 from imgrec.samples.near_duplicates import make_twin, write_corpus
 from tests.conftest import build
 from imgrec.transforms.splits import split_for

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from imgrec_imaging import image_ops, perceptual_hash as ph
-from imgrec_imaging.record_options import RecordOptions
+from imgrec.imaging import image_ops, perceptual_hash as ph
+from imgrec.imaging.record_options import RecordOptions
 from imgrec.samples import one_style
 from imgrec.samples.near_duplicates import TRANSFORMS, draw_photo, make_twin, write_corpus
 from imgrec.transforms.elements import RecordRef

@@ -12,8 +12,8 @@ from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from imgrec.contract.reasons import NEAR_DUPLICATE_CONFLICT
-from imgrec_console.errors import build_failure_message
-from imgrec_imaging import perceptual_hash as ph
+from imgrec.console.errors import build_failure_message
+from imgrec.imaging import perceptual_hash as ph
 from imgrec.transforms.elements import RecordRef
 from imgrec.transforms.near_duplicate_groups import FindGroups
 from imgrec.transforms.near_duplicates import GROUP, OFF, REPORT, NearDuplicates

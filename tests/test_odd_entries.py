@@ -17,7 +17,7 @@ import pytest
 
 from imgrec.contract import layout
 from imgrec.contract.reasons import NOT_A_FILE, READ_ERROR
-from imgrec_storage import local_storage, retries
+from imgrec.storage import local_storage, retries
 from imgrec.samples.generate import write_images
 from tests.conftest import SMALL
 from tests.contract_checks import check_version, load_version

@@ -8,10 +8,10 @@ import pytest
 
 from imgrec.contract import index, layout
 from imgrec.contract.tfrecord import frame, read_records
-from imgrec_console.errors import build_failure_message
-from imgrec_storage import frames
-from imgrec_storage import storage
-from imgrec_storage.spill import SpillFile
+from imgrec.console.errors import build_failure_message
+from imgrec.storage import frames
+from imgrec.storage import storage
+from imgrec.storage.spill import SpillFile
 from tests.conftest import build, listing
 from tests.contract_checks import check_index, load_version
 from imgrec.transforms import write

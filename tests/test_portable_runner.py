@@ -9,7 +9,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.portability import local_job_service
 
 from imgrec.contract import layout
-from imgrec_console.errors import UserError
+from imgrec.console.errors import UserError
 from imgrec.pipelines import build_dataset, job_endpoint
 from imgrec.samples.generate import write_images
 from tests.conftest import SMALL

@@ -14,8 +14,8 @@ import sys
 import pytest
 
 from imgrec.contract import layout
-from imgrec_storage import publication
-from imgrec_versions import verify
+from imgrec.storage import publication
+from imgrec.versions import verify
 from imgrec.pipelines import build_dataset
 from imgrec.samples.generate import write_images
 from tests.conftest import SMALL, listing

@@ -17,8 +17,8 @@ import time
 import pytest
 
 from imgrec.contract import layout, version_ref
-from imgrec_storage import leases, publication, storage
-from imgrec_versions import verify
+from imgrec.storage import leases, publication, storage
+from imgrec.versions import verify
 from imgrec.pipelines import build_dataset
 from imgrec.samples.generate import write_images
 from tests.conftest import SMALL, listing
@@ -115,7 +115,7 @@ def _copy(output, tmp_path):
 
 # -- leases, without a build ------------------------------------------------------------------------------
 
-HOLDER = ('import sys\nfrom imgrec_storage import leases, storage\n'
+HOLDER = ('import sys\nfrom imgrec.storage import leases, storage\n'
           'lease = leases.Lease(storage.storage_for(sys.argv[1]), sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4])\n'
           'lease.acquire()\nprint("held", flush=True)\nsys.stdin.read()\n')
 

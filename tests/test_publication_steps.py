@@ -4,7 +4,7 @@ retried after promotion). And the steps use the output's storage as the job buil
 
 The steps run here in this process, on a staging folder made of a real build's version: the accounting and
 the metadata steps are the job's DoFns, fed what the job would feed them, and promotion, LATEST and
-pruning are ``imgrec_storage.publication``'s.
+pruning are ``imgrec.storage.publication``'s.
 """
 import dataclasses
 import hashlib
@@ -19,7 +19,7 @@ import cloudpickle  # Beam's pickler
 import pytest
 
 from imgrec.contract import layout
-from imgrec_storage import gcs_storage, leases, publication, storage
+from imgrec.storage import gcs_storage, leases, publication, storage
 from imgrec.pipelines import build_dataset
 from imgrec.pipelines.graph import build_pipeline
 from imgrec.samples.generate import write_images

@@ -14,7 +14,7 @@ import pytest
 import tensorflow as tf
 
 from imgrec.contract import layout
-from imgrec_console.errors import BuildFailed, CommandError, UserError
+from imgrec.console.errors import BuildFailed, CommandError, UserError
 from imgrec.pipelines import build_dataset, options
 from imgrec.pipelines.build_result import BuildResult
 from tests.conftest import build as cli_build, listing
@@ -220,7 +220,7 @@ _CPP_LOG_LINE = re.compile(r'^[IWEF]\d{4} [\d:.]+\s+\d+ ([^\]\s]+)\]')
 # What the child does: TensorFlow's C++ warning of a partly read cache, TensorFlow's and absl's Python
 # loggers, then the notebook's load(). Only the user's environment differs between the two runs.
 _LOAD_AND_LOG = '''
-import training
+from imgrec import training
 data = training.load({data!r}, "validation", batch_size=4, image_size=16, verbose=False)
 import absl.logging, tensorflow as tf
 partly_read = iter(tf.data.Dataset.range(4).cache())

@@ -1,7 +1,7 @@
 """The accounting invariant and the error-rate check that guard LATEST (plain functions of publish)."""
 import pytest
 
-from imgrec_console.errors import BuildFailed, UserError
+from imgrec.console.errors import BuildFailed, UserError
 from imgrec.pipelines.options import parse_args
 from imgrec.transforms.elements import Duplicate, Rejected
 from imgrec.transforms.publish import account, check_error_rate, top_reasons

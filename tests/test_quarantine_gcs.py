@@ -6,7 +6,7 @@ import os
 import pytest
 
 from imgrec.contract import layout
-from imgrec_console.errors import build_failure_message
+from imgrec.console.errors import build_failure_message
 from imgrec.pipelines import build_dataset
 from tests.gcs_emulator import gcs_emulator  # noqa: F401 (fixture)
 from tests.torture_fixtures import OPTIONS, check_every_fate, torture_build, torture_corpus  # noqa: F401

@@ -15,10 +15,10 @@ from apache_beam.testing.util import assert_that, equal_to
 from google.api_core import exceptions as google_errors
 from PIL import Image
 
-from imgrec_console.errors import build_failure_message
-from imgrec_imaging.record_options import RecordOptions
-from imgrec_storage import retries, storage
-from imgrec_storage.retries import RetryPolicy, is_transient
+from imgrec.console.errors import build_failure_message
+from imgrec.imaging.record_options import RecordOptions
+from imgrec.storage import retries, storage
+from imgrec.storage.retries import RetryPolicy, is_transient
 from imgrec.transforms.decode import DecodeResizeEncode
 from imgrec.transforms.elements import ImageRef
 

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from imgrec.contract import layout
-from imgrec_imaging import record_options
-from imgrec_imaging.record_options import RecordOptions
+from imgrec.imaging import record_options
+from imgrec.imaging.record_options import RecordOptions
 from imgrec.pipelines import build_dataset, options, refresh
 from imgrec.pipelines.preflight import read_latest
 from imgrec.samples.generate import write_images

@@ -12,8 +12,8 @@ import time
 import pytest
 
 from imgrec.contract import layout
-from imgrec_console.errors import build_failure_message
-from imgrec_imaging.record_options import RecordOptions
+from imgrec.console.errors import build_failure_message
+from imgrec.imaging.record_options import RecordOptions
 from imgrec.pipelines import build_dataset, preflight, refresh
 from imgrec.pipelines.preflight import read_latest
 from imgrec.samples.generate import write_images
@@ -264,7 +264,7 @@ def test_latest_is_never_read_half_written_by_concurrent_writers(tmp_path):
     output = tmp_path / 'out'
     output.mkdir()
     (output / layout.LATEST).write_text('v0\n')
-    script = ('import sys\nfrom imgrec_storage.publication import Latest, read_latest, replace_latest\n'
+    script = ('import sys\nfrom imgrec.storage.publication import Latest, read_latest, replace_latest\n'
               'for i in range(200):\n'
               '    try:\n'
               '        replace_latest(sys.argv[1], sys.argv[2] + str(i), read_latest(sys.argv[1]))\n'

@@ -11,7 +11,7 @@ from PIL import Image
 
 from imgrec.contract import layout
 from imgrec.contract.example import decode_example
-from imgrec_versions import report, shard_reader, version as version_lib
+from imgrec.versions import report, shard_reader, version as version_lib
 from tests.chromium import open_page, requires_chromium
 from tests.torture_fixtures import torture_build, torture_corpus  # noqa: F401  (the fixtures)
 

@@ -18,7 +18,7 @@ from PIL import Image
 
 from imgrec.contract import features as F, index, layout, metadata, tfrecord
 from imgrec.contract.example import encode_example
-from imgrec_versions import report, version as version_lib
+from imgrec.versions import report, version as version_lib
 from imgrec.samples.near_duplicates import draw_photo, make_twin
 from tests.chromium import open_page, requires_chromium
 from tests.conftest import build

@@ -12,10 +12,10 @@ import pytest
 
 from imgrec.contract import index as I, layout
 from imgrec.contract.tfrecord import frame
-from imgrec_console.errors import BuildFailed
-from imgrec_imaging.record_options import RecordOptions
-from imgrec_storage import storage
-from imgrec_versions import verify
+from imgrec.console.errors import BuildFailed
+from imgrec.imaging.record_options import RecordOptions
+from imgrec.storage import storage
+from imgrec.versions import verify
 from imgrec.pipelines import build_dataset
 from imgrec.samples.generate import write_images
 from tests.conftest import SMALL

@@ -13,7 +13,7 @@ from apache_beam.options.pipeline_options import (
 )
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
-from imgrec_console.errors import UserError
+from imgrec.console.errors import UserError
 from imgrec.pipelines import build_dataset, options as options_module
 from imgrec.pipelines.build_dataset import is_local, local_runner, local_worker_count, pipeline_options
 from imgrec.pipelines.options import runner_name

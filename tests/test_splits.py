@@ -6,7 +6,7 @@ import shutil
 import pytest
 
 from imgrec.contract import features as F, layout
-from imgrec_console.errors import build_failure_message
+from imgrec.console.errors import build_failure_message
 from tests.conftest import build
 from tests.contract_checks import check_version
 from imgrec.transforms.splits import split_for

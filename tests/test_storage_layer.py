@@ -5,11 +5,11 @@ import uuid
 import pytest
 from google.api_core import exceptions as api_exceptions
 
-from imgrec_console.errors import BuildFailed
-from imgrec_storage import gcs_storage, retries, storage
-from imgrec_storage.byte_ranges import TruncatedRead
-from imgrec_storage.local_storage import LocalStorage
-from imgrec_storage.tf_storage import TensorFlowStorage
+from imgrec.console.errors import BuildFailed
+from imgrec.storage import gcs_storage, retries, storage
+from imgrec.storage.byte_ranges import TruncatedRead
+from imgrec.storage.local_storage import LocalStorage
+from imgrec.storage.tf_storage import TensorFlowStorage
 from tests.gcs_emulator import gcs_emulator  # noqa: F401  (fixture)
 
 QUICK = retries.RetryPolicy(deadline_s=2.0, initial_delay_s=0.01, max_delay_s=0.05)

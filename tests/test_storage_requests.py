@@ -7,7 +7,7 @@ import pytest
 
 from imgrec.contract import counters
 from imgrec.contract.tfrecord import frame, read_records
-from imgrec_storage import gcs_storage, request_counts, storage
+from imgrec.storage import gcs_storage, request_counts, storage
 from imgrec.pipelines import build_dataset
 from imgrec.samples.generate import write_images
 from tests.conftest import SMALL

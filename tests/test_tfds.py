@@ -10,7 +10,7 @@ from tensorflow_datasets.core import naming
 from tensorflow_datasets.core.features.feature import convert_feature_name_to_filename
 
 from imgrec.contract import features as F, layout, version_ref
-from imgrec_versions import tfds_metadata
+from imgrec.versions import tfds_metadata
 from imgrec.samples.generate import CLASSES, write_images
 from tests.conftest import SMALL, build
 from tests.contract_checks import load_version

@@ -2,7 +2,7 @@
 pair's distance, and so each decision, is the one it gets alone."""
 import numpy as np
 
-from imgrec_imaging import perceptual_hash as ph
+from imgrec.imaging import perceptual_hash as ph
 
 
 def _pairs(count, seed=3):

@@ -28,7 +28,7 @@ def test_help_and_argument_errors_come_before_tensorflow_is_imported(tmp_path):
     """One subprocess runs --help and every bad argument; it reports what it printed and what it imported."""
     code = '\n'.join([
         'import contextlib, io, json, sys',
-        'from training import train',
+        'from imgrec.training import train',
         'help_text = io.StringIO()',
         'with contextlib.redirect_stdout(help_text):',
         '    try:',

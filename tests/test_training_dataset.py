@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from imgrec_console.errors import UserError
+from imgrec.console.errors import UserError
 from tests import training_fixtures as fixtures
 from imgrec.training import dataset, dataset_version
 

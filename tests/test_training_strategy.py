@@ -7,7 +7,7 @@ import socket
 import pytest
 import tensorflow as tf
 
-from imgrec_console.errors import UserError
+from imgrec.console.errors import UserError
 from imgrec.training import strategy
 
 

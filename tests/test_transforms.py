@@ -8,7 +8,7 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from imgrec.contract import features as F
 from imgrec.contract.tfrecord import frame
-from imgrec_storage import storage
+from imgrec.storage import storage
 from imgrec.transforms.elements import EncodedImage, ImageRef
 from imgrec.transforms.examples import ToExample, to_example
 from imgrec.transforms.labels import ResolveLabels

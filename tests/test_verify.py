@@ -13,7 +13,7 @@ import pytest
 
 from imgrec.contract import features as F, layout, tfrecord
 from imgrec.contract.example import decode_example, encode_example
-from imgrec_versions import verify
+from imgrec.versions import verify
 from tests.gcs_emulator import gcs_emulator  # noqa: F401  (the fixture)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -48,7 +48,7 @@ def _verify(path, capsys, *args):
 
 
 def test_a_good_version_passes_in_one_quiet_line(built_dataset):
-    run = subprocess.run([sys.executable, '-m', 'imgrec_versions.verify', built_dataset], cwd=ROOT,
+    run = subprocess.run([sys.executable, '-m', 'imgrec.versions.verify', built_dataset], cwd=ROOT,
                          capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     assert run.stderr == ''  # TensorFlow's start-up lines are held back without --verbose
@@ -61,7 +61,7 @@ def test_a_good_version_passes_in_one_quiet_line(built_dataset):
 
 
 def test_verbose_shows_what_tensorflow_prints_and_passes_the_same(built_dataset):
-    run = subprocess.run([sys.executable, '-m', 'imgrec_versions.verify', '--verbose', built_dataset], cwd=ROOT,
+    run = subprocess.run([sys.executable, '-m', 'imgrec.versions.verify', '--verbose', built_dataset], cwd=ROOT,
                          capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     assert run.stdout.startswith('verify-dataset: OK: 60 records (train ') and run.stdout.count('\n') == 1
@@ -120,7 +120,7 @@ def test_each_fault_is_one_line_and_what_follows_from_them_is_counted_and_kept_i
     os.remove(version / 'validation-00000-of-00002.tfrecord')
     document = json.loads((version / layout.DATASET_JSON).read_text())
     listed = {shard['file']: shard['records'] for split in document['splits'].values() for shard in split['shards']}
-    run = subprocess.run([sys.executable, '-m', 'imgrec_versions.verify', str(version)], cwd=ROOT,
+    run = subprocess.run([sys.executable, '-m', 'imgrec.versions.verify', str(version)], cwd=ROOT,
                          capture_output=True, text=True)
     assert run.returncode == 1 and run.stdout == ''
     lines = run.stderr.splitlines()

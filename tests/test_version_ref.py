@@ -173,9 +173,9 @@ def _command(tool, output, sample_images, model_dir):
         return ['imgrec.pipelines.build_dataset', '--input', sample_images, '--output', output, '--image_size', '32',
                 '--direct_running_mode', 'in_memory', '--version', 'v2']
     if tool == 'verify':
-        return ['imgrec_versions.verify', output]
+        return ['imgrec.versions.verify', output]
     if tool == 'report':
-        return ['imgrec_versions.report', output]
+        return ['imgrec.versions.report', output]
     return ['imgrec.training.train', '--data', output, '--epochs', '1', '--model_dir', model_dir]
 
 

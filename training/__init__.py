@@ -3,8 +3,8 @@
 Reads only the on-disk contract (``contract``) and never imports Apache Beam, so a training host needs
 TensorFlow alone. Modules: ``train`` is the command line, which checks arguments and data before
 TensorFlow is imported (with ``dataset_version`` and ``run_state``, whose files go through
-``imgrec_storage.storage``) and keeps TensorFlow's
-log lines off the terminal (``imgrec_console``), and builds the run's ``config.TrainConfig`` once;
+``imgrec.storage.storage``) and keeps TensorFlow's
+log lines off the terminal (``imgrec.console``), and builds the run's ``config.TrainConfig`` once;
 ``trainer`` runs the training from it. ``dataset_version`` finds a
 published version, ``example_parsing`` parses its Examples, ``images`` holds the pixel operations shared by
 training and serving, ``dataset`` is the input pipeline, ``record_check`` names a damaged shard,

@@ -29,7 +29,7 @@ import random
 
 import tensorflow as tf
 
-from imgrec_console.errors import UserError
+from imgrec.console.errors import UserError
 from imgrec.training import dataset_version, example_parsing, images
 from imgrec.training.dataset_info import DatasetInfo
 

@@ -6,8 +6,8 @@ it (or naming a version that has a ``dataset.json``) never lands on a half-writt
 import dataclasses
 
 from imgrec.contract import layout, metadata as metadata_lib, shard_check, version_ref
-from imgrec_console.errors import DataError, UserError
-from imgrec_storage import storage
+from imgrec.console.errors import DataError, UserError
+from imgrec.storage import storage
 
 
 @dataclasses.dataclass(frozen=True)

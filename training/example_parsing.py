@@ -1,11 +1,11 @@
 """Turns the contract's Example features into tensors: parsing and the image/label decoder.
 
-The parse spec comes from ``imgrec_versions.tf_features``, which verify-dataset uses too.
+The parse spec comes from ``imgrec.versions.tf_features``, which verify-dataset uses too.
 """
 import tensorflow as tf
 
 from imgrec.contract import features as F
-from imgrec_versions.tf_features import feature_spec
+from imgrec.versions.tf_features import feature_spec
 
 
 def parse_example(serialized):

@@ -22,7 +22,7 @@ from PIL import Image
 
 from imgrec.contract import features as F, layout, metadata, version_ref
 from imgrec.contract.example import decode_example
-from imgrec_console.errors import UserError
+from imgrec.console.errors import UserError
 
 
 def _read_text(path):

@@ -9,7 +9,7 @@ whole split.
 """
 from imgrec.contract import features as F, layout, tfrecord
 from imgrec.contract.example import decode_example
-from imgrec_storage import storage
+from imgrec.storage import storage
 
 
 def first_problem(shards, image_shape=None, num_labels=None):

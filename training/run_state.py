@@ -8,8 +8,8 @@ Reading them needs no TensorFlow for a local ``--model_dir``, so the command lin
 import json
 
 from imgrec.contract import layout
-from imgrec_console.errors import UserError
-from imgrec_storage import storage
+from imgrec.console.errors import UserError
+from imgrec.storage import storage
 
 RUN_JSON = 'run.json'
 CHECKPOINTS = 'checkpoints'

@@ -16,8 +16,8 @@ import urllib.parse
 
 import tensorflow as tf
 
-from imgrec_console.errors import UserError
-from imgrec_storage import storage
+from imgrec.console.errors import UserError
+from imgrec.storage import storage
 
 log = logging.getLogger(__name__)
 

@@ -21,11 +21,11 @@ import math
 import sys
 import typing
 
-from imgrec_console.arguments import Parser
-from imgrec_console.command import Command, run_command
-from imgrec_console.supervisor import supervise
-from imgrec_console.errors import UserError
-from imgrec_storage import leases, storage
+from imgrec.console.arguments import Parser
+from imgrec.console.command import Command, run_command
+from imgrec.console.supervisor import supervise
+from imgrec.console.errors import UserError
+from imgrec.storage import leases, storage
 from imgrec.training import dataset_version, quiet, run_state
 from imgrec.training.batching import DEFAULT_PER_REPLICA_BATCH, TPU_PER_REPLICA_BATCH, TPU_STEPS_PER_EXECUTION
 from imgrec.training.config import TrainConfig
@@ -126,7 +126,7 @@ def main(argv: typing.Sequence[str] | None = None) -> int:
 
 def cli():
     """The ``train-model`` command: run in a child process, so that even its death by a signal (out of
-    memory) ends in one line (``imgrec_console.supervisor``)."""
+    memory) ends in one line (``imgrec.console.supervisor``)."""
     supervise('train-model')
     run_command(main)
 

@@ -20,7 +20,7 @@ import tensorflow as tf
 from tensorflow.core.framework import summary_pb2
 
 from imgrec.contract import layout
-from imgrec_console.errors import DataError, UserError
+from imgrec.console.errors import DataError, UserError
 from imgrec.training import dataset, export, input_profile, loop, model as model_lib, record_check
 from imgrec.training import run_state, strategy as strategy_lib
 from imgrec.training.checkpoints import Checkpoints

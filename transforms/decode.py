@@ -6,7 +6,7 @@ unit of transport: every image in it is read, decoded and judged on its own, so 
 fails its batch. An input that cannot be used leaves alone through the ``rejected`` side output with a
 reason code (``records.REASONS``), and its neighbours go on in the batch. A read that fails on a
 transient error (timeout, reset, HTTP 429 or 5xx) is retried until the retry deadline
-(``imgrec_storage.retries``); if it still fails the build fails with BuildFailed, since the file itself may
+(``imgrec.storage.retries``); if it still fails the build fails with BuildFailed, since the file itself may
 be fine and quarantining it would silently drop it. Only permanent read errors (missing, forbidden, a
 symlink loop) are quarantined, as ``read_error``; a path that is no regular file (a FIFO, a device) is
 never opened, and is quarantined as ``not_a_file`` (``local_storage.read_local``).
@@ -21,7 +21,7 @@ order.
 
 With ``decoders`` (a local in_memory run, whose runner runs every stage on one thread), the pixel work of
 each image (read, sha256, decode, resize, encode, perceptual hash) runs on that many threads of the DoFn's
-own (``imgrec_imaging.decoder_pool``), so one build uses every core. A batch is handed over whole, and
+own (``imgrec.imaging.decoder_pool``), so one build uses every core. A batch is handed over whole, and
 its outputs leave when the next batch has been handed over, so the decoders work while the DoFn's thread
 (and the steps fused after it) handle what came out; the last batch of a bundle leaves from
 ``finish_bundle``. A local file is read by its
@@ -37,9 +37,9 @@ from apache_beam.transforms.window import GlobalWindows
 
 from imgrec.contract import counters
 from imgrec.contract.reasons import READ_ERROR
-from imgrec_console.errors import BuildFailed
-from imgrec_imaging import decoder_pool, image_ops
-from imgrec_storage import retries
+from imgrec.console.errors import BuildFailed
+from imgrec.imaging import decoder_pool, image_ops
+from imgrec.storage import retries
 from imgrec.transforms.elements import EncodedImage, Rejected
 
 REJECTED = 'rejected'
@@ -221,7 +221,7 @@ class DecodeResizeEncode(beam.PTransform):
     ``read`` (path -> bytes, one attempt; default ``Storage.read_once`` of the path's storage, which
     ``storage`` hands on) is the read boundary, retried under ``storage.retry``. Tests pass a reader whose
     first reads fail. ``with_hash``: also the perceptual hash of each decoded image.
-    ``decoders``: threads that do the pixel work (``imgrec_imaging.decoder_pool``; 0: the DoFn's own thread
+    ``decoders``: threads that do the pixel work (``imgrec.imaging.decoder_pool``; 0: the DoFn's own thread
     does it).
     """
 

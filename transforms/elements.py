@@ -33,7 +33,7 @@ class EncodedImage(typing.NamedTuple):
     width: int
     source_bytes: int = 0  # size of the source file
     decisions: tuple = ()  # what decoding did, e.g. ('format=PNG', 'mode=P', 'alpha_composited')
-    perceptual_hash: str = None  # 16 hex digits (imgrec_imaging.perceptual_hash); None when not hashed
+    perceptual_hash: str = None  # 16 hex digits (imgrec.imaging.perceptual_hash); None when not hashed
     source_width: int = None     # of the source, upright (after its EXIF orientation)
     source_height: int = None
     upscaled: bool = None        # the source was enlarged to reach the target size

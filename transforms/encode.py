@@ -10,7 +10,7 @@ and the shards, their order and the index follow from each image alone.
 """
 import apache_beam as beam
 
-from imgrec_storage.storage import Storage
+from imgrec.storage.storage import Storage
 
 from imgrec.transforms.decode import DecodeResizeEncode
 from imgrec.transforms.examples import ToExample

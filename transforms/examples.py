@@ -11,8 +11,8 @@ from apache_beam.metrics import Metrics
 from imgrec.contract import counters, features as F
 from imgrec.contract.example import encode_example
 from imgrec.contract.tfrecord import frame
-from imgrec_storage import spill
-from imgrec_storage.storage import Storage
+from imgrec.storage import spill
+from imgrec.storage.storage import Storage
 from imgrec.transforms.elements import RecordRef
 
 

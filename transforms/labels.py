@@ -20,7 +20,7 @@ import functools
 import apache_beam as beam
 
 from imgrec.contract.reasons import BAD_LABEL, UNKNOWN_LABEL
-from imgrec_console.errors import BuildFailed
+from imgrec.console.errors import BuildFailed
 from imgrec.transforms.elements import ClassFolder, Rejected
 
 REJECTED = 'rejected'

@@ -3,7 +3,7 @@
 Folder listing fans out: the input's class folders are listed first, then a Reshuffle spreads the
 folders over the workers and each lists its own. A gs:// listing goes one level at a time and one page
 at a time (``Storage.list_level``, ``Storage.list``), so no worker holds the whole listing, even of millions of objects.
-Each page is retried on transient errors (``imgrec_storage.retries``); a listing that still fails, fails
+Each page is retried on transient errors (``imgrec.storage.retries``); a listing that still fails, fails
 the build in one line, since images it did not list would be silently missing.
 
 A class folder with no image in it (locally, a folder without image files; on gs://, where folders are
@@ -27,8 +27,8 @@ from apache_beam.metrics import Metrics
 
 from imgrec.contract import counters, layout
 from imgrec.contract.reasons import BAD_MANIFEST_LINE
-from imgrec_console.errors import BuildFailed
-from imgrec_storage import retries, storage as storage_lib
+from imgrec.console.errors import BuildFailed
+from imgrec.storage import retries, storage as storage_lib
 from imgrec.transforms.elements import ClassFolder, ImageRef, Rejected
 
 IMAGE_EXTENSIONS = frozenset(('.jpg', '.jpeg', '.png', '.gif', '.bmp', '.webp', '.tif', '.tiff'))

@@ -1,6 +1,6 @@
 """Finds groups of near-duplicate images at any scale: tight groups, which cannot chain into one.
 
-Candidates: no pair of images is compared unless their perceptual hashes (``imgrec_imaging.
+Candidates: no pair of images is compared unless their perceptual hashes (``imgrec.imaging.
 perceptual_hash``, in every record) agree exactly on one of threshold + 1 bands: each record is keyed by
 its (band, value) pairs, and only the hashes of one key meet on a worker, where every pair is compared
 at once (vectorised) against the threshold. Every pair within the threshold shares a band
@@ -31,7 +31,7 @@ from apache_beam.metrics import Metrics
 
 from imgrec.contract import counters
 from imgrec.contract.hashing import order_key
-from imgrec_imaging import perceptual_hash as ph
+from imgrec.imaging import perceptual_hash as ph
 
 # Label rounds: each is a shuffle of the links and a stage of its own; what they leave unsettled is
 # joined on one worker, so fewer rounds cost a bigger (still small) gather, never a wrong group.

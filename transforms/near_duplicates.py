@@ -16,9 +16,9 @@ from apache_beam.metrics import Metrics
 from imgrec.contract import counters
 from imgrec.contract.metadata import NEAR_DUPLICATE_MODES as MODES
 from imgrec.contract.reasons import NEAR_DUPLICATE_CONFLICT
-from imgrec_console.errors import BuildFailed
-from imgrec_imaging import perceptual_hash as ph
-from imgrec_versions import failed_build
+from imgrec.console.errors import BuildFailed
+from imgrec.imaging import perceptual_hash as ph
+from imgrec.versions import failed_build
 from imgrec.transforms.constants import Empty, Value
 from imgrec.transforms.elements import Rejected
 from imgrec.transforms.near_duplicate_groups import FindGroups, Node, Threshold
@@ -233,7 +233,7 @@ class NearDuplicates(beam.PTransform):
     each class on its own; ``keep_published``: records' ``published_split`` is final. ``threshold``: a
     fixed one, else the one for the number of images (``perceptual_hash.threshold_for``);
     ``tolerance``: the percentage points a split's share may miss its weight by; ``staging_dir``: where a
-    share check that fails leaves its counts, for the failed build's report (``imgrec_versions.failed_build``),
+    share check that fails leaves its counts, for the failed build's report (``imgrec.versions.failed_build``),
     through ``files`` (the output's storage, with the job's options) when given.
     """
 

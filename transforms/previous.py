@@ -28,10 +28,10 @@ from apache_beam.metrics import Metrics
 from imgrec.contract import counters, features as F, index as I, layout, tfrecord
 from imgrec.contract.example import decode_example
 from imgrec.contract.reasons import CORRUPT, EMPTY, NOT_AN_IMAGE, TOO_MANY_PIXELS, TOO_SMALL, TRUNCATED, UNSUPPORTED_FORMAT
-from imgrec_console.errors import BuildFailed
-from imgrec_imaging import image_ops
-from imgrec_storage import retries
-from imgrec_storage.storage import Storage
+from imgrec.console.errors import BuildFailed
+from imgrec.imaging import image_ops
+from imgrec.storage import retries
+from imgrec.storage.storage import Storage
 from imgrec.transforms.elements import EncodedImage, ImageRef, RecordRef, Rejected, stamp
 from imgrec.transforms.examples import to_example
 

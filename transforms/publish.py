@@ -4,7 +4,7 @@ account for every image, write the metadata and the report, promote, move LATEST
 Runs on the gathered per-shard and per-index-part stats, so it starts only after every shard and the
 index are written. Everything is written into the staging folder; promotion deletes the spill files and
 makes the staging folder its version (dataset.json last), then LATEST moves and older versions are
-pruned (``imgrec_storage.publication``, docs/publication.md). A reader that follows LATEST never sees a
+pruned (``imgrec.storage.publication``, docs/publication.md). A reader that follows LATEST never sees a
 half-written version, and a build that fails a check never moves LATEST. Every step may run again (a
 retried bundle): each ends in the same published state.
 """
@@ -22,12 +22,12 @@ from apache_beam.metrics.metric import MetricsFilter
 
 from imgrec.contract import counters, index, layout, metadata
 from imgrec.contract.reasons import NOT_ERRORS
-from imgrec_console.errors import BuildFailed
-from imgrec_imaging import image_ops
-from imgrec_storage import publication
-from imgrec_storage.storage import Storage
-from imgrec_versions import failed_build, report, tfds_metadata
-from imgrec_versions.version import Version
+from imgrec.console.errors import BuildFailed
+from imgrec.imaging import image_ops
+from imgrec.storage import publication
+from imgrec.storage.storage import Storage
+from imgrec.versions import failed_build, report, tfds_metadata
+from imgrec.versions.version import Version
 
 
 def account(shard_stats: Iterable[Mapping[str, Any]], listed_per_split: Mapping[str, int], rejected: Sequence[Any],

@@ -5,7 +5,7 @@ fetched a window at a time (``frames.FrameReader``: coalesced, parallel ranged r
 the file. Every record written also gives its index row (``imgrec.contract.index``), and a shard's rows
 leave its writer as one list: one element a shard crosses to the index's writers, not one a record.
 With ArrayRecord shards (``--formats tfrecord,array_record``), the same writer unframes each record and
-appends it to the ArrayRecord shard of the same name too (``imgrec_storage.array_records``): the same
+appends it to the ArrayRecord shard of the same name too (``imgrec.storage.array_records``): the same
 records, in the same order, from the same frames; the TFRecord bytes do not change.
 """
 import collections
@@ -14,10 +14,10 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 
 from imgrec.contract import counters, index as I, layout, tfrecord
-from imgrec_console.errors import BuildFailed
-from imgrec_storage.array_records import ArrayRecordFile
-from imgrec_storage.frames import FrameReader
-from imgrec_storage.storage import Storage
+from imgrec.console.errors import BuildFailed
+from imgrec.storage.array_records import ArrayRecordFile
+from imgrec.storage.frames import FrameReader
+from imgrec.storage.storage import Storage
 
 INDEX_ROWS = 'index_rows'
 # A writer fetches at most this many bytes of frames (or records) before streaming them out.

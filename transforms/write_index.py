@@ -11,7 +11,7 @@ import io
 import apache_beam as beam
 
 from imgrec.contract import index as I, layout
-from imgrec_storage.storage import Storage
+from imgrec.storage.storage import Storage
 
 
 def index_part_bytes(rows):

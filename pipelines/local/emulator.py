@@ -4,7 +4,7 @@ Beam's GCS file system looks for Application Default Credentials with four back-
 20 s a process, and a warning) before it falls back to an anonymous client, which is all an emulator
 (``STORAGE_EMULATOR_HOST``) needs. Recording "no credentials" in Beam's per-process credential cache
 (``auth._Credentials``) skips the search. Without an emulator nothing here acts: Beam uses Application
-Default Credentials as usual. The project's own GCS client (``imgrec_storage.gcs_storage``) needs none of
+Default Credentials as usual. The project's own GCS client (``imgrec.storage.gcs_storage``) needs none of
 this: it asks Beam's public ``gcsio.create_storage_client`` for an anonymous client.
 """
 import contextlib
@@ -13,7 +13,7 @@ import os
 import apache_beam
 from apache_beam.internal.gcp import auth
 
-from imgrec_storage import gcs_storage
+from imgrec.storage import gcs_storage
 from imgrec.pipelines.local.checks import attribute, function, require, uses
 
 

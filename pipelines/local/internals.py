@@ -23,7 +23,7 @@ from apache_beam.portability.api import beam_provision_api_pb2
 from apache_beam.runners.portability.fn_api_runner import fn_runner
 from google.protobuf import json_format, struct_pb2
 
-from imgrec_storage import gcs_storage
+from imgrec.storage import gcs_storage
 from imgrec.pipelines.local import emulator, live_counters, workers
 from imgrec.pipelines.local.checks import Unusable
 

@@ -40,14 +40,16 @@ from apache_beam.runners.portability import local_job_service
 from apache_beam.runners.portability.fn_api_runner import fn_runner, worker_handlers
 from apache_beam.runners.worker import sdk_worker_main
 
-from imgrec_console.errors import BuildFailed
-from imgrec_console.supervisor import signal_cause
+import imgrec
+from imgrec.console.errors import BuildFailed
+from imgrec.console.supervisor import signal_cause
 from imgrec.pipelines.local.checks import Unusable, arity, attribute, code_constants, function, parameters, require, uses
 # The allocator's settings live apart, with no Beam import: build-dataset tunes its process before Beam loads.
 from imgrec.pipelines.local.malloc import MALLOC_SETTINGS, malloc_env, tune_malloc  # noqa: F401  pylint: disable=unused-import
 
 WARM_WORKER_MODULE = 'imgrec.pipelines.local.warm_worker'
-_PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# The folder that holds the imgrec package (the checkout, or site-packages), for the workers' import path.
+_PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(imgrec.__file__)))
 
 
 class WorkerDied(BuildFailed):

@@ -1,0 +1,266 @@
+"""Decode, normalise, resize and re-encode one image: plain functions, testable without Beam.
+
+Speed comes from never decoding more pixels than the target needs: JPEGs are decoded with libjpeg's
+DCT scaling (``Image.draft``) to the smallest power-of-two reduction that still covers the target,
+and everything else is shrunk with ``reducing_gap`` (an integer ``reduce`` before the final filter).
+Both keep the result visually identical to a full decode (``benchmarks/build_throughput.py`` reports
+the PSNR against the naive path).
+
+Every format decision is made per image and returned in ``notes``; an input that cannot become a
+training image raises ImageRejected with a reason code, from its header alone where that suffices
+(format, pixel mode, pixel cap, minimum size), so a bomb is refused before a pixel is decoded.
+"""
+import io
+import math
+
+import PIL
+from PIL import Image, ImageOps, UnidentifiedImageError
+
+from imgrec.contract.reasons import CORRUPT, EMPTY, NOT_AN_IMAGE, TOO_MANY_PIXELS, TOO_SMALL, TRUNCATED, UNSUPPORTED_FORMAT
+from imgrec.imaging import perceptual_hash
+
+RESIZE_MODES = ('crop', 'pad', 'stretch')
+# Formats we decode. Anything else Pillow can identify (EPS, ICNS, PSD, PPM...) is refused, which also
+# keeps Pillow's riskier plugins away from untrusted pixel data.
+ACCEPTED_FORMATS = ('JPEG', 'MPO', 'PNG', 'GIF', 'BMP', 'WEBP', 'TIFF')
+# Transparent pixels are composited onto this colour (white, like a page or a browser would show them).
+BACKGROUND = (255, 255, 255)
+# Padding colour of ``--resize pad``.
+PAD_COLOUR = (0, 0, 0)
+# Default pixel cap (width x height), checked from the header before any pixel is decoded.
+DEFAULT_MAX_PIXELS = 100_000_000
+# Bump when a change here changes the bytes written for the same input: a refresh then re-decodes all.
+ENCODER_VERSION = 1
+
+
+def encoder():
+    """What decides the encoded bytes besides the options: this module's version and Pillow's."""
+    return f'{ENCODER_VERSION}/pillow-{PIL.__version__}'
+
+# Memory bound: decoding one image holds at most about BYTES_PER_PIXEL bytes per header pixel at once,
+# plus its file: the decoded buffer and one converted copy (Pillow keeps RGB, RGBA, LA and CMYK at 4 bytes
+# a pixel, 16-bit grey at 2, P and L at 1). libwebp keeps its own copy, so WebP needs twice that. With
+# --max_pixels at its default that is ~1 GB an image (2 GB for WebP); a JPEG decoded with draft needs
+# that divided by the square of its DCT scale (up to 64x less). tests/test_image_formats.py measures it.
+BYTES_PER_PIXEL = 10
+WEBP_BYTES_PER_PIXEL = 20
+# Our cap (checked from the header, configurable) replaces Pillow's global decompression-bomb limit.
+Image.MAX_IMAGE_PIXELS = None
+RESAMPLE = Image.Resampling.BILINEAR
+REDUCING_GAP = 3.0
+_ORIENTATION_TAG = 0x0112
+# EXIF orientations 5-8 swap width and height.
+_TRANSPOSING_ORIENTATIONS = (5, 6, 7, 8)
+_ALPHA_MODES = ('RGBA', 'LA')  # pasted onto the background as they are
+_SIXTEEN_BIT_MODES = ('I;16', 'I;16B', 'I;16L', 'I;16N', 'I')  # 'I' (32-bit) is read as 16-bit too
+# Pixel modes with a conversion to RGB we trust. Pillow also opens Lab, HSV and float images, but its
+# conversions of those give wrong colours, so they are refused.
+ACCEPTED_MODES = ('1', 'L', 'P', 'RGB', 'RGBX', 'CMYK', 'YCbCr', 'LA', 'PA', 'La', 'RGBA', 'RGBa') + _SIXTEEN_BIT_MODES
+
+
+class ImageRejected(Exception):
+    """An input that cannot become a training image; ``reason`` is a code of ``records.REASONS``."""
+
+    def __init__(self, reason, message):
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+def parse_image_size(text):
+    """'192' -> (192, 192); '192x256' -> (192, 256), as (height, width)."""
+    parts = text.lower().split('x')
+    if len(parts) not in (1, 2) or not all(p.strip().isdigit() for p in parts):
+        raise ValueError(f"--image_size must be N or HxW (e.g. 192 or 192x256), got {text!r}")
+    height, width = (int(parts[0]), int(parts[-1]))
+    if height < 1 or width < 1:
+        raise ValueError(f'--image_size must be at least 1x1, got {text!r}')
+    return height, width
+
+
+def _decode_size_needed(width, height, target, mode):
+    """Smallest (width, height) a decode may shrink to and still give ``mode`` full detail."""
+    target_h, target_w = target
+    if mode == 'stretch':
+        return target_w, target_h
+    scales = (target_w / width, target_h / height)
+    scale = max(scales) if mode == 'crop' else min(scales)
+    return max(1, math.ceil(width * scale)), max(1, math.ceil(height * scale))
+
+
+def _to_rgb(image, notes):
+    """Converts any decoded mode to 8-bit RGB, compositing transparency onto ``BACKGROUND``."""
+    if image.mode == 'CMYK' and notes['format'] in ('JPEG', 'MPO') and 'adobe' not in image.info:
+        # Pillow reads every CMYK JPEG with Adobe's inverted polarity; without Adobe's APP14 marker the
+        # values are plain CMYK (as browsers read them), so undo the inversion.
+        notes['cmyk_not_inverted'] = True
+        image = image.point(lambda value: 255 - value)
+    if image.mode in _SIXTEEN_BIT_MODES:
+        # 16-bit greyscale: convert() would clip at 255, so scale 0..65535 down to 0..255 instead.
+        if image.mode not in ('I;16', 'I'):
+            image = image.convert('I')
+        image = image.point(lambda value: value * (1 / 256)).convert('L')
+    if image.mode in _ALPHA_MODES or image.mode in ('PA', 'La', 'RGBa') or 'transparency' in image.info:
+        notes['alpha_composited'] = True
+        if image.mode not in _ALPHA_MODES:
+            image = image.convert('RGBA')  # palette or colour-key transparency, premultiplied alpha
+        canvas = Image.new('RGB', image.size, BACKGROUND)
+        canvas.paste(image, mask=image)  # RGBA and LA paste onto RGB as they are, through their alpha
+        return canvas
+    return image if image.mode == 'RGB' else image.convert('RGB')
+
+
+def _orientation(image, notes):
+    """The EXIF orientation (1-8); 1 when absent or unreadable, since the pixels may still be fine."""
+    try:
+        orientation = image.getexif().get(_ORIENTATION_TAG, 1)
+    except Exception:  # Pillow's EXIF parser raises several types on garbage; the image is not at fault
+        notes['exif_unreadable'] = True
+        return 1
+    return orientation if orientation in range(1, 9) else 1
+
+
+def _open(data, max_pixels, min_side):
+    """Opens ``data`` and checks what the header says, before any pixel is decoded."""
+    if not data:
+        raise ImageRejected(EMPTY, 'file is empty')
+    try:
+        image = Image.open(io.BytesIO(data))
+    except UnidentifiedImageError:
+        raise ImageRejected(NOT_AN_IMAGE, 'not a recognised image format') from None
+    except Exception as error:  # a known format whose header is broken
+        raise ImageRejected(_failure_reason(error, data), f'unreadable image header: {_describe(error)}') from None
+    if image.format not in ACCEPTED_FORMATS:
+        raise ImageRejected(UNSUPPORTED_FORMAT, f'{image.format} images are not accepted')
+    if image.mode not in ACCEPTED_MODES:
+        raise ImageRejected(UNSUPPORTED_FORMAT, f'{image.format} images in pixel mode {image.mode} are not accepted')
+    width, height = image.size
+    if width * height > max_pixels:
+        raise ImageRejected(TOO_MANY_PIXELS,
+                            f'{width}x{height} = {width * height} pixels exceeds --max_pixels {max_pixels}')
+    if min(width, height) < min_side:
+        raise ImageRejected(TOO_SMALL, f'{width}x{height} has a side under --min_size {min_side}')
+    return image
+
+
+def _failure_reason(error, data=b''):
+    """TRUNCATED when Pillow ran out of data or the header declares more bytes than there are, else CORRUPT."""
+    if isinstance(error, EOFError) or 'truncated' in str(error).lower():
+        return TRUNCATED
+    declared = 0  # WebP (RIFF) and BMP headers state the file size; other formats only fail as above
+    if data[:4] == b'RIFF':
+        declared = int.from_bytes(data[4:8], 'little') + 8
+    elif data[:2] == b'BM':
+        declared = int.from_bytes(data[2:6], 'little')
+    return TRUNCATED if declared > len(data) else CORRUPT
+
+
+def _describe(error):
+    return f'{type(error).__name__}: {error}'.splitlines()[0]
+
+
+def decode(data, target, mode='crop', *, max_pixels=DEFAULT_MAX_PIXELS, min_side=1):
+    """Decodes ``data`` to an upright 8-bit RGB image at no less detail than ``target`` needs.
+
+    Returns (image, notes): ``notes`` records what was decided for this image (source format, mode and
+    size, orientation applied, first frame of an animation, transparency composited, draft scale).
+    Raises ImageRejected for anything that is not a usable image; never anything else for bad bytes.
+    """
+    image = _open(data, max_pixels, min_side)
+    width, height = image.size
+    notes = {'format': image.format, 'mode': image.mode, 'width': width, 'height': height}
+    try:
+        if getattr(image, 'is_animated', False):
+            notes['animated'] = True  # Image.open leaves every format on its first frame
+        # PNG may keep its EXIF after the pixels (Pillow would load them to look): read that once loaded.
+        orientation = None if image.format == 'PNG' else _orientation(image, notes)
+        if image.format in ('JPEG', 'MPO'):
+            transposing = orientation in _TRANSPOSING_ORIENTATIONS
+            needed = _decode_size_needed(*((height, width) if transposing else (width, height)), target, mode)
+            drafted = image.draft(None, needed[::-1] if transposing else needed)
+            if drafted is not None and image.size != (width, height):
+                notes['draft_scale'] = round(width / drafted[1][2])  # box: the full image in drafted pixels
+        image.load()
+        if orientation is None:
+            orientation = _orientation(image, notes)
+        if orientation != 1:
+            notes['orientation'] = orientation
+            ImageOps.exif_transpose(image, in_place=True)  # a no-op for TIFF, which Pillow turns as it loads
+        return _to_rgb(image, notes), notes
+    except Exception as error:  # Pillow's decoders raise many types on bad data; none may fail the job
+        raise ImageRejected(_failure_reason(error, data),
+                            f"cannot decode {notes['format']}: {_describe(error)}") from None
+
+
+def decisions(notes):
+    """The per-image decisions in ``notes`` as short strings, counted in dataset.json and metrics."""
+    found = [f"format={notes['format']}", f"mode={notes['mode']}"]
+    found += [f'{key}={notes[key]}' for key in ('orientation', 'draft_scale') if key in notes]
+    found += [key for key in ('animated', 'alpha_composited', 'cmyk_not_inverted', 'exif_unreadable') if key in notes]
+    return tuple(found)
+
+
+def resize(image, target, mode='crop'):
+    """Resizes an RGB image to exactly ``target`` (height, width).
+
+    crop: keep the aspect ratio, cover the target and centre-crop; pad: keep the aspect ratio, fit
+    inside and pad with ``PAD_COLOUR``; stretch: ignore the aspect ratio.
+    """
+    target_h, target_w = target
+    width, height = image.size
+    if mode == 'stretch':
+        return image.resize((target_w, target_h), RESAMPLE, reducing_gap=REDUCING_GAP)
+    if mode == 'crop':
+        scale = max(target_w / width, target_h / height)
+        box_w, box_h = target_w / scale, target_h / scale
+        # Clamped: float rounding can put an edge a hair outside the image, which Pillow refuses.
+        left, top = max(0.0, (width - box_w) / 2), max(0.0, (height - box_h) / 2)
+        box = (left, top, min(float(width), left + box_w), min(float(height), top + box_h))
+        return image.resize((target_w, target_h), RESAMPLE, box=box, reducing_gap=REDUCING_GAP)
+    if mode == 'pad':
+        scale = min(target_w / width, target_h / height)
+        inner = (max(1, min(target_w, round(width * scale))), max(1, min(target_h, round(height * scale))))
+        canvas = Image.new('RGB', (target_w, target_h), PAD_COLOUR)
+        canvas.paste(image.resize(inner, RESAMPLE, reducing_gap=REDUCING_GAP),
+                     ((target_w - inner[0]) // 2, (target_h - inner[1]) // 2))
+        return canvas
+    raise ValueError(f'unknown resize mode {mode!r}; expected one of {", ".join(RESIZE_MODES)}')
+
+
+def encode_jpeg(image, quality):
+    """Baseline JPEG bytes with no metadata, so equal pixels give equal bytes."""
+    out = io.BytesIO()
+    image.save(out, 'JPEG', quality=quality)
+    return out.getvalue()
+
+
+def upscaled(width, height, target, mode='crop'):
+    """Whether ``resize`` enlarges a ``width`` x ``height`` image to reach ``target`` (height, width)."""
+    target_h, target_w = target
+    if mode == 'stretch':
+        return target_w > width or target_h > height
+    scales = (target_w / width, target_h / height)
+    return (max(scales) if mode == 'crop' else min(scales)) > 1
+
+
+def decode_resize_encode(data, options, *, with_hash=False):
+    """The whole per-image step under ``options`` (``record_options.RecordOptions``): returns
+    (jpeg_bytes, notes) or raises ImageRejected.
+
+    ``notes`` also holds the source's upright size (``source_width``, ``source_height``), whether it was
+    ``upscaled``, and, ``with_hash``, the ``perceptual_hash`` (hex) and colour ``thumbnail`` (bytes) of the
+    decoded image, before resizing:
+    the hash of the source as decoding holds it, the same whatever the resize mode.
+    """
+    image, notes = decode(data, options.image_size, options.resize, max_pixels=options.max_pixels,
+                          min_side=options.min_size)
+    width, height = notes['width'], notes['height']
+    if notes.get('orientation') in _TRANSPOSING_ORIENTATIONS:
+        width, height = height, width
+    notes.update(source_width=width, source_height=height,
+                 upscaled=upscaled(width, height, options.image_size, options.resize))
+    if with_hash:
+        hashed, notes['thumbnail'] = perceptual_hash.fingerprint(image)
+        notes['perceptual_hash'] = perceptual_hash.to_hex(hashed)
+    return encode_jpeg(resize(image, options.image_size, options.resize), options.jpeg_quality), notes
+

@@ -1,0 +1,61 @@
+"""Finds a version folder from what a user types (OUT or OUT/VERSION), by the contract's rules
+(``imgrec.contract.version_ref``), and reads its metadata files."""
+import json
+import typing
+from collections.abc import Iterator
+from typing import Any
+
+from imgrec.contract import layout, version_ref
+from imgrec.storage import storage
+
+
+class InspectionError(Exception):
+    """A version that cannot be found or read: reported in one line."""
+
+
+class Version(typing.NamedTuple):
+    path: str  # the version folder
+    document: dict  # dataset.json
+    labels: list | None  # labels.txt, one class a line (None when there is none)
+
+
+def _ref(path: str, files: storage.Storage | None = None) -> version_ref.VersionRef:
+    """The contract's VersionRef of ``path`` (OUT or OUT/VERSION), read through the storage layer."""
+    files = storage.given_or_default(path, files)
+    try:
+        return version_ref.resolve(path, files.read, files.exists)
+    except version_ref.VersionError as error:
+        raise InspectionError(str(error)) from None
+
+
+def resolve(path: str) -> str:
+    """The version folder ``path`` names: itself when it holds dataset.json, else the one its LATEST names."""
+    return _ref(path).directory
+
+
+def load(path: str, files: storage.Storage | None = None) -> Version:
+    """The Version at ``path`` (OUT or OUT/VERSION), read through ``files`` (the job's storage) when given."""
+    ref = _ref(path, files)
+    labels_path = layout.join(ref.directory, layout.LABELS_TXT)
+    files = storage.given_or_default(labels_path, files)
+    labels = files.read(labels_path).decode('utf-8').splitlines() if files.exists(labels_path) else None
+    return Version(ref.directory, ref.document, labels)
+
+
+def iter_jsonl(version_dir: str, name: str, files: storage.Storage | None = None) -> Iterator[Any]:
+    """Yields the objects of a JSON-lines file of the version, one line in memory at a time; none when absent.
+    ``files``: the job's storage, when given."""
+    path = layout.join(version_dir, name)
+    files = storage.given_or_default(path, files)
+    if not files.exists(path):
+        return
+    with files.open_read(path) as stream:
+        for line in stream:
+            if line.strip():
+                yield json.loads(line)
+
+
+def shard_paths(version: Version) -> list[tuple[str, dict, str]]:
+    """[(split, shard entry of dataset.json, path)] in split and shard order."""
+    return [(split, shard, layout.join(version.path, shard['file']))
+            for split, info in version.document['splits'].items() for shard in info['shards']]
