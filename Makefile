@@ -10,12 +10,13 @@ DEMO_DIR ?= data/demo
 
 install: $(STAMP)
 
+# An editable install that maps only the import root (imgrec) into the venv, nothing else of the checkout
+# (docs/architecture.md, "One import root"). setuptools announces every editable install with a UserWarning
+# box (its "InformationOnly"): a notice about folders that shadow the package, which here are the package.
+
 $(STAMP): setup.py requirements/worker.txt requirements/train.txt requirements/test.txt constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	# An editable install that maps only the import root (imgrec) into the venv, nothing else of the checkout.
-	# setuptools announces every editable install with a UserWarning box (its "InformationOnly"); the
-	# notice is about folders that shadow the package, which here are the package itself.
 	PYTHONWARNINGS=ignore::UserWarning $(PY) -m pip install --quiet -c constraints.txt -e '.[train,test]'
 	touch $(STAMP)
 

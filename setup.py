@@ -33,7 +33,7 @@ setuptools.setup(
     extras_require={'train': _requirements('train'), 'test': _requirements('test')},
     entry_points={
         'console_scripts': [
-            'build-dataset=imgrec.pipelines.command_line:cli',
+            'build-dataset=imgrec.pipelines.build_dataset:cli',
             'train-model=imgrec.training.train:cli',
             'make-sample-images=imgrec.samples.generate:main',
             'dataset-report=imgrec.versions.report:cli',

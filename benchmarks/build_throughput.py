@@ -71,7 +71,7 @@ def modes(workers):
 
     default: as build-dataset runs with no runner option (a worker process per core); multi_processing:
     the same with ``workers`` processes; in_memory: one process, decoding on a thread per core (Beam's
-    multi_threading mode is refused: pipelines.build_dataset.REFUSED_MODE). ``_patches_off``: with
+    multi_threading mode is refused: pipelines.beam_options.REFUSED_MODE). ``_patches_off``: with
     IMGREC_BEAM_PATCHES=off (no warm workers, no live progress counters).
     """
     given = ['--direct_num_workers', str(workers)]

@@ -196,10 +196,10 @@ def _run_job(args):
     import logging  # pylint: disable=import-outside-toplevel
     logging.basicConfig(level=logging.ERROR)
     from imgrec.contract import counters  # pylint: disable=import-outside-toplevel
-    from imgrec.pipelines import build_dataset  # pylint: disable=import-outside-toplevel
+    from imgrec.pipelines import launcher  # pylint: disable=import-outside-toplevel
     from imgrec.pipelines.local import workers  # pylint: disable=import-outside-toplevel
     workers.tune_malloc()  # as build-dataset does (imgrec.pipelines.build_dataset.cli)
-    config, result = build_dataset.run(['--progress', 'off', *args])
+    config, result = launcher.run(['--progress', 'off', *args])
     values = {str(counter): value for counter, value in counters.read(result).items()}
     print(json.dumps({'version_dir': config.version_dir, 'counters': values}), flush=True)
     os._exit(0)  # as build-dataset ends (imgrec.pipelines.build_dataset.cli): no interpreter teardown

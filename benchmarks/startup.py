@@ -5,7 +5,7 @@ interleaved; medians printed.
     python benchmarks/startup.py [--runs 3] [--images 2400] [--small 40]
     python benchmarks/startup.py --threshold [--sizes 40,100,200,400,800] [--runs 2]
 
-The command is run as its console script runs it (``python -m imgrec.pipelines.command_line``: ``build-dataset``),
+The command is run as its console script runs it (``python -m imgrec.pipelines.build_dataset``: ``build-dataset``),
 with the build's defaults at 224x224 and progress lines off. The 40-image build runs in the mode the
 build picks for its size, and beside it with each local running mode named (``--direct_running_mode
 in_memory`` and ``multi_processing``). The no-op refresh is the same command into the output of the full
@@ -14,7 +14,7 @@ defaults: at 224x224 the corpus holds a near-duplicate pair across two classes, 
 check before the job takes as unchanged, ``imgrec.pipelines.refresh``).
 
 ``--threshold`` measures where in_memory stops being the faster local mode: builds of each size in both
-modes, alternating, ``--runs`` of each; ``imgrec.pipelines.build_dataset.SMALL_BUILD_IMAGES`` was set from it.
+modes, alternating, ``--runs`` of each; ``imgrec.pipelines.beam_options.SMALL_BUILD_IMAGES`` was set from it.
 
 ``main(argv)`` returns the figures (a dict), for ``benchmarks/build_throughput.py`` to print beside its own.
 """
@@ -29,7 +29,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from harness import corpus, listed, measure  # noqa: E402
 
-COMMAND = [sys.executable, '-m', 'imgrec.pipelines.command_line']
+COMMAND = [sys.executable, '-m', 'imgrec.pipelines.build_dataset']
 MODES = ('in_memory', 'multi_processing')
 
 

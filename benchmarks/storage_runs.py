@@ -166,19 +166,19 @@ def _run_job(args):
     import logging  # pylint: disable=import-outside-toplevel
     logging.basicConfig(level=logging.ERROR)
     from imgrec.storage import request_counts  # pylint: disable=import-outside-toplevel
-    from imgrec.pipelines import build_dataset  # pylint: disable=import-outside-toplevel
+    from imgrec.pipelines import launcher  # pylint: disable=import-outside-toplevel
     from imgrec.pipelines.local import workers  # pylint: disable=import-outside-toplevel
     workers.tune_malloc()
     shuffles = []
-    build_pipeline = build_dataset.build_pipeline
+    build_pipeline = launcher.build_pipeline
 
     def tapped(pipeline, config, facts):
         published = build_pipeline(pipeline, config, facts)
         shuffles.extend(tap_shuffles(pipeline))
         return published
 
-    build_dataset.build_pipeline = tapped
-    config, result = build_dataset.run(['--progress', 'off', *args])
+    launcher.build_pipeline = tapped
+    config, result = launcher.run(['--progress', 'off', *args])
     print(json.dumps({
         'version_dir': config.version_dir,
         'counters': {str(counter): value for counter, value in counters.read(result).items()},

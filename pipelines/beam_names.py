@@ -77,10 +77,8 @@ def from_beam():
     each kept only if that parser takes it.
     """
     # pylint: disable=import-outside-toplevel  # the point of this module is not to load Beam
-    import apache_beam
+    import apache_beam  # its package imports every options class a build uses (tests/test_cli_errors.py)
     from apache_beam.options.pipeline_options import StandardOptions
-
-    import imgrec.pipelines.graph  # noqa: F401  pylint: disable=unused-import  # every options class the build loads
 
     beam = parser()
     names = set(re.findall(r'(?<![\w-])--[A-Za-z][\w-]*', beam.format_help())) - {'--help'}

@@ -1,11 +1,15 @@
-"""What ``build()`` returns: the published dataset.json, which shows itself as the build's summary.
+"""What a build returns: ``build()``'s published dataset.json, which shows itself as the build's summary,
+and ``NothingChanged`` for a refresh that found nothing to publish.
 
 A ``dict`` (the dataset.json document, as before), whose ``repr`` (what a notebook or a REPL shows) and
-``str`` are the summary ``build-dataset`` prints (``summary``, given by ``build_dataset.report``: one
+``str`` are the summary ``build-dataset`` prints (``summary``, given by ``summary.report``: one
 formatter for both), and whose ``_repr_html_`` (what Jupyter shows instead) is a table of the same counts
 and each split's share next to the share asked.
 """
+import dataclasses
 import html
+
+from imgrec.storage import publication
 
 
 def _share(value):
@@ -36,3 +40,9 @@ class BuildResult(dict):
                 '<table><thead><tr><th>split</th><th>examples</th><th>share</th><th>asked</th><th>shards</th></tr>'
                 f'</thead><tbody>{rows}</tbody></table>'
                 f'<details><summary>summary</summary><pre>{escape(self.summary)}</pre></details></div>')
+
+
+@dataclasses.dataclass(frozen=True)
+class NothingChanged:
+    """The result of a refresh found to change nothing before any pipeline started: what pruning did."""
+    retention: publication.Retention | None

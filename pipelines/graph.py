@@ -15,7 +15,8 @@ import apache_beam as beam
 from imgrec.contract import counters, layout
 from imgrec.storage.publication import Latest
 from imgrec.pipelines.preflight import job_storage
-from imgrec.pipelines.refresh import RefreshPlan, label_order
+from imgrec.pipelines.refresh import label_order
+from imgrec.pipelines.refresh_plan import RefreshPlan
 from imgrec.transforms.constants import Value
 from imgrec.transforms.decode import CountDecisions
 from imgrec.transforms.dedupe import Dedupe

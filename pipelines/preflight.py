@@ -24,7 +24,7 @@ from imgrec.transforms.labels import parse_labels_file
 from imgrec.transforms.listing import is_image_name, iter_files, list_top_level, manifest_lines, parse_manifest_line
 
 if typing.TYPE_CHECKING:
-    from imgrec.pipelines.options import BuildConfig
+    from imgrec.pipelines.config import BuildConfig
 
 # Below this much free space on a local output's disk the build is refused before it starts.
 MIN_FREE_BYTES = 64 * 2**20

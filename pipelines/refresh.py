@@ -19,6 +19,7 @@ from imgrec.console.errors import UserError
 from imgrec.imaging import perceptual_hash, record_options
 from imgrec.storage import storage
 from imgrec.pipelines.preflight import job_storage
+from imgrec.pipelines.refresh_plan import RefreshPlan
 from imgrec.transforms import previous as previous_version
 from imgrec.transforms.elements import ImageRef
 from imgrec.transforms.labels import is_plain_label, unmatched_labels_message
@@ -27,7 +28,7 @@ from imgrec.transforms.listing import class_folder_listing, list_top_level, mani
 if typing.TYPE_CHECKING:  # for annotations only
     from apache_beam.options.pipeline_options import PipelineOptions
     from imgrec.storage.publication import Latest
-    from imgrec.pipelines.options import BuildConfig
+    from imgrec.pipelines.config import BuildConfig
 
 # Index columns every reused record must have: facts of the image that a refresh carries over.
 _IMAGE_COLUMNS = (index.PERCEPTUAL_HASH, index.SOURCE_WIDTH, index.SOURCE_HEIGHT, index.UPSCALED)
@@ -39,37 +40,6 @@ _NAMING_OPTIONS = ('output', 'version', 'name')
 # filed under another class. The job decides these again from every image, so it decodes them again; but
 # an input in which nothing changed gets the same verdicts, so for "nothing changed" they are fates too.
 _VERDICTS_ON_THE_INPUT = frozenset((LABEL_CONFLICT, NEAR_DUPLICATE_CONFLICT))
-
-
-@dataclasses.dataclass(frozen=True)
-class RefreshPlan:
-    previous: str | None = None          # the version LATEST named when the build started
-    reuse_dir: str | None = None         # that version's folder, when its records are reused
-    document: dict | None = None         # its dataset.json, when reused
-    keep_labels: tuple[str, ...] | None = None  # its label order: new classes are appended to it
-    full_reason: str | None = None       # why nothing is reused, when there was a version to reuse
-    same_options: bool = False    # every option as in the previous version
-    same_splits: bool = False     # the same --splits: its images' splits can be kept (near-duplicate groups)
-    published_dir: str | None = None     # that version's folder, when its images keep their splits (no --resplit)
-    published_document: dict | None = None  # its dataset.json then
-
-    @property
-    def keeps_published(self) -> bool:
-        return self.published_dir is not None
-
-    @property
-    def incremental(self) -> bool:
-        return self.reuse_dir is not None
-
-    def may_publish_nothing(self, config):
-        """Whether a build of ``config`` publishes nothing if no image changed: it reuses the previous version
-        with every option as it was, and --force was not given."""
-        return self.incremental and self.same_options and not config.force
-
-    def describe(self) -> dict:
-        """The ``refresh`` object of dataset.json, less the counts the job adds."""
-        return {'previous': self.previous, 'mode': 'incremental' if self.incremental else 'full',
-                'full_reason': self.full_reason}
 
 
 def _load(config, previous, options):

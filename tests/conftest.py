@@ -4,7 +4,7 @@ import os
 import pytest
 
 from imgrec.contract import layout, version_ref
-from imgrec.pipelines import build_dataset
+from imgrec.pipelines import launcher
 from imgrec.samples.generate import write_images
 
 # Small images keep the suite fast; the pipeline does the same work on any size.
@@ -13,7 +13,7 @@ SMALL = dict(min_side=40, max_side=120)
 
 def run_build(output, *args, mode='in_memory'):
     """Runs the real build job (DirectRunner) at 32x32 and returns the output folder."""
-    build_dataset.run(['--output', str(output), '--image_size', '32', '--direct_running_mode', mode,
+    launcher.run(['--output', str(output), '--image_size', '32', '--direct_running_mode', mode,
                        *map(str, args)])
     return str(output)
 

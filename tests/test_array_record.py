@@ -16,7 +16,7 @@ from imgrec.contract.tfrecord import read_records
 from imgrec.console.errors import BuildFailed
 from imgrec.storage import array_records, retries, storage
 from imgrec.versions import verify
-from imgrec.pipelines import build_dataset
+from imgrec.pipelines import launcher, summary
 from imgrec.samples.generate import write_images
 from tests.conftest import SMALL, build
 from tests.contract_checks import check_version, load_version
@@ -137,12 +137,12 @@ def test_a_refresh_reuses_tfrecord_records_to_add_array_record_shards(sample_ima
     write_images(str(tmp_path / 'more'), 1, **SMALL)
     new = tmp_path / 'more' / 'circle' / os.listdir(tmp_path / 'more' / 'circle')[0]
     shutil.copy(new, images / 'circle' / 'new.jpg')
-    config, result = build_dataset.run(['--input', str(images), '--output', output, '--image_size', '32',
+    config, result = launcher.run(['--input', str(images), '--output', output, '--image_size', '32',
                                         '--version', 'v2', '--num_shards', 'train=2,validation=1',
                                         '--direct_running_mode', 'in_memory', *BOTH])
     document = load_version(output)[1]
     assert document['version'] == 'v2' and document['refresh']['mode'] == 'incremental'
-    assert document['refresh']['reused'] == build_dataset.counter(result, 'images_reused') > 0
+    assert document['refresh']['reused'] == summary.counter(result, 'images_reused') > 0
     assert document['refresh']['decoded'] == 1
     assert verify.main([output]) == 0  # the ArrayRecord shards agree with the TFRecord shards
 
@@ -150,7 +150,7 @@ def test_a_refresh_reuses_tfrecord_records_to_add_array_record_shards(sample_ima
 def test_array_record_shards_on_gcs(gcs_emulator, sample_images, tmp_path):
     bucket = gcs_emulator.create_bucket('array-record-out')
     output = f'{bucket}/ds'
-    build_dataset.run(['--input', sample_images, '--output', output, '--image_size', '32', '--version', 'v1',
+    launcher.run(['--input', sample_images, '--output', output, '--image_size', '32', '--version', 'v1',
                        '--num_shards', 'train=2,validation=1', '--direct_running_mode', 'in_memory', *BOTH])
     assert verify.main([output]) == 0  # read back from gs:// through a local copy
     local = gcs_emulator.download_folder(output, tmp_path / 'out')

@@ -19,7 +19,7 @@ from apache_beam.runners.portability import local_job_service
 from apache_beam.runners.portability.fn_api_runner import fn_runner, worker_handlers
 
 from imgrec.contract import counters, layout
-from imgrec.pipelines import build_dataset
+from imgrec.pipelines import build_dataset, launcher
 from imgrec.pipelines.local import internals, live_counters, workers
 from imgrec.samples.generate import write_images
 from tests.conftest import SMALL
@@ -188,7 +188,7 @@ def test_importing_the_launcher_changes_nothing_in_beam():
 
 def test_every_feature_is_undone_after_a_run_that_went_well_and_one_that_failed(sample_images, tmp_path):
     before = _beam_state()
-    build_dataset.run(['--input', sample_images, '--output', str(tmp_path / 'good'), '--image_size', '32',
+    launcher.run(['--input', sample_images, '--output', str(tmp_path / 'good'), '--image_size', '32',
                        *MULTI_PROCESSING])
     assert (tmp_path / 'good' / layout.LATEST).exists()
     _assert_same(before, _beam_state())
@@ -196,7 +196,7 @@ def test_every_feature_is_undone_after_a_run_that_went_well_and_one_that_failed(
     write_images(str(broken), 3, **SMALL)
     (broken / 'circle' / 'truncated.jpg').write_bytes(b'\xff\xd8\xff\xe0 not an image')
     with pytest.raises(Exception):  # the runner wraps the build's BuildFailed in its own type
-        build_dataset.run(['--input', str(broken), '--output', str(tmp_path / 'bad'), '--image_size', '32',
+        launcher.run(['--input', str(broken), '--output', str(tmp_path / 'bad'), '--image_size', '32',
                            '--max_error_rate', '0', *MULTI_PROCESSING])
     assert not (tmp_path / 'bad' / layout.LATEST).exists()
     _assert_same(before, _beam_state())

@@ -11,7 +11,7 @@ import pytest
 from imgrec.console.arguments import Parser
 from imgrec.console.errors import UserError
 from imgrec.versions import verify
-from imgrec.pipelines import build_dataset, options
+from imgrec.pipelines import launcher, options, python_api
 from imgrec.training import train
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -109,7 +109,7 @@ def test_the_older_switch_spellings_of_train_model_and_build_dataset_still_work(
     for args, shown in ([], True), (['--no_progress'], False), (['--progress', 'off'], False), \
             (['--progress', 'on'], True), (['--progress=false'], False):
         assert options.parse_args(['--input', 'in', '--output', 'out', *args])[0].progress is shown, args
-    assert build_dataset.build_argv({'full': False, 'stratify': True}) == ['--full=false', '--stratify=true']
+    assert python_api.build_argv({'full': False, 'stratify': True}) == ['--full=false', '--stratify=true']
 
 
 def test_a_switch_given_a_value_other_than_true_or_false_is_one_line(command_args):
@@ -156,7 +156,7 @@ def test_an_unknown_runner_or_one_that_would_download_its_job_server_is_refused_
 
 
 def test_a_job_server_runner_with_its_endpoint_passes_the_check():
-    _, _, beam_options = build_dataset.parse(['--input', 'in', '--output', 'out', '--runner', 'flink',
+    _, _, beam_options = launcher.parse(['--input', 'in', '--output', 'out', '--runner', 'flink',
                                               '--job_endpoint', 'localhost:8099'])
     assert beam_options.get_all_options()['runner'] == 'FlinkRunner'
 

@@ -10,7 +10,7 @@ import pytest
 from imgrec.contract import layout
 from imgrec.console.errors import UserError
 from imgrec.storage import retries
-from imgrec.pipelines import beam_names, build_dataset, options, preflight
+from imgrec.pipelines import beam_names, build_dataset, launcher, options, preflight
 from tests.contract_checks import check_version
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -115,9 +115,9 @@ def test_wrong_options_are_one_line_before_anything_runs(sample_images, tmp_path
 # was ever imported.
 _BEFORE_BEAM = """
 import json, sys
-from imgrec.pipelines import command_line
+from imgrec.pipelines import build_dataset
 try:
-    status = command_line.main(sys.argv[1:])
+    status = build_dataset.main(sys.argv[1:])
 except SystemExit as exit_:
     status = exit_.code
 print(json.dumps({'status': status, 'loaded': [m for m in ('apache_beam', 'tensorflow', 'google.cloud.storage')
@@ -181,7 +181,7 @@ def test_beams_own_options_are_taken_before_beam_is_imported_and_their_values_ch
                                             '--direct_num_workers', '2', '--experiments=a', '--no_save_main_session'])
     assert beam_args == ['--runner', 'direct', '--direct_num_workers', '2', '--experiments=a', '--no_save_main_session']
     with pytest.raises(UserError, match=r"^argument --direct_num_workers: invalid int value: 'x'$"):
-        build_dataset.parse(['--input', 'in', '--output', 'out', '--direct_num_workers', 'x'])
+        launcher.parse(['--input', 'in', '--output', 'out', '--direct_num_workers', 'x'])
 
 
 def test_the_beam_option_names_kept_are_the_installed_beams():

@@ -13,7 +13,7 @@ import pytest
 from apache_beam.portability.api import beam_runner_api_pb2
 from google.cloud.dataflow_v1beta3.types import TemplateMetadata
 
-from imgrec.pipelines import build_dataset, options
+from imgrec.pipelines import beam_options, build_dataset, options
 from imgrec.samples.generate import write_images
 from tests.conftest import SMALL
 from tests.gcs_emulator import gcs_emulator  # noqa: F401  (the fixture)
@@ -78,7 +78,7 @@ def test_the_job_carries_the_users_options(template):
     sdk_options = environment['sdkPipelineOptions']['options']
     assert job['type'] == 'JOB_TYPE_BATCH'
     assert (sdk_options['project'], sdk_options['region']) == ('my-project', 'europe-west4')
-    assert sdk_options['setup_file'] == build_dataset.SETUP_FILE
+    assert sdk_options['setup_file'] == beam_options.SETUP_FILE
     assert 'shuffle_mode=service' in sdk_options['experiments']
     assert environment['serviceAccountEmail'] == 'builder@my-project.iam.gserviceaccount.com'
     pool = environment['workerPools'][0]
@@ -87,9 +87,9 @@ def test_the_job_carries_the_users_options(template):
 
 
 def test_a_custom_worker_image_is_trusted_to_hold_the_project():
-    beam_options = build_dataset.pipeline_options(
+    chosen = beam_options.pipeline_options(
         [*DATAFLOW, '--temp_location', 'gs://b/tmp', '--sdk_container_image', 'europe-docker.pkg.dev/p/r/i:1'])
-    assert beam_options.get_all_options()['setup_file'] is None
+    assert chosen.get_all_options()['setup_file'] is None
 
 
 @pytest.mark.parametrize('args, message', [

@@ -1,7 +1,7 @@
 """Same inputs and options, same bytes: across runs, runner modes and worker counts."""
 import os
 
-from imgrec.pipelines import build_dataset
+from imgrec.pipelines import launcher
 from tests.conftest import build
 from tests.contract_checks import load_version, shard_files
 
@@ -35,7 +35,7 @@ def test_the_default_mode_and_decode_threads_give_identical_bytes(sample_images,
     default), in_memory decoding on a thread per core, and in_memory with one decode thread: the same
     shards, index and dataset.json."""
     default = str(tmp_path / 'default')
-    build_dataset.run(['--input', sample_images, '--output', default, '--image_size', '32', *OPTIONS,
+    launcher.run(['--input', sample_images, '--output', default, '--image_size', '32', *OPTIONS,
                        '--direct_running_mode', 'multi_processing'])
     threads = build(sample_images, tmp_path / 'threads', *OPTIONS)
     one = build(sample_images, tmp_path / 'one', *OPTIONS, '--direct_num_workers', '1')

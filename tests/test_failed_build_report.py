@@ -14,7 +14,7 @@ from imgrec.contract import layout
 from imgrec.console.errors import BuildFailed
 from imgrec.storage import publication, retries, storage
 from imgrec.versions import failed_build, incomplete, report, version as version_lib
-from imgrec.pipelines import build_dataset
+from imgrec.pipelines import build_dataset, python_api
 from imgrec.samples.near_duplicates import draw_photo
 from tests.chromium import open_page, requires_chromium
 from tests.gcs_emulator import gcs_emulator  # noqa: F401 (fixture)
@@ -173,7 +173,7 @@ def test_a_report_that_cannot_be_written_leaves_the_failure_line_as_it_was(tmp_p
 
 def test_build_from_python_raises_the_same_line_with_its_report(grouped, tmp_path):
     with pytest.raises(BuildFailed) as raised:
-        build_dataset.build(str(grouped), str(tmp_path / 'out'), image_size=32, splits={'train': 50, 'validation': 50},
+        python_api.build(str(grouped), str(tmp_path / 'out'), image_size=32, splits={'train': 50, 'validation': 50},
                             progress=False, beam_options=['--direct_running_mode=in_memory'])
     _report_named(f'build-dataset: failed: {raised.value}', tmp_path / 'out')
 

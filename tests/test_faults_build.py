@@ -8,7 +8,7 @@ from apache_beam.testing.test_pipeline import TestPipeline
 from imgrec.contract import layout
 from imgrec.console.errors import build_failure_message
 from imgrec.storage import retries, storage
-from imgrec.pipelines import build_dataset
+from imgrec.pipelines import build_dataset, launcher
 from imgrec.samples.generate import write_images
 from tests.conftest import SMALL
 from tests.fault_proxy import LATEST, LIST, READ, WRITE, faulty_gcs, gcs_emulator  # noqa: F401  (fixtures)
@@ -26,7 +26,7 @@ def images(gcs_emulator, tmp_path_factory):
     bucket = gcs_emulator.create_bucket('faults')
     gcs_emulator.upload_folder(local, f'{bucket}/images')
     output = f'{bucket}/clean'
-    build_dataset.run(['--input', f'{bucket}/images', '--output', output, *OPTIONS])
+    launcher.run(['--input', f'{bucket}/images', '--output', output, *OPTIONS])
     return bucket, _shards(gcs_emulator, f'{output}/v1')
 
 
@@ -50,7 +50,7 @@ def test_faults_are_retried_and_the_shards_are_byte_identical(images, faulty_gcs
     bucket, clean = images
     faulty_gcs.configure(rate=rate, seed=seed, slow_s=0.2)
     output = f'{bucket}/faulty-{seed}'
-    _, result = build_dataset.run(['--input', f'{bucket}/images', '--output', output, *OPTIONS])
+    _, result = launcher.run(['--input', f'{bucket}/images', '--output', output, *OPTIONS])
 
     assert faulty_gcs.injected, 'the seed gave no fault: choose another'
     assert _shards(gcs_emulator, f'{output}/v1') == clean

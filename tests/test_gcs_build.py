@@ -10,7 +10,7 @@ from apache_beam.io.filesystems import FileSystems
 from imgrec.contract import features as F, index, layout
 from imgrec.contract.tfrecord import read_records
 from imgrec.storage import storage
-from imgrec.pipelines import build_dataset
+from imgrec.pipelines import launcher, summary
 from imgrec.samples.generate import write_images
 from tests.conftest import SMALL
 from tests.contract_checks import check_version
@@ -31,7 +31,7 @@ def flowers(gcs_emulator, tmp_path_factory):
 def test_build_from_gcs_to_gcs_on_worker_processes(gcs_emulator, flowers, tmp_path):
     local, prefix = flowers
     output = gcs_emulator.create_bucket('flowers-out') + '/datasets/flowers'
-    config, result = build_dataset.run([
+    config, result = launcher.run([
         '--input', prefix, '--output', output, '--image_size', '32', '--version', 'v1',
         '--num_shards', 'train=2,validation=1',
         '--direct_running_mode', 'multi_processing', '--direct_num_workers', '2'])
@@ -46,10 +46,10 @@ def test_build_from_gcs_to_gcs_on_worker_processes(gcs_emulator, flowers, tmp_pa
     assert [document['splits'][s]['num_shards'] for s in ('train', 'validation')] == [2, 1]
 
     # The counters the Dataflow UI shows, as the workers reported them.
-    assert build_dataset.counter(result, 'images_listed') == len(images)
-    assert build_dataset.counter(result, 'images_decoded') == len(images)
-    assert build_dataset.counter(result, 'records_written') == len(images)
-    assert build_dataset.counter(result, 'bytes_written') == sum(
+    assert summary.counter(result, 'images_listed') == len(images)
+    assert summary.counter(result, 'images_decoded') == len(images)
+    assert summary.counter(result, 'records_written') == len(images)
+    assert summary.counter(result, 'bytes_written') == sum(
         shard['bytes'] for split in document['splits'].values() for shard in split['shards'])
 
 
@@ -63,7 +63,7 @@ def test_build_from_a_gcs_manifest(gcs_emulator, flowers, tmp_path):
     manifest = f'{bucket}/lists/train.csv'
     gcs_emulator.upload_bytes(manifest, '\n'.join(['path,label', *absolute, *relative]).encode())
     output = f'{bucket}/from-manifest'
-    build_dataset.run(['--manifest', manifest, '--output', output, '--image_size', '32', '--version', 'm1',
+    launcher.run(['--manifest', manifest, '--output', output, '--image_size', '32', '--version', 'm1',
                        '--direct_running_mode', 'in_memory'])
 
     document, records = check_version(gcs_emulator.download_folder(output, tmp_path / 'out'), image_size=(32, 32))
@@ -75,7 +75,7 @@ def test_build_from_a_gcs_manifest(gcs_emulator, flowers, tmp_path):
 def test_the_index_finds_a_record_on_gcs_with_one_ranged_read(gcs_emulator, flowers):
     _, prefix = flowers
     output = gcs_emulator.create_bucket('index-out') + '/ds'
-    config, _ = build_dataset.run(['--input', prefix, '--output', output, '--image_size', '32', '--version', 'v1',
+    config, _ = launcher.run(['--input', prefix, '--output', output, '--image_size', '32', '--version', 'v1',
                                    '--direct_running_mode', 'in_memory'])
     document = json.loads(gcs_emulator.read_bytes(f'{config.version_dir}/{layout.DATASET_JSON}'))
     sources = []

@@ -8,7 +8,7 @@ import apache_beam as beam
 import pytest
 from apache_beam.portability import common_urns
 
-from imgrec.pipelines import build_dataset, preflight, refresh
+from imgrec.pipelines import launcher, preflight, refresh
 from imgrec.pipelines.graph import build_pipeline
 
 # The ParDos of each top-level composite of a full build with the defaults, at most.
@@ -22,7 +22,7 @@ MOST_DEAL_SPLITS_PARDOS = 8
 def graph(sample_images, tmp_path_factory):
     argv = ['--input', sample_images, '--output', str(tmp_path_factory.mktemp('shape') / 'out'),
             '--image_size', '32']
-    config, facts, options = build_dataset.parse(argv)
+    config, facts, options = launcher.parse(argv)
     config, latest = preflight.check(config, options)
     facts = dataclasses.replace(facts, previous=latest, refresh=refresh.plan(config, latest))
     pipeline = beam.Pipeline(options=options)

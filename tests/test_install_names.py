@@ -55,3 +55,20 @@ def test_installed_the_common_words_are_free_for_the_users_own_modules(wheel, tm
     layout_file, *absent = done.stdout.split()
     assert layout_file.startswith(str(target))
     assert absent == ['True'] * len(COMMON_WORDS)
+
+
+def test_in_the_dev_install_only_the_import_root_is_importable_and_each_file_is_one_module(tmp_path):
+    """The venv's editable install maps ``imgrec`` alone: from a folder of the user's, the checkout's top-level
+    folders are not importable, and ``imgrec.contract.layout`` is the checkout's file, under one name."""
+    probe = ('import importlib.util, sys, imgrec.contract.layout as layout, imgrec.pipelines.options as options; '
+             'print(layout.__file__); print(options.__file__); '
+             f'print(*[importlib.util.find_spec(name) is None for name in {COMMON_WORDS!r}]); '
+             "print(sorted(m for m in sys.modules if m.split('.')[0] in " + repr(COMMON_WORDS) + '))')
+    env = {key: value for key, value in os.environ.items() if key != 'PYTHONPATH'}
+    done = subprocess.run([sys.executable, '-c', probe], env=env, cwd=str(tmp_path), capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    layout_file, options_file, absent, loaded = done.stdout.splitlines()
+    assert layout_file == os.path.join(ROOT, 'imgrec', 'contract', 'layout.py')
+    assert os.path.realpath(options_file) == os.path.join(ROOT, 'pipelines', 'options.py')
+    assert absent.split() == ['True'] * len(COMMON_WORDS)
+    assert loaded == '[]'

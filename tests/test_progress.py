@@ -16,7 +16,7 @@ from apache_beam.runners.runner import PipelineState
 from google.cloud.dataflow_v1beta3 import types as dataflow
 
 from imgrec.contract import counters, layout
-from imgrec.pipelines import build_dataset, progress
+from imgrec.pipelines import build_dataset, progress, summary
 from imgrec.pipelines.local.live_counters import CountingRunner
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -181,4 +181,4 @@ def test_one_rule_committed_where_the_runner_has_it_else_attempted():
     assert values[counters.Counter(counters.RETRIES, 'read')] == 0  # committed 0 is a value, not "none"
     assert values[counters.RECORDS_WRITTEN] == 0 and values[counters.UNCHANGED] == 0
     assert dict(counters.read(result, counters.RETRIES)) == {counters.Counter(counters.RETRIES, 'read'): 0}
-    assert build_dataset.counter(result, 'images_decoded') == build_dataset.counter(result, counters.IMAGES_DECODED)
+    assert summary.counter(result, 'images_decoded') == summary.counter(result, counters.IMAGES_DECODED)

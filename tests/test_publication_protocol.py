@@ -19,7 +19,7 @@ import pytest
 from imgrec.contract import layout, version_ref
 from imgrec.storage import leases, publication, storage
 from imgrec.versions import verify
-from imgrec.pipelines import build_dataset
+from imgrec.pipelines import build_dataset, launcher, summary
 from imgrec.samples.generate import write_images
 from tests.conftest import SMALL, listing
 from tests.contract_checks import check_version
@@ -305,10 +305,10 @@ def test_a_training_run_holds_its_version_and_the_summary_names_what_pruning_kep
         assert source.version == 'v1'
         assert [name.split('-')[0] for name in os.listdir(output / layout.LEASES_DIR)] == [layout.READER_LEASE]
         for version in ('v3', 'v4'):
-            config_, facts, options = build_dataset.parse(_argv(images, output, '--version', version, '--force',
+            config_, facts, options = launcher.parse(_argv(images, output, '--version', version, '--force',
                                                                  '--keep_versions', '1'))
-            config_, facts, result = build_dataset.launch(config_, facts, options)
-            seen[version] = build_dataset.report(config_, facts, result, options)
+            config_, facts, result = launcher.launch(config_, facts, options)
+            seen[version] = summary.report(config_, facts, result, options)
 
     monkeypatch.setattr(trainer, 'train', build_while_training)
     assert train.main(['--data', str(output), '--version', 'v1', '--model_dir', str(tmp_path / 'model')]) == 0

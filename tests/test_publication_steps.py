@@ -20,7 +20,7 @@ import pytest
 
 from imgrec.contract import layout
 from imgrec.storage import gcs_storage, leases, publication, storage
-from imgrec.pipelines import build_dataset
+from imgrec.pipelines import build_dataset, launcher
 from imgrec.pipelines.graph import build_pipeline
 from imgrec.samples.generate import write_images
 from tests.conftest import SMALL, listing
@@ -193,7 +193,7 @@ def test_the_steps_use_the_jobs_storage_with_its_options_as_the_listing_does(tmp
                                'refresh_token': 'token'}))
     monkeypatch.setenv('GOOGLE_APPLICATION_CREDENTIALS', str(adc))
     monkeypatch.delenv(gcs_storage.EMULATOR_HOST, raising=False)
-    config, facts, options = build_dataset.parse([
+    config, facts, options = launcher.parse([
         '--input', 'gs://photos/in', '--output', 'gs://datasets/out', '--image_size', '32', '--version', 'v2',
         '--project', 'project-1'])
     pipeline = beam.Pipeline(options=options)

@@ -15,7 +15,7 @@ import tensorflow as tf
 
 from imgrec.contract import layout
 from imgrec.console.errors import BuildFailed, CommandError, UserError
-from imgrec.pipelines import build_dataset, options
+from imgrec.pipelines import build_dataset, options, python_api
 from imgrec.pipelines.build_result import BuildResult
 from tests.conftest import build as cli_build, listing
 from imgrec import training
@@ -35,12 +35,12 @@ def _config(argv):
 
 def test_build_reads_its_keywords_with_the_command_lines_parser_and_defaults():
     required = {'input': 'in', 'output': 'out', 'version': 'v1'}
-    assert _config(build_dataset.build_argv(required)) == _config(['--input', 'in', '--output', 'out',
+    assert _config(python_api.build_argv(required)) == _config(['--input', 'in', '--output', 'out',
                                                                    '--version', 'v1'])
     given = dict(required, image_size=(48, 64), splits={'train': 80, 'validation': 20}, num_shards={'train': 3},
                  formats=['array_record', 'tfrecord'], stratify=True, progress=False, max_error_rate=0.5,
                  labels=None)
-    assert _config(build_dataset.build_argv(given)) == _config([
+    assert _config(python_api.build_argv(given)) == _config([
         '--input', 'in', '--output', 'out', '--version', 'v1', '--image_size', '48x64', '--splits',
         'train=80,validation=20', '--num_shards', 'train=3', '--formats', 'tfrecord,array_record', '--stratify',
         '--progress', 'off', '--max_error_rate', '0.5'])
@@ -56,20 +56,20 @@ def test_build_reads_its_keywords_with_the_command_lines_parser_and_defaults():
 ])
 def test_build_mistakes_raise_one_user_error_of_one_line(tmp_path, call, message):
     with pytest.raises(UserError) as raised:
-        build_dataset.build(input=str(tmp_path), output=str(tmp_path / 'out'), **call)
+        python_api.build(input=str(tmp_path), output=str(tmp_path / 'out'), **call)
     assert message in str(raised.value) and '\n' not in str(raised.value)
 
 
 def test_build_of_a_missing_folder_is_a_user_error(tmp_path):
     with pytest.raises(UserError) as raised:
-        build_dataset.build(input=str(tmp_path / 'nowhere'), output=str(tmp_path / 'out'))
+        python_api.build(input=str(tmp_path / 'nowhere'), output=str(tmp_path / 'out'))
     assert str(tmp_path / 'nowhere') in str(raised.value)
 
 
 def test_build_returns_the_published_dataset_json_and_shows_nothing_of_beams(sample_images, tmp_path, capfd, caplog):
     caplog.set_level(logging.INFO)
     output = str(tmp_path / 'out')
-    document = build_dataset.build(input=sample_images, output=output, image_size=32, version='v1', progress=False,
+    document = python_api.build(input=sample_images, output=output, image_size=32, version='v1', progress=False,
                                    beam_options=['--direct_running_mode=multi_processing',
                                                  '--direct_num_workers=1'])
     with open(os.path.join(output, 'v1', layout.DATASET_JSON)) as stream:
@@ -80,7 +80,7 @@ def test_build_returns_the_published_dataset_json_and_shows_nothing_of_beams(sam
     assert not [r for r in caplog.records if r.name.startswith('apache_beam') and r.levelno >= logging.WARNING]
     assert logging.getLogger('apache_beam').level == logging.NOTSET  # and the levels are the user's again
     # Nothing changed: no new version, and the one LATEST names comes back.
-    again = build_dataset.build(input=sample_images, output=output, image_size=32, version='v2', progress=False,
+    again = python_api.build(input=sample_images, output=output, image_size=32, version='v2', progress=False,
                                 beam_options=['--direct_running_mode=in_memory'])
     assert again == document and listing(output) == [layout.LATEST, 'v1']
 
@@ -93,7 +93,7 @@ def test_build_returns_a_result_that_shows_the_command_lines_summary(sample_imag
     printed = capsys.readouterr().out
     options = dict(image_size=32, version='v1', splits={'train': 75, 'validation': 25}, progress=False,
                    beam_options=['--direct_running_mode=in_memory'])
-    result = build_dataset.build(input=sample_images, output=api_output, **options)
+    result = python_api.build(input=sample_images, output=api_output, **options)
     assert isinstance(result, BuildResult) and isinstance(result, dict) and result['version'] == 'v1'
     assert repr(result) == str(result) == printed.replace(cli_output, api_output).rstrip('\n')
     assert 'asked 75.0%' in repr(result)
@@ -102,7 +102,7 @@ def test_build_returns_a_result_that_shows_the_command_lines_summary(sample_imag
         assert (f"<tr><td>{name}</td><td>{split['num_examples']}</td><td>{split['share']:.1%}</td>"
                 f"<td>{split['requested_share']:.1%}</td><td>{split['num_shards']}</td></tr>") in page
     assert f"wrote {result['counts']['written']} of {result['counts']['inputs']} images" in page
-    again = build_dataset.build(input=sample_images, output=api_output, **dict(options, version='v2'))
+    again = python_api.build(input=sample_images, output=api_output, **dict(options, version='v2'))
     assert again == result and repr(again).startswith('build-dataset: nothing changed since version v1')
 
 
@@ -111,7 +111,7 @@ def test_a_build_that_cannot_publish_raises_build_failed(tmp_path):
     (images / 'cats').mkdir(parents=True)
     (images / 'cats' / 'broken.jpg').write_bytes(b'\xff\xd8\xff not really a JPEG')
     with pytest.raises(BuildFailed) as raised:
-        build_dataset.build(input=str(images), output=str(tmp_path / 'out'), progress=False,
+        python_api.build(input=str(images), output=str(tmp_path / 'out'), progress=False,
                             beam_options=['--direct_running_mode=in_memory'])
     assert isinstance(raised.value, CommandError) and 'LATEST not updated' in str(raised.value)
     assert not os.path.exists(tmp_path / 'out' / layout.LATEST)

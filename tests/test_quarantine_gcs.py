@@ -7,7 +7,7 @@ import pytest
 
 from imgrec.contract import layout
 from imgrec.console.errors import build_failure_message
-from imgrec.pipelines import build_dataset
+from imgrec.pipelines import launcher
 from tests.gcs_emulator import gcs_emulator  # noqa: F401 (fixture)
 from tests.torture_fixtures import OPTIONS, check_every_fate, torture_build, torture_corpus  # noqa: F401
 
@@ -17,7 +17,7 @@ def gcs_torture(gcs_emulator, torture_corpus):  # noqa: F811
     """(emulator, bucket url) holding the corpus under images/ and its build, version v1, under out/."""
     bucket = gcs_emulator.create_bucket('issue4-torture')
     gcs_emulator.upload_folder(torture_corpus[0], f'{bucket}/images')
-    build_dataset.run(['--input', f'{bucket}/images', '--output', f'{bucket}/out', *OPTIONS, '--version', 'v1',
+    launcher.run(['--input', f'{bucket}/images', '--output', f'{bucket}/out', *OPTIONS, '--version', 'v1',
                        '--direct_running_mode', 'in_memory'])
     return gcs_emulator, bucket
 
@@ -49,7 +49,7 @@ def _without_stamps(path):
 def test_a_failed_build_on_gcs_leaves_latest(gcs_torture):
     emulator, bucket = gcs_torture
     with pytest.raises(Exception) as failed:
-        build_dataset.run(['--input', f'{bucket}/images', '--output', f'{bucket}/out', *OPTIONS,
+        launcher.run(['--input', f'{bucket}/images', '--output', f'{bucket}/out', *OPTIONS,
                            '--max_error_rate', '0.05', '--version', 'v2', '--direct_running_mode', 'in_memory'])
     message = build_failure_message(failed.value)
     assert message and '\n' not in message and 'over --max_error_rate 5.0%' in message

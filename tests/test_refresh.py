@@ -14,7 +14,7 @@ import pytest
 from imgrec.contract import layout
 from imgrec.console.errors import build_failure_message
 from imgrec.imaging.record_options import RecordOptions
-from imgrec.pipelines import build_dataset, preflight, refresh
+from imgrec.pipelines import build_dataset, build_result, launcher, preflight, refresh, summary
 from imgrec.pipelines.preflight import read_latest
 from imgrec.samples.generate import write_images
 from imgrec.samples.near_duplicates import draw_photo, make_twin
@@ -32,7 +32,7 @@ def _images(tmp_path, name='images', per_class=6):
 
 
 def _refresh(images, output, *extra):
-    config, result = build_dataset.run(['--input', str(images), '--output', str(output), '--image_size', '32',
+    config, result = launcher.run(['--input', str(images), '--output', str(output), '--image_size', '32',
                                         '--direct_running_mode', 'in_memory', *OPTIONS, *extra])
     return config, result
 
@@ -85,8 +85,8 @@ def test_a_refresh_publishes_what_a_full_build_would_reading_only_what_changed(t
     assert document['refresh'] == {'previous': 'v1', 'mode': 'incremental', 'full_reason': None, 'new': new,
                                    'changed': changed, 'removed': removed, 'reused': listed - new - changed,
                                    'decoded': new + changed, 'reuse_damaged': 0}
-    assert build_dataset.counter(result, 'images_decoded') == new + changed  # only those were read
-    assert build_dataset.counter(result, 'images_reused') == listed - new - changed
+    assert summary.counter(result, 'images_decoded') == new + changed  # only those were read
+    assert summary.counter(result, 'images_reused') == listed - new - changed
     # Label numbers never move: the new class comes last, although it sorts first.
     assert document['labels'] == first['labels'] + ['aardvark']
     assert open(os.path.join(version_dir, layout.LABELS_TXT)).read().splitlines() == document['labels']
@@ -118,7 +118,7 @@ def test_a_refresh_reads_only_what_changed_and_full_or_a_changed_record_option_r
     _, document = load_version(str(output))
     assert document['refresh']['decoded'] == 1 and document['counts']['quarantined'] == 0
     assert document['counts']['written'] == first['counts']['written']
-    assert build_dataset.counter(result, 'bytes_read') == os.path.getsize(sorted((images / 'cross').iterdir())[0])
+    assert summary.counter(result, 'bytes_read') == os.path.getsize(sorted((images / 'cross').iterdir())[0])
     # dataset.json records how labels were ordered.
     (images / 'zebra').mkdir()
     (images / 'zebra' / 'z.jpg').write_bytes(_fresh_image(images, 21, 'cross'))
@@ -132,7 +132,7 @@ def test_a_refresh_reads_only_what_changed_and_full_or_a_changed_record_option_r
     _, result = _refresh(images, output, '--version', 'v4', '--full')
     _, document = load_version(str(output))
     assert document['refresh']['full_reason'] == '--full was given'
-    assert build_dataset.counter(result, 'images_decoded') == document['counts']['inputs']
+    assert summary.counter(result, 'images_decoded') == document['counts']['inputs']
     # A changed record option rebuilds everything and says why.
     capsys.readouterr()
     status = build_dataset.main(['--input', str(images), '--output', str(output), '--image_size', '24',
@@ -162,14 +162,14 @@ def test_nothing_changed_publishes_nothing_unless_forced_and_an_edit_after_is_pu
     def no_pipeline(*args, **kwargs):
         raise AssertionError('a pipeline was built for a refresh that changes nothing')
     with monkeypatch.context() as patched:
-        patched.setattr(build_dataset, 'build_pipeline', no_pipeline)
+        patched.setattr(launcher, 'build_pipeline', no_pipeline)
         assert build_dataset.main(argv) == 0
         assert capsys.readouterr().out.splitlines() == [
             'build-dataset: nothing changed since version v1: no new version published, LATEST stays '
             '(--force publishes anyway)']
         assert (output / layout.LATEST).read_text() == 'v1\n' and listing(output) == [layout.LATEST, 'v1']
         _, result = _refresh(images, output, '--version', 'v2')  # decided before any pipeline: nothing was read
-        assert isinstance(result, build_dataset.NothingChanged)
+        assert isinstance(result, build_result.NothingChanged)
     # An edit after a refresh that changed nothing is published.
     (images / 'cross' / 'zz_new.jpg').write_bytes(_fresh_image(images, 33, 'cross'))
     _refresh(images, output, '--version', 'v2')
@@ -336,14 +336,14 @@ def test_a_quarantined_image_fixed_in_place_is_decoded_and_written(tmp_path):
     _, first = load_version(str(output))
     assert first['quarantine']['by_reason'] == {'not_an_image': 1}
     unchanged_build = _refresh(images, output, '--version', 'v2', '--force')[1]
-    assert build_dataset.counter(unchanged_build, 'images_decoded') == 0  # quarantined again, unread
+    assert summary.counter(unchanged_build, 'images_decoded') == 0  # quarantined again, unread
     _, second = load_version(str(output))
     assert second['quarantine']['by_reason'] == {'not_an_image': 1}
     _change(broken, (images / 'square' / 'square_00000.jpg').read_bytes() + b' ')
     _, result = _refresh(images, output, '--version', 'v3')
     _, third = load_version(str(output))
     assert third['quarantine']['by_reason'] == {} and third['counts']['written'] == first['counts']['written'] + 1
-    assert third['refresh']['changed'] == 1 and build_dataset.counter(result, 'images_decoded') == 1
+    assert third['refresh']['changed'] == 1 and summary.counter(result, 'images_decoded') == 1
 
 
 def test_a_duplicate_whose_twin_is_gone_is_written(tmp_path):
@@ -369,7 +369,7 @@ def test_a_duplicate_whose_twin_is_gone_is_written(tmp_path):
 
 def _decides_nothing_changed(images, output, *extra):
     """What the check before the job decides for a refresh of ``images`` into ``output`` (no pipeline runs)."""
-    config, _, options = build_dataset.parse(['--input', str(images), '--output', str(output), '--image_size', '32',
+    config, _, options = launcher.parse(['--input', str(images), '--output', str(output), '--image_size', '32',
                                               '--direct_running_mode', 'in_memory', *OPTIONS, *extra])
     config, latest = preflight.check(config, options)
     return refresh.nothing_changed(config, refresh.plan(config, latest), options)
@@ -427,7 +427,7 @@ def test_an_unchanged_input_with_label_conflicts_is_a_refresh_that_changes_nothi
         ('triangle/near_twin.jpg', 'near_duplicate_label_conflict')]
     assert _decides_nothing_changed(images, output, '--version', 'v2', *errors)
     _, result = _refresh(images, output, '--version', 'v2', *errors)
-    assert isinstance(result, build_dataset.NothingChanged)
+    assert isinstance(result, build_result.NothingChanged)
     _refresh(images, output, '--version', 'v2', '--force', *errors)
     named = ('dataset_info.json',)  # names the version
     assert ({name: data for name, data in _files(output / 'v2').items() if name not in named}

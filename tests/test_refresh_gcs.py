@@ -4,7 +4,7 @@ import json
 import urllib.parse
 
 from imgrec.contract import layout
-from imgrec.pipelines import build_dataset
+from imgrec.pipelines import build_result, launcher, summary
 from imgrec.samples.generate import write_images
 from tests.conftest import SMALL
 from tests.fault_proxy import faulty_gcs  # noqa: F401  (the fixture)
@@ -15,7 +15,7 @@ OPTIONS = ('--image_size', '32', '--direct_running_mode', 'in_memory', '--splits
 
 
 def _build(source, output, *extra):
-    return build_dataset.run(['--input', source, '--output', output, *OPTIONS, *extra])
+    return launcher.run(['--input', source, '--output', output, *OPTIONS, *extra])
 
 
 def _downloads(log, prefix):
@@ -52,7 +52,7 @@ def test_a_gcs_refresh_reads_only_what_changed_and_matches_a_full_build(gcs_emul
     config, result = _build(f'{bucket}/images', output, '--version', 'v2')
     assert _downloads(faulty_gcs.log, 'images/') == ['images/circle/new.jpg', 'images/square/square_00001.jpg',
                                                        'images/zebra/z.jpg']
-    assert build_dataset.counter(result, 'images_decoded') == 3
+    assert summary.counter(result, 'images_decoded') == 3
     document = json.loads(gcs_emulator.read_bytes(f'{output}/v2/{layout.DATASET_JSON}'))
     assert {key: document['refresh'][key] for key in ('new', 'changed', 'removed', 'decoded')} == {
         'new': 2, 'changed': 1, 'removed': 1, 'decoded': 3}
@@ -83,12 +83,12 @@ def test_a_gcs_refresh_that_changes_nothing_is_decided_from_the_listing_and_down
     _build(f'{bucket}/images', output, '--version', 'v1')
     faulty_gcs.log.clear()
     _, result = _build(f'{bucket}/images', output, '--version', 'v2')
-    assert isinstance(result, build_dataset.NothingChanged)
+    assert isinstance(result, build_result.NothingChanged)
     assert _downloads(faulty_gcs.log, 'images/') == []
     assert gcs_emulator.read_bytes(f'{output}/{layout.LATEST}') == b'v1\n'
     # A new generation of one object, under the same name and size, is a change.
     gcs_emulator.upload_bytes(f'{bucket}/images/circle/circle_00000.jpg',
                               (local / 'circle' / 'circle_00000.jpg').read_bytes())
     _, result = _build(f'{bucket}/images', output, '--version', 'v2')
-    assert not isinstance(result, build_dataset.NothingChanged)
+    assert not isinstance(result, build_result.NothingChanged)
     assert gcs_emulator.read_bytes(f'{output}/{layout.LATEST}') == b'v2\n'

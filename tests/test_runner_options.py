@@ -14,8 +14,8 @@ from apache_beam.options.pipeline_options import (
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
 from imgrec.console.errors import UserError
-from imgrec.pipelines import build_dataset, options as options_module
-from imgrec.pipelines.build_dataset import is_local, local_runner, local_worker_count, pipeline_options
+from imgrec.pipelines import beam_options, launcher, options as options_module
+from imgrec.pipelines.beam_options import is_local, local_runner, local_worker_count, pipeline_options
 from imgrec.pipelines.options import runner_name
 from imgrec.samples.generate import write_images
 from tests.conftest import SMALL
@@ -24,7 +24,7 @@ from tests.contract_checks import shard_files
 
 @pytest.mark.parametrize('args', [[], ['--runner', 'DirectRunner']])
 def test_the_default_is_a_worker_process_per_core_each_decoding_on_its_own_thread(args):
-    _, facts, options = build_dataset.parse(['--input', 'in', '--output', 'out', *args])
+    _, facts, options = launcher.parse(['--input', 'in', '--output', 'out', *args])
     direct = options.view_as(DirectOptions)
     assert (direct.direct_running_mode, direct.direct_num_workers) == ('multi_processing', os.cpu_count())
     assert facts.decoders == 0 and local_worker_count(options) == os.cpu_count()
@@ -36,15 +36,15 @@ def test_the_default_is_a_worker_process_per_core_each_decoding_on_its_own_threa
                                                                                   '--direct_num_workers', '2']])
 def test_beams_multi_threading_mode_is_refused_in_one_line(args):
     with pytest.raises(UserError, match='^--direct_running_mode multi_threading is refused: .* use multi_processing'):
-        build_dataset.parse(['--input', 'in', '--output', 'out', *args])
+        launcher.parse(['--input', 'in', '--output', 'out', *args])
 
 
 def test_only_in_memory_decodes_on_a_thread_per_core():
     for args in (['--direct_running_mode', 'multi_processing'], ['--direct_num_workers', '3']):
-        assert build_dataset.parse(['--input', 'in', '--output', 'out', *args])[1].decoders == 0
+        assert launcher.parse(['--input', 'in', '--output', 'out', *args])[1].decoders == 0
     in_memory = ['--input', 'in', '--output', 'out', '--direct_running_mode', 'in_memory']
-    assert build_dataset.parse(in_memory)[1].decoders == os.cpu_count()
-    assert build_dataset.parse(in_memory + ['--direct_num_workers', '1'])[1].decoders == 1
+    assert launcher.parse(in_memory)[1].decoders == os.cpu_count()
+    assert launcher.parse(in_memory + ['--direct_num_workers', '1'])[1].decoders == 1
 
 
 def test_views_of_the_options_are_made_once_and_stay_live():
@@ -126,11 +126,11 @@ def test_a_small_local_build_runs_in_memory_unless_a_running_mode_is_named(tmp_p
     write_images(str(small), 3, **SMALL)
     large = tmp_path / 'large'
     (large / 'circle').mkdir(parents=True)
-    for i in range(build_dataset.SMALL_BUILD_IMAGES):  # counted by name: the files need no pixels
+    for i in range(beam_options.SMALL_BUILD_IMAGES):  # counted by name: the files need no pixels
         (large / 'circle' / f'{i}.jpg').touch()
 
     def mode(images, *args):
-        return build_dataset.parse(['--input', str(images), '--output', 'out', *args])[2].view_as(
+        return launcher.parse(['--input', str(images), '--output', 'out', *args])[2].view_as(
             DirectOptions).direct_running_mode
     assert mode(small) == 'in_memory'
     assert mode(small, '--direct_running_mode', 'multi_processing') == 'multi_processing'
@@ -142,11 +142,11 @@ def test_a_small_local_build_runs_in_memory_unless_a_running_mode_is_named(tmp_p
 def test_the_mode_chosen_for_a_small_build_writes_the_bytes_of_the_other_mode(tmp_path):
     images = tmp_path / 'images'
     write_images(str(images), 6, png_every=3, **SMALL)
-    chosen = build_dataset.parse(['--input', str(images), '--output', 'out'])[2]
+    chosen = launcher.parse(['--input', str(images), '--output', 'out'])[2]
     assert chosen.view_as(DirectOptions).direct_running_mode == 'in_memory'
     shards = {}
     for name, extra in (('chosen', []), ('other', ['--direct_running_mode', 'multi_processing'])):
-        config, _ = build_dataset.run(['--input', str(images), '--output', str(tmp_path / name), '--image_size', '32',
+        config, _ = launcher.run(['--input', str(images), '--output', str(tmp_path / name), '--image_size', '32',
                                        '--num_shards', 'train=2,validation=1', '--version', 'v1', '--no_progress',
                                        *extra])
         shards[name] = shard_files(config.version_dir)

@@ -8,7 +8,7 @@ import pytest
 from imgrec.contract import counters
 from imgrec.contract.tfrecord import frame, read_records
 from imgrec.storage import gcs_storage, request_counts, storage
-from imgrec.pipelines import build_dataset
+from imgrec.pipelines import launcher
 from imgrec.samples.generate import write_images
 from tests.conftest import SMALL
 from tests.fault_proxy import LIST, READ, faulty_gcs, gcs_emulator  # noqa: F401  (fixtures)
@@ -76,7 +76,7 @@ def test_a_gcs_build_counts_one_read_per_image_and_every_write_and_listing(fault
     output = gcs_emulator.create_bucket('counted-out') + '/ds'
     before, first = request_counts.made(), len(faulty_gcs.timeline)
     # Worker processes: their requests reach the job's counters; this process's own are in request_counts.
-    _, result = build_dataset.run(['--input', source, '--output', output, '--image_size', '32', '--version', 'v1',
+    _, result = launcher.run(['--input', source, '--output', output, '--image_size', '32', '--version', 'v1',
                                    '--direct_running_mode', 'multi_processing', '--direct_num_workers', '2'])
     workers = counters.read(result, counters.STORAGE_REQUESTS)
     counted = _counted(before) + workers

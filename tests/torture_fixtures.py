@@ -10,7 +10,7 @@ from PIL import Image
 
 from imgrec.contract import features as F, layout, metadata
 from imgrec.contract.reasons import REASONS
-from imgrec.pipelines import build_dataset
+from imgrec.pipelines import launcher
 from imgrec.samples import torture
 from imgrec.transforms.splits import split_for
 
@@ -42,7 +42,7 @@ _SESSION = {}
 
 def build(input_root, output, *extra):
     """Runs the build job on the corpus in this process; returns its PipelineResult."""
-    _, result = build_dataset.run(['--input', input_root, '--output', str(output), *OPTIONS, *extra])
+    _, result = launcher.run(['--input', input_root, '--output', str(output), *OPTIONS, *extra])
     return result
 
 

@@ -1,0 +1,174 @@
+"""Runs a build: the pre-flight checks, the refresh plan, the job on its runner, and the one line a failure ends in.
+
+``main`` is what ``build-dataset`` runs once its options have been checked without Beam
+(``imgrec.pipelines.build_dataset``); ``imgrec.pipelines.python_api.build`` runs the same ``parse`` and
+``launch`` from Python. The graph itself is ``imgrec.pipelines.graph``.
+"""
+import contextlib
+import dataclasses
+import logging
+import sys
+import typing
+
+import apache_beam as beam
+from apache_beam.options.pipeline_options import (
+    GoogleCloudOptions,
+    PipelineOptions,
+    StandardOptions,
+)
+from apache_beam.runners.runner import PipelineResult
+
+from imgrec.console.command import Command, was_interrupted
+from imgrec.console.errors import (
+    BuildFailed,
+    Interrupted,
+    UserError,
+    build_failure_message,
+)
+from imgrec.pipelines import job_endpoint, preflight, progress, refresh
+from imgrec.pipelines.beam_options import (
+    decoders,
+    is_local,
+    local_worker_count,
+    pipeline_options,
+)
+from imgrec.pipelines.build_result import NothingChanged
+from imgrec.pipelines.graph import build_pipeline
+from imgrec.pipelines.local import internals
+from imgrec.pipelines.config import BuildConfig, RunFacts, utc_now
+from imgrec.pipelines.options import parse_args
+from imgrec.pipelines.summary import report
+from imgrec.storage import publication
+from imgrec.versions import failed_build
+
+
+def parse(argv: typing.Sequence[str] | None) -> tuple[BuildConfig, RunFacts, PipelineOptions]:
+    """(BuildConfig, RunFacts, PipelineOptions) of a command line; raises UserError."""
+    now = utc_now()  # names the version (unless --version does) and is the run's 'created'
+    config, beam_args = parse_args(argv, now)
+    try:
+        internals.selected()  # IMGREC_BEAM_PATCHES
+    except ValueError as error:
+        raise UserError(str(error)) from None
+    options = pipeline_options(beam_args, config)
+    facts = dataclasses.replace(RunFacts.start(now), decoders=decoders(options, beam_args))
+    return config, facts, options
+
+
+def run(argv: typing.Sequence[str] | None = None) -> tuple[BuildConfig, 'PipelineResult | NothingChanged']:
+    """Builds a dataset; returns (BuildConfig, PipelineResult). Raises UserError, or the runner's error."""
+    config, facts, options = parse(argv)
+    config, _, result = launch(config, facts, options)
+    return config, result
+
+
+def launch(config: BuildConfig, facts: RunFacts,
+           options: PipelineOptions) -> tuple[BuildConfig, RunFacts, 'PipelineResult | NothingChanged']:
+    """Checks the destinations, then runs the job; returns (BuildConfig as run, RunFacts, PipelineResult).
+
+    Waits for the job to finish unless ``--no_wait_until_finish`` (Beam's option) is given. A local run
+    applies the Beam internals it uses for as long as it runs (``imgrec.pipelines.local``); a Dataflow
+    submission applies none.
+    """
+    local = is_local(options)
+    job_endpoint.check(options)
+    with internals.gcs_emulator() if local else contextlib.nullcontext():
+        config, latest = preflight.check(config, options)
+        plan = refresh.plan(config, latest, options)
+        facts = dataclasses.replace(facts, previous=latest, refresh=plan)
+        if plan.full_reason:
+            print(f'build-dataset: full build: {plan.full_reason}', flush=True)
+        # Known from a listing, before any pipeline starts; a template runs nothing now, so it is always written.
+        if not options.view_as(GoogleCloudOptions).template_location and \
+                refresh.nothing_changed(config, plan, options):
+            return config, facts, NothingChanged(prune(config, preflight.job_storage(config.output, config, options)))
+        with (internals.local_run(local_worker_count(options), config.progress) if local
+              else contextlib.nullcontext()) as run:
+            try:
+                pipeline = beam.Pipeline(runner=run.runner if run else None, options=options)
+            except ValueError as error:  # Beam's own checks of the options (runner name, project id...)
+                raise UserError(' '.join(str(error).split())) from None
+            build_pipeline(pipeline, config, facts)
+            with build_lease(config, facts, options), failure_report(config, facts, options), \
+                    progress.Progress(pipeline, options, config.progress, config.progress_interval) as watch:
+                result = pipeline.run()
+                if not options.view_as(StandardOptions).no_wait_until_finish:
+                    watch.wait(result)
+    return config, facts, result
+
+
+def prune(config, files):
+    """--keep_versions after a build that published nothing (the prune step's rule), through ``files`` (the
+    output's storage); None without it."""
+    if not config.keep_versions:
+        return None
+    return publication.keep_newest(config.output, config.keep_versions, files)
+
+
+def build_lease(config, facts, options):
+    """The build's lease on its staging folder (docs/publication.md), held while the job runs: renewed by
+    this process while it waits, else written once to last (a Dataflow job nobody waits for). A
+    template runs nothing now: no lease."""
+    if options.view_as(GoogleCloudOptions).template_location:
+        return contextlib.nullcontext()
+    return publication.build_lease(config.output, facts.staging_dir(config),
+                                   detached=options.view_as(StandardOptions).no_wait_until_finish,
+                                   files=preflight.job_storage(config.output, config, options))
+
+
+def failure_report(config, facts, options):
+    """A failed build's report, written into its staging folder while the build still holds its lease and
+    named in the failure line (``imgrec.versions.failed_build``)."""
+    return failed_build.reporting(facts.staging_dir(config), {
+        'name': config.name, 'version': config.version, 'created': facts.created, 'options': config.describe(),
+        'previous': facts.previous.version if facts.previous else None},
+        preflight.job_storage(facts.staging_dir(config), config, options))
+
+
+def main(argv: typing.Sequence[str] | None = None) -> int:
+    """Returns the exit status: 0 built, 2 a usage mistake, 1 a failed build."""
+    argv = argv if argv is not None else sys.argv[1:]
+    logging.basicConfig(level=logging.WARNING, format='%(levelname)s %(name)s: %(message)s')
+    # Runners log a failing step's traceback before raising; main() reports a BuildFailed in one line,
+    # and any other error's traceback goes to a log file (or to the terminal with --verbose).
+    logging.getLogger('apache_beam.runners').setLevel(logging.CRITICAL)
+    # On Dataflow the runner's own log is the progress report: the job's id, states and messages.
+    logging.getLogger('apache_beam.runners.dataflow.dataflow_runner').setLevel(logging.INFO)
+    with Command('build-dataset') as command:
+        config, facts, options = parse(argv)
+        progress.keep_stderr()  # progress lines reach the user while a local run holds stderr
+        if is_local(options):  # a Beam internal this Beam no longer allows is named now, before stderr is held
+            internals.check(internals.needed(local_worker_count(options), config.progress))
+        command.begin(verbose=config.verbose, hold=is_local(options))
+        try:
+            config, facts, result = launch(config, facts, options)
+        except KeyboardInterrupt:
+            raise Interrupted(left_behind(config, facts, options)) from None
+        except Exception as error:  # a runner wraps our BuildFailed, and a Ctrl-C, in its own exception types
+            if was_interrupted(error):
+                raise Interrupted(left_behind(config, facts, options)) from None
+            message = build_failure_message(error)
+            if message is None:
+                raise
+            raise BuildFailed(message) from error
+        command.release(replay=True)  # warnings of a run that went well (retried reads, say) are the user's to see
+        print(report(config, facts, result, options))
+        return 0
+    return command.status
+
+
+def left_behind(config, facts, options):
+    """What an interrupted build leaves: whether it published, and its staging folder if it made one (read
+    through the job's storage: ``options``, the job's)."""
+    try:
+        files = preflight.job_storage(config.output, config, options)
+        published = publication.read_latest(config.output, files).version == config.version
+        staging = facts.staging_dir(config)
+        kept = any(files.for_path(staging).list_level(staging))
+    except Exception:  # pylint: disable=broad-except  # storage gone too: say what is certain
+        return f'LATEST and the staging folder of this build in {config.output} could not be checked'
+    line = f'published version {config.version} before it stopped' if published else \
+        'nothing was published (LATEST is as it was)'
+    if kept:
+        return f'{line}; left the staging folder {staging} (a build with --clean removes it)'
+    return f'{line}; no staging folder was left'

@@ -1,0 +1,129 @@
+"""The summary a finished build prints, read back from the dataset.json it published: one formatter for the
+command line and for ``build()``'s result.
+"""
+
+from apache_beam.options.pipeline_options import (
+    GoogleCloudOptions,
+    StandardOptions,
+)
+
+from imgrec.contract import counters, layout, metadata, version_ref
+from imgrec.pipelines import preflight
+from imgrec.pipelines.build_result import NothingChanged
+from imgrec.storage import retries
+from imgrec.transforms.labels import listed_names
+from imgrec.transforms.publish import earlier_run, ranked_reasons, retention
+
+# Dataflow workers install the project from this file (with requirements/worker.txt only: no TensorFlow).
+TOP_REASONS = 3  # quarantine reasons the summary names
+
+
+def report(config, facts, result, options):
+    """The summary of a finished build, or one line about a Dataflow job or template that was not waited for."""
+    cloud = options.view_as(GoogleCloudOptions)
+    if cloud.template_location:
+        return f'build-dataset: wrote the Dataflow job as a template to {cloud.template_location}'
+    if getattr(result, 'has_job', False) and options.view_as(StandardOptions).no_wait_until_finish:
+        return (f'build-dataset: submitted Dataflow job {result.job_id()}: https://console.cloud.google.com/'
+                f'dataflow/jobs/{cloud.region}/{result.job_id()}?project={cloud.project}')
+    if unchanged(result):
+        lines = [f'build-dataset: nothing changed since version {facts.refresh.previous}: no new version '
+                 f'published, LATEST stays (--force publishes anyway)']
+    else:
+        lines = [summary(config, options)]
+    built = not isinstance(result, NothingChanged)
+    if built and earlier_run(result):
+        lines.append(f'  version {config.version} stands as an earlier run of this build published it: this run '
+                     f'published nothing new')
+    kept = retention(result) if built else result.retention
+    if kept:
+        lines.append(f'  pruned to {kept.describe()}')
+    retried = retries.summary_line(result) if built else None
+    if retried:
+        lines.append(f'  {retried}')
+    return '\n'.join(lines)
+
+
+def unchanged(result):
+    """Whether the build found nothing changed and published nothing: before the job ran, or in it."""
+    return isinstance(result, NothingChanged) or bool(counter(result, counters.UNCHANGED))
+
+
+def counter(result, name):
+    """The value of the job's counter ``name`` (``imgrec.contract.counters``' rule), summed over steps.
+
+    ``name`` is a ``imgrec.contract.counters.Counter``, or a bare name, summed over the namespaces that use it.
+    """
+    values = counters.read(result)
+    return values[name] if isinstance(name, counters.Counter) else counters.by_name(values, name)
+
+
+def _count(n, noun):
+    return f'{n} {noun}' if n == 1 else f'{n} {noun}s'
+
+
+def _split_line(name, split):
+    """'train: 1986 examples (89.9%, asked 90.0%) in 16 shard(s)': the share got next to the share asked."""
+    shares = (f" ({split['share']:.1%}, asked {split['requested_share']:.1%})"
+              if split.get('share') is not None and split.get('requested_share') is not None else '')
+    return f"  {name}: {split['num_examples']} examples{shares} in {split['num_shards']} shard(s)"
+
+
+def _near_duplicates_line(near):
+    """What the near-duplicate step found and did, from dataset.json's ``near_duplicates``."""
+    if not near or near.get('mode') in (None, 'off'):
+        return '  near-duplicates: not looked for (--near_duplicates off)'
+    head, groups = f"  near-duplicates ({near['mode']})", near.get('groups') or 0
+    if not groups:
+        return f'{head}: none found'
+    found = f"{head}: {_count(groups, 'group')} (largest {_count(near.get('largest_group') or 0, 'image')})"
+    across = f"{_count(near.get('pairs_across_labels') or 0, 'pair')} across classes"
+    if near['mode'] == 'group':
+        # Pairs across classes are label conflicts in this mode: quarantined, so counted as images.
+        return (f"{found}, {_count(near.get('images_moved') or 0, 'image')} moved to keep groups together, "
+                f"{_count(near.get('pairs_across_splits') or 0, 'pair')} in two splits, "
+                f"{_count(near.get('label_conflicts') or 0, 'image')} quarantined as label conflicts across classes")
+    return f"{found}, {_count(near.get('pairs_across_splits') or 0, 'pair')} in two splits, {across}"
+
+
+def _class_lines(document):
+    """The empty classes and those with fewer images than splits (dataset.json's ``classes``), if any."""
+    classes, lines = document.get('classes') or {}, []
+    if classes.get('empty'):
+        lines.append(f"  empty classes (no image written): {listed_names(classes['empty'])}")
+    if classes.get('fewer_than_splits'):
+        written = {label: sum(split['class_counts'].get(label, 0) for split in document['splits'].values())
+                   for label in classes['fewer_than_splits']}
+        splits = metadata.num_splits(document)
+        lines.append(f'  classes with fewer images than the {splits} splits: '
+                     + listed_names(classes['fewer_than_splits'], lambda label: f'{label!r} ({written[label]})'))
+    return lines
+
+
+def summary(config, options):
+    """The build's outcome, read back from the published dataset.json (through the job's storage: ``options``,
+    the job's): the counts, each split's share next to the share asked, the near-duplicates, the top
+    quarantine reasons, the class problems, and where the quarantine list and the report are."""
+    path = layout.join(config.version_dir, layout.DATASET_JSON)
+    document = version_ref.parse_document(preflight.job_storage(path, config, options).read(path), path)
+    counts, refreshed = document['counts'], document['refresh']
+    lines = [f"build-dataset: wrote {counts['written']} of {counts['inputs']} images to {config.version_dir} "
+             f"({counts['quarantined']} quarantined, {counts['duplicates']} duplicates, "
+             f"{counts['ignored']} non-image files ignored)"]
+    if refreshed['mode'] == 'incremental':
+        damaged = refreshed.get('reuse_damaged')
+        lines.append(f"  refresh of {refreshed['previous']}: {refreshed['reused']} reused, {refreshed['decoded']} "
+                     f"decoded ({refreshed['new']} new, {refreshed['changed']} changed"
+                     + (f", {damaged} damaged in {refreshed['previous']}" if damaged else '') +
+                     f"), {refreshed['removed']} removed")
+    lines += [_split_line(name, split) for name, split in document['splits'].items()]
+    lines.append(_near_duplicates_line(document.get('near_duplicates')))
+    quarantine = document.get('quarantine') or {}
+    if quarantine.get('by_reason'):
+        more = len(quarantine['by_reason']) - TOP_REASONS
+        lines.append(f"  quarantined: {ranked_reasons(quarantine['by_reason'], TOP_REASONS)}"
+                     + (f" and {_count(more, 'more reason')}" if more > 0 else '')
+                     + f"; every input and why: {layout.join(config.version_dir, quarantine['file'])}")
+    lines += _class_lines(document)
+    lines.append(f'  report: {layout.join(config.version_dir, layout.REPORT_HTML)}')
+    return '\n'.join(lines)
