@@ -99,7 +99,8 @@ class _DecodeResizeEncodeFn(beam.DoFn):
 
     def _decoded_here(self, batch):
         """The outputs of ``batch``, in its order, decoded on this thread, reads running ahead."""
-        outputs, pending = [], collections.deque()
+        outputs: list = []
+        pending: collections.deque = collections.deque()
         for ref in batch:
             pending.append((ref, self._start_read(ref.path)))
             if len(pending) > READ_AHEAD:
@@ -116,7 +117,8 @@ class _DecodeResizeEncodeFn(beam.DoFn):
     def _started(self, batch):
         """(batch, what each ref is handed over as, futures of the decoders' results): a remote ref's bytes
         (read here, ahead) or its rejection, a local ref's path (read by the decoder)."""
-        read, pending = {}, collections.deque()
+        read: dict = {}
+        pending: collections.deque = collections.deque()
         for index, ref in enumerate(batch):
             if self._storage.for_path(ref.path).remote:
                 pending.append((index, ref, self._start_read(ref.path)))
@@ -126,6 +128,7 @@ class _DecodeResizeEncodeFn(beam.DoFn):
         for index, ref, attempt in pending:
             read[index] = self._read_data(ref, attempt)
         entries = [read.get(index, ref.path) for index, ref in enumerate(batch)]
+        assert self._pixel_work is not None  # handed over only when the DoFn has decoders (setup)
         return batch, entries, self._pixel_work.submit(
             [entry for entry in entries if not isinstance(entry, beam.pvalue.TaggedOutput)])
 
@@ -149,6 +152,7 @@ class _DecodeResizeEncodeFn(beam.DoFn):
         requests are counted when it is called, on the DoFn's thread)."""
         storage = self._storage.for_path(path)
         if storage.remote:
+            assert self._pool is not None  # made in setup
             return retries.counted_submit(self._pool, self._read, path)
         storage.will_read(path)
         return lambda: self._read(path)

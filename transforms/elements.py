@@ -11,10 +11,10 @@ class ImageRef(typing.NamedTuple):
     label: str   # class name
     split: str = ''
     size: int = -1   # bytes, from the listing; -1 when not known
-    mtime_ns: int = None     # local files: modification time, from the listing
-    generation: int = None   # gs:// objects: generation, from the listing
-    ctime_ns: int = None     # local files: inode change time and inode number, from the listing: with the size
-    inode: int = None        # and mtime, the stamp a refresh compares (docs/reuse.md)
+    mtime_ns: int | None = None     # local files: modification time, from the listing
+    generation: int | None = None   # gs:// objects: generation, from the listing
+    ctime_ns: int | None = None     # local files: inode change time and inode number, from the listing: with the size
+    inode: int | None = None        # and mtime, the stamp a refresh compares (docs/reuse.md)
 
 
 class ClassFolder(typing.NamedTuple):
@@ -33,11 +33,11 @@ class EncodedImage(typing.NamedTuple):
     width: int
     source_bytes: int = 0  # size of the source file
     decisions: tuple = ()  # what decoding did, e.g. ('format=PNG', 'mode=P', 'alpha_composited')
-    perceptual_hash: str = None  # 16 hex digits (imgrec.imaging.perceptual_hash); None when not hashed
-    source_width: int = None     # of the source, upright (after its EXIF orientation)
-    source_height: int = None
-    upscaled: bool = None        # the source was enlarged to reach the target size
-    thumbnail: bytes = None      # colour thumbnail (perceptual_hash.colour_thumbnail); None when not hashed
+    perceptual_hash: str | None = None  # 16 hex digits (imgrec.imaging.perceptual_hash); None when not hashed
+    source_width: int | None = None     # of the source, upright (after its EXIF orientation)
+    source_height: int | None = None
+    upscaled: bool | None = None        # the source was enlarged to reach the target size
+    thumbnail: bytes | None = None      # colour thumbnail (perceptual_hash.colour_thumbnail); None when not hashed
 
 
 class RecordRef(typing.NamedTuple):
@@ -60,14 +60,14 @@ class RecordRef(typing.NamedTuple):
     payload_file: str  # None for a previous version's duplicate: no frame until it is decoded
     payload_offset: int
     payload_length: int
-    perceptual_hash: str = None  # 16 hex digits; None when not hashed (--near_duplicates off)
-    source_width: int = None     # of the source, upright
-    source_height: int = None
-    upscaled: bool = None        # the source was enlarged to reach the target size
-    published_split: str = None  # the split the previous version wrote these bytes in (imgrec.transforms.published)
-    ctime_ns: int = None         # of the source, as listed (local inputs), or None
-    inode: int = None
-    thumbnail: bytes = None      # colour thumbnail (perceptual_hash.colour_thumbnail); None when not hashed
+    perceptual_hash: str | None = None  # 16 hex digits; None when not hashed (--near_duplicates off)
+    source_width: int | None = None     # of the source, upright
+    source_height: int | None = None
+    upscaled: bool | None = None        # the source was enlarged to reach the target size
+    published_split: str | None = None  # the split the previous version wrote these bytes in (imgrec.transforms.published)
+    ctime_ns: int | None = None         # of the source, as listed (local inputs), or None
+    inode: int | None = None
+    thumbnail: bytes | None = None      # colour thumbnail (perceptual_hash.colour_thumbnail); None when not hashed
 
     @property
     def order_key(self):
@@ -83,10 +83,10 @@ class Rejected(typing.NamedTuple):
     bytes: int = -1  # size of the source file, -1 when it could not be read
     split: str = ''
     label: str = ''
-    mtime_ns: int = None    # of the source, as listed: a refresh re-reads it only if it changed
-    generation: int = None
-    ctime_ns: int = None
-    inode: int = None
+    mtime_ns: int | None = None    # of the source, as listed: a refresh re-reads it only if it changed
+    generation: int | None = None
+    ctime_ns: int | None = None
+    inode: int | None = None
 
 
 class Duplicate(typing.NamedTuple):
@@ -97,10 +97,10 @@ class Duplicate(typing.NamedTuple):
     sha256: str
     bytes: int
     split: str
-    mtime_ns: int = None    # of the source, as listed: a refresh re-reads it only if it changed
-    generation: int = None
-    ctime_ns: int = None
-    inode: int = None
+    mtime_ns: int | None = None    # of the source, as listed: a refresh re-reads it only if it changed
+    generation: int | None = None
+    ctime_ns: int | None = None
+    inode: int | None = None
 
 
 def stamp(item):

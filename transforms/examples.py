@@ -52,6 +52,7 @@ class _ToExampleFn(beam.DoFn):
         yield [self._spilled(image) for image in images]
 
     def _spilled(self, image):
+        assert self._index_of is not None and self._spill is not None  # set by process and start_bundle
         index = self._index_of[image.ref.label]
         example = to_example(image, index)
         self.examples.inc()
@@ -70,8 +71,9 @@ class _ToExampleFn(beam.DoFn):
 
     def finish_bundle(self):
         # Downstream reads the spill file only after this bundle is committed, so after this close.
-        self._spill.close()
-        self._spill = None
+        if self._spill is not None:
+            self._spill.close()
+            self._spill = None
 
 
 class ToExample(beam.PTransform):

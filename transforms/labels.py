@@ -74,7 +74,7 @@ def unmatched_labels_message(pinned, found, empty=()):
     says so.
     """
     found = sorted(set(found))
-    folded = {}
+    folded: dict[str, str] = {}
     for label in found:
         folded.setdefault(label.casefold(), label)
     missing = [label for label in pinned if label not in set(found) | set(empty)]

@@ -46,10 +46,10 @@ class ListedFile(typing.NamedTuple):
     """A file as the listing saw it, without reading it: what a refresh compares with the index."""
     path: str
     size: int
-    mtime_ns: int = None     # local files: the stamp git's index keeps too (docs/reuse.md)
-    generation: int = None   # gs:// objects
-    ctime_ns: int = None     # local files
-    inode: int = None        # local files
+    mtime_ns: int | None = None     # local files: the stamp git's index keeps too (docs/reuse.md)
+    generation: int | None = None   # gs:// objects
+    ctime_ns: int | None = None     # local files
+    inode: int | None = None        # local files
 
 
 def listed_file(entry):

@@ -75,7 +75,7 @@ def pairs_in_bucket(band, members, threshold):
     band values of both hashes: this test runs for every pair within the threshold in every band)."""
     earlier = _earlier_bands(threshold)[band]
     members = sorted(((value & _MASK, source) for value, source in members), key=lambda member: member[1])
-    first_of = {}
+    first_of: dict[int, str] = {}
     distinct = []
     for value, source in members:
         first = first_of.setdefault(value, source)
@@ -187,7 +187,7 @@ class _PropagateFn(beam.DoFn):
 
 def join_labels(pairs):
     """Union-find over label pairs: {label: the smallest label joined to it}, for labels that change."""
-    parent = {}
+    parent: dict[str, str] = {}
 
     def find(label):
         root = label
@@ -254,7 +254,7 @@ class FindGroups(beam.PTransform):
                  | 'BothEnds' >> beam.FlatMap(lambda e: [(e[0], (e[1], e[2])), (e[1], (e[0], e[2]))])
                  | 'Neighbours' >> beam.GroupByKey()
                  | 'FirstLabels' >> beam.Map(_adjacent))
-        unsettled = None
+        unsettled = state  # replaced by every round (there is at least one)
         for round_ in range(1, self._rounds + 1):
             step = (state
                     | f'Send{round_}' >> beam.FlatMap(_send)

@@ -38,7 +38,7 @@ class NearDuplicate(typing.NamedTuple):
     nearest: str      # that image
     label: str
     split: str        # where it was written
-    moved_from: str   # its hash's split (splits.split_for), when the group took it elsewhere; else None
+    moved_from: str | None  # its hash's split (splits.split_for), when the group took it elsewhere; else None
     perceptual_hash: str
 
 
@@ -46,7 +46,8 @@ def _sides(joined):
     """(records, nodes) of one source: a record and its Node, if it has one, meet under its source in one
     GroupByKey, told apart by type (a CoGroupByKey would cost three steps more)."""
     _, values = joined
-    records, nodes = [], []
+    records: list = []
+    nodes: list = []
     for value in values:
         (nodes if isinstance(value, Node) else records).append(value)
     return records, nodes

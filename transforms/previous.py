@@ -145,6 +145,7 @@ class _MatchFn(beam.DoFn):
                     ref.mtime_ns, ref.generation, ref.ctime_ns, ref.inode))
                 return
             payload = facts.get('payload', (None, 0, 0))
+            assert self._index_of is not None  # set above from the side input
             yield beam.pvalue.TaggedOutput(REUSED, RecordRef(
                 source=ref.source, path=ref.path, label_text=ref.label, split=ref.split,
                 label=self._index_of[ref.label], sha256=facts['sha256'],

@@ -274,7 +274,8 @@ class _DealBucketFn(beam.DoFn):
     @staticmethod
     def bucket_starts(bucket_counts):
         """(scope, bucket) -> rank of the bucket's first image in its scope."""
-        starts, running = {}, collections.Counter()
+        starts: dict[tuple[str, int], int] = {}
+        running: collections.Counter[str] = collections.Counter()
         for scope, bucket in sorted(bucket_counts):
             starts[(scope, bucket)] = running[scope]
             running[scope] += bucket_counts[(scope, bucket)]
@@ -288,6 +289,7 @@ class _DealBucketFn(beam.DoFn):
             # where the published images stay, and where the groups went
             self._placed = collections.Counter(_of(before, _PUBLISHED)) + collections.Counter(_of(after, _PLACED))
         (scope, bucket), records = keyed_bucket
+        assert self._starts is not None and self._placed is not None  # set above from the side inputs
         start = self._starts[(scope, bucket)]
         targets = targets_for(before[(_SCOPE, scope)], self._weights, self._stratify)
         there = {split: n for (of, split), n in self._placed.items() if of == scope}

@@ -27,7 +27,8 @@ WINDOW_RECORDS = 1024
 
 def windows(records, max_bytes, max_records):
     """Consecutive runs of ``records`` of bounded total payload."""
-    window, size = [], 0
+    window: list = []
+    size = 0
     for record in records:
         if window and (size + record.payload_length > max_bytes or len(window) >= max_records):
             yield window
@@ -130,7 +131,7 @@ class _WriteShardFn(beam.DoFn):
         records = [record for record in records if record is not None]
         name = layout.shard_file_name(split, index, shard_counts[split])
         array_record_name = layout.array_record_file_name(name) if self._array_record else None
-        damaged = []
+        damaged: list = []
         if unchanged:  # nothing will be published: count the records, copy no bytes
             size, placed, array_record_size = 0, [], 0
         else:

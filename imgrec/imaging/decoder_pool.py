@@ -53,7 +53,7 @@ class DecoderPool:
 
     def _chunk(self, entries):
         options, with_hash, read = self._work
-        results = []
+        results: list[FailedRead | tuple[int, typing.Any]] = []
         for entry in entries:
             if isinstance(entry, bytes):
                 data = entry

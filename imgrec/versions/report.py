@@ -118,7 +118,7 @@ def sample_thumbnails(version, per_class=None, max_records=MAX_RECORDS_SCANNED, 
     """{label: [(source, thumbnail data URL)]} of the first records of each class shown, in split and shard
     order (read through ``files``, the job's storage, when given)."""
     per_class = per_class or samples_per_class(len(version.document['labels']))
-    samples = collections.defaultdict(list)
+    samples: dict[str, list] = collections.defaultdict(list)
     shown = set(version.document['labels'][:MAX_CLASSES_SHOWN])
     wanted, found, scanned = len(shown) * per_class, 0, 0
     for _, _, path in version_lib.shard_paths(version):
@@ -191,14 +191,15 @@ def published_path(version):
 
 def _quarantine_section(version_dir, options, max_pixels, files=None):
     """The quarantine by reason, with the first sources of each; reads quarantine.jsonl as a stream."""
-    counts, first = collections.Counter(), collections.defaultdict(list)
+    counts: collections.Counter[str] = collections.Counter()
+    first: dict[str, list] = collections.defaultdict(list)
     for item in version_lib.iter_jsonl(version_dir, layout.QUARANTINE_JSONL, files):
         counts[item['reason']] += 1
         if len(first[item['reason']]) < QUARANTINE_EXAMPLES:
             first[item['reason']].append(item)
     parts = [f'<h2 id="quarantine">Quarantine</h2><p>{sum(counts.values())} inputs not written; the full list is '
              f'<code>{layout.QUARANTINE_JSONL}</code>.</p>']
-    rows = []
+    rows: list[list] = []
     for reason, count in sorted(counts.items(), key=lambda pair: (-pair[1], pair[0])):
         examples = []
         for item in first[reason]:
@@ -216,7 +217,8 @@ def _quarantine_section(version_dir, options, max_pixels, files=None):
 
 def _duplicates_section(version_dir, files=None):
     """The number of duplicates and the first few; reads duplicates.jsonl as a stream."""
-    count, shown = 0, []
+    count = 0
+    shown: list = []
     for item in version_lib.iter_jsonl(version_dir, layout.DUPLICATES_JSONL, files):
         count += 1
         if len(shown) < DUPLICATES_SHOWN:
@@ -302,7 +304,7 @@ def record_thumbnail(version_dir, location, side=PAIR_THUMBNAIL, files=None):
 
 def _groups(version_dir, files=None):
     """The rows of near_duplicates.jsonl a group at a time: the file is sorted by group."""
-    rows = []
+    rows: list[dict] = []
     for row in version_lib.iter_jsonl(version_dir, layout.NEAR_DUPLICATES_JSONL, files):
         if rows and row['group'] != rows[0]['group']:
             yield rows
@@ -327,7 +329,10 @@ def near_duplicate_pairs(version_dir, limit=NEAR_DUPLICATE_PAIRS, files=None):
     to ``limit`` pairs in two splits (the nearest first), then the ``limit`` farthest apart (where a false
     group would show) and the ``limit`` nearest, each pair once.
     """
-    across, farthest, nearest, listed = [], [], [], 0
+    across: list = []
+    farthest: list = []
+    nearest: list = []
+    listed = 0
     for rows in _groups(version_dir, files):
         by_source = {row['source']: row for row in rows}
         pairs = {}
@@ -581,7 +586,7 @@ def class_changes(version_dir, document, previous_dir, previous_document, files=
     batches = (zip(([f] for f in names), ([f] for f in before_names)) if len(names) == len(before_names)
                else [(names, before_names)])
     columns = (index_lib.SOURCE, index_lib.SHA256, index_lib.LABEL)
-    changes = collections.defaultdict(lambda: [0, 0, 0])
+    changes: dict[str, list[int]] = collections.defaultdict(lambda: [0, 0, 0])
 
     def rows(folder, doc, part_names):
         found = {}

@@ -19,6 +19,7 @@ import io
 import sys
 import tempfile
 import time
+import typing
 
 from PIL import Image
 
@@ -34,12 +35,15 @@ DEFAULT_WORKERS = 8
 
 
 class Problem(str):
-    """A problem line; ``split`` or ``shard`` names what it counts or points into, so that what follows from a
-    damaged shard can be told from a fault of its own (``follows``)."""
+    """A problem line; ``in_split`` or ``in_shard`` names what it counts or points into, so that what follows
+    from a damaged shard can be told from a fault of its own (``follows``)."""
+    in_split: str | None
+    in_shard: str | None
+    follows: bool
 
-    def __new__(cls, text, split=None, shard=None):
+    def __new__(cls, text: str, split: str | None = None, shard: str | None = None) -> 'Problem':
         problem = super().__new__(cls, text)
-        problem.split, problem.shard, problem.follows = split, shard, False
+        problem.in_split, problem.in_shard, problem.follows = split, shard, False
         return problem
 
 
@@ -49,7 +53,7 @@ class ShardResult:
     def __init__(self, split, shard):
         self.split, self.shard = split, shard
         self.records = 0
-        self.labels = collections.Counter()
+        self.labels: collections.Counter[int] = collections.Counter()
         self.size = None
         self.problems = []
         self.placed = {}  # source -> (offset, length) of its frame in the shard
@@ -67,7 +71,7 @@ class _ArrayRecordTwin:
 
     def __init__(self, result, entry, path):
         self._result, self._entry, self._file = result, entry, entry['file']
-        self._records = iter(())
+        self._records: typing.Iterator[bytes] = iter(())
         self.read = 0
         self.differing = []  # numbers of the records that are not the TFRecord shard's
         self.broken = True
@@ -225,7 +229,7 @@ def check_totals(version, results):
                             f"dataset.json says num_examples {info['num_examples']}")
         if len(info['shards']) != info['num_shards']:
             problems.append(f"split {split}: {len(info['shards'])} shards listed, num_shards says {info['num_shards']}")
-        counted = collections.Counter()
+        counted: collections.Counter[int] = collections.Counter()
         for result in got:
             counted.update(result.labels)
         for index, label in enumerate(document['labels']):
@@ -320,9 +324,12 @@ def verify(path, sample=None, workers=DEFAULT_WORKERS):
     shards = version_lib.shard_paths(version)
     twins = _array_record_twins(version)
     start = time.monotonic()
+    def check(item):
+        split, shard, path = item
+        return check_shard(split, shard, path, parse, shape, labels, sample, twins.get(shard['file']))
+
     with concurrent.futures.ThreadPoolExecutor(max(1, min(workers, len(shards)))) as pool:
-        results = list(pool.map(lambda item: check_shard(*item, parse, shape, labels, sample,
-                                                         twins.get(item[1]['file'])), shards))
+        results = list(pool.map(check, shards))
     seconds = max(time.monotonic() - start, 1e-9)
     problems = [p for result in results for p in result.problems]
     if sample is None:
@@ -349,9 +356,9 @@ def mark_follow_on(problems, results):
         return problems
     files, splits = {r.shard['file'] for r in damaged}, {r.split for r in damaged}
     for problem in problems:
-        if isinstance(problem, Problem) and (problem.split in splits or problem.shard in files):
+        if isinstance(problem, Problem) and (problem.in_split in splits or problem.in_shard in files):
             problem.follows = True
-    lost = collections.Counter()
+    lost: collections.Counter[str] = collections.Counter()
     for result in damaged:
         lost[result.split] += max(0, result.shard['records'] - result.records)
     listed = sum(r.shard['records'] for r in results)
