@@ -96,9 +96,7 @@ LOCAL_RUNNING_MODE = 'multi_processing'
 
 # A local build of fewer images than this runs in_memory instead, unless --direct_running_mode names a mode:
 # below it, starting worker processes costs more than the second core gains, and the bytes are the same.
-# Measured with benchmarks/startup.py --threshold (docs/benchmarks.md, 2026-12-03), photos at 224x224 on 2
-# shared cores, in_memory against multi_processing, whole processes: 40 images 22.9 against 46.9 s, 400 39.8
-# against 63.0 s, 1,000 63.4 against 69.6 s, 2,400 112.3 against 103.0 s; the two cross near 1,560.
+# Chosen with benchmarks/startup.py --threshold, where the two modes cross (figures: docs/benchmarks.md).
 SMALL_BUILD_IMAGES = 1500
 
 

@@ -5,10 +5,9 @@ lock for most of the pixel work (read, sha256, decode, resize, encode, perceptua
 its own use the other cores while the Beam thread goes on. Work crosses in chunks of ``CHUNK`` images:
 one future to wait for, and one switch of threads, a chunk rather than an image.
 
-Spawned processes instead of threads were built and measured (2026-12-03, docs/benchmarks.md): the
-decoding stage took 9.5 s against 10.0 s for 2,400 photos, the whole build 0.38x the pool script against
-0.39x, and at 20,000 0.52x against 0.51x with 5% more CPU and 130 MB more memory; the Beam thread's own
-work, not the pixel work, bounds the stage. So threads, which cost nothing to start.
+Spawned processes instead of threads were built and measured (docs/benchmarks.md): no faster, with more
+CPU and memory; the Beam thread's own work, not the pixel work, bounds the stage. So threads, which cost
+nothing to start.
 """
 import concurrent.futures
 import hashlib
