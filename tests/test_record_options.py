@@ -9,7 +9,8 @@ import pytest
 from imgrec.contract import layout
 from imgrec.imaging import record_options
 from imgrec.imaging.record_options import RecordOptions
-from imgrec.pipelines import config, launcher, options, refresh
+from imgrec.pipelines import launcher, options, refresh
+from imgrec.pipelines.config import RunFacts
 from imgrec.pipelines.preflight import read_latest
 from imgrec.samples.generate import write_images
 from tests.conftest import SMALL
@@ -94,7 +95,7 @@ def test_build_config_holds_no_run_facts():
     assert first == options.parse_args(argv, now=NOW)[0]  # no build id, no clock, nothing LATEST said
     assert first.version == '20260102T030405Z'
     config_fields = {field.name for field in dataclasses.fields(options.BuildConfig)}
-    fact_fields = {field.name for field in dataclasses.fields(config.RunFacts)}
+    fact_fields = {field.name for field in dataclasses.fields(RunFacts)}
     assert not config_fields & fact_fields and {'created', 'build_id', 'previous', 'refresh'} <= fact_fields
     recorded = set(first.describe())
     assert RECORDED <= recorded and not recorded & (RUN_OPTIONS | fact_fields)
@@ -103,7 +104,7 @@ def test_build_config_holds_no_run_facts():
 
 def test_run_facts_name_the_run():
     config, _ = options.parse_args(['--input', 'in', '--output', 'out', '--version', 'v7'], now=NOW)
-    facts, other = config.RunFacts.start(NOW), config.RunFacts.start(NOW)
+    facts, other = RunFacts.start(NOW), RunFacts.start(NOW)
     assert facts.created == '2026-01-02T03:04:05Z' and facts.build_id != other.build_id
     assert facts.staging_dir(config) == layout.join('out', layout.staging_name('v7', facts.build_id))
     assert facts.staging_dir(config) != other.staging_dir(config)
