@@ -12,6 +12,7 @@ originals also get a near-duplicate in the same class, made by one of ``TRANSFOR
 - ``brightness``: brightened or darkened by 8-12%;
 - ``caption``: a caption bar of text across the bottom (the image's size unchanged);
 - ``png``: re-saved as PNG.
+(``make_twin`` also knows ``contrast`` and ``watermark``, and takes other strengths: ``imgrec.samples.zoo``'s.)
 Twins get names of their own, unrelated to their original's, so nothing but their pixels ties them.
 ``write_corpus`` returns the planted pairs; ``--output`` also gets them in ``<output>.pairs.json``.
 """
@@ -110,8 +111,9 @@ def make_twin(image, kind, rng, ranges=None):
         top = round(rng.uniform(0.1, 0.9) * (height - bar))
         shade = rng.choice((0, 255))
         draw.rectangle((0, top, width, top + bar), fill=(shade, shade, shade, rng.randint(70, 120)))
-        draw.text((max(2, width // 30), top + max(1, (bar - 10) // 2)), _words(rng),
-                  fill=(255 - shade, 255 - shade, 255 - shade, rng.randint(120, 180)))
+        words, ink = _words(rng), (255 - shade, 255 - shade, 255 - shade, rng.randint(120, 180))
+        if bar >= 10:  # a bar too thin for the font gets no text: text would cover a small image
+            draw.text((max(2, width // 30), top + max(1, (bar - 10) // 2)), words, fill=ink)
         return Image.alpha_composite(image.convert('RGBA'), overlay).convert('RGB'), 'jpg', 90
     if kind == 'png':
         return image, 'png', None
