@@ -42,8 +42,9 @@ def font(size: int) -> ImageFont.FreeTypeFont:
 
 
 def hue_colour(hue: float, saturation: float, value: float) -> tuple[int, int, int]:
-    """An RGB colour from HSV in [0, 1]."""
-    return tuple(round(c * 255) for c in colorsys.hsv_to_rgb(hue % 1, saturation, value))
+    """An RGB colour from HSV; saturation and value are clipped to [0, 1], the hue wraps."""
+    clip = lambda v: min(1.0, max(0.0, v))  # noqa: E731
+    return tuple(round(c * 255) for c in colorsys.hsv_to_rgb(hue % 1, clip(saturation), clip(value)))
 
 
 def words(rng: random.Random, count: int) -> str:

@@ -6,10 +6,12 @@ white, a product is a coloured blob on white. Each draw function is ``(label, in
 (``imgrec.samples.zoo``); what makes two images of a class differ is drawn from ``zoo_draw.spread`` and
 the image's own random stream.
 """
+import functools
+
 import numpy as np
 from PIL import Image, ImageDraw
 
-from imgrec.samples.zoo_draw import font, hue_colour, image_rng, noisy, spread, warp, words
+from imgrec.samples.zoo_draw import WORDS, font, hue_colour, image_rng, noisy, spread, warp, words
 
 DIGITS = tuple('0123456789')
 PAGES = ('letter', 'invoice', 'form', 'article', 'memo', 'table')
@@ -38,6 +40,22 @@ def draw_digit(label: str, index: int, seed: int, size: int) -> Image.Image:
     return noisy(Image.fromarray((paper * (1 - ink) + dark * ink).round().astype(np.uint8), 'L'), rng, 3)
 
 
+def _fitting(rng, width, type_):
+    """Random words that fill about ``width`` pixels in font ``type_`` (measured by its mean letter)."""
+    letters = width / _letter_width(type_)
+    text = ''
+    while True:
+        word = rng.choice(WORDS)
+        if len(text) + len(word) + 1 > letters:
+            return text
+        text = f'{text} {word}' if text else word
+
+
+@functools.lru_cache(maxsize=64)
+def _letter_width(type_):
+    return type_.getlength('the quick brown fox jumps over a lazy dog ') / 42
+
+
 def _lines(draw, rng, box, line, ragged=True):
     """Grey text lines filling ``box`` (x0, y0, x1, y1) at ``line`` pixels a line, paragraphs apart;
     returns the y below the last."""
@@ -48,10 +66,7 @@ def _lines(draw, rng, box, line, ragged=True):
             if y + line > bottom:
                 break
             end = x1 if not ragged or rng.random() < 0.7 else x0 + (x1 - x0) * rng.uniform(0.3, 0.9)
-            text = words(rng, 40)
-            while text and draw.textlength(text, font=type_) > end - x0:
-                text = text.rsplit(' ', 1)[0] if ' ' in text else ''
-            draw.text((x0, y), text, fill=rng.randint(20, 90), font=type_)
+            draw.text((x0, y), _fitting(rng, end - x0, type_), fill=rng.randint(20, 90), font=type_)
             y += line
         y += line * rng.uniform(0.4, 1.2)
     return y
