@@ -162,6 +162,8 @@ def test_a_corpus_is_written_the_same_and_its_truth_says_what_is_where(tmp_path)
     loaded = zoo.Corpus.load(truth)
     assert loaded == corpus
     assert json.load(open(truth, encoding='utf-8'))['format'] == zoo.TRUTH_FORMAT
+    with pytest.raises(ValueError, match="style 'photos_check' has fewer than 400 distinct images in .*camera"):
+        zoo.write_corpus('photos_check', str(tmp_path / 'c'), per_class=400)
     with pytest.raises(ValueError, match='planted copies need'):
         zoo.write_corpus('icons', str(tmp_path / 'c'), classes=1, per_class=2, planted=3, combined=0)
 
