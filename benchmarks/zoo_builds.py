@@ -96,7 +96,8 @@ def main(argv=None):
         corpus = zoo_corpus(style, args.per_class or default_per_class(style), args.seed)
         result, seconds = build_and_score(corpus, *build_args, image_size=args.image_size)
         results.append(result)
-        print(f'{style}: built in {seconds:.1f} s; ' + ('; '.join(result.failures()) or 'every target met'), flush=True)
+        print(f'{style}: built in {seconds:.1f} s; ' + ('; '.join(result.failures()) or 'every target met')
+              + (f'; missed by edit: {result.missed}' if result.missed else ''), flush=True)
     print(zoo_scores.format_table(results))
 
 
