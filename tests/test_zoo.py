@@ -91,7 +91,7 @@ def _check_edit(edit, original, copy, copy_path):
     if edit == 'png':
         assert saved_format == 'PNG' and level.max() == 0
     elif edit == 'jpeg':
-        assert saved_format == 'JPEG' and same_size and 0 < level.mean() < 12
+        assert saved_format == 'JPEG' and same_size and 0 < level.mean() < 30  # fine textures lose most
         luma = sum(tables[0])  # JPEG quality 30-50: its luma table lies between those of 50 and 30
         bounds = []
         for quality in (50, 30):

@@ -64,7 +64,7 @@ TUNING_STYLES = ('digits', 'objects', 'scans', 'gradients', 'photos')
 CHECK_STYLES = ('pages', 'icons', 'textures', 'renders', 'tiny', 'photos_check')
 TRUTH_FORMAT = 'imgrec-zoo-truth/1'
 # Raise whenever a style or an edit draws differently, so that cached corpora (benchmarks/zoo_builds.py) are made anew.
-DRAWING = 1
+DRAWING = 3
 
 
 @dataclasses.dataclass

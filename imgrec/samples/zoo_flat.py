@@ -125,10 +125,24 @@ def draw_icons(label: str, index: int, seed: int, size: int) -> Image.Image:
     return image.resize((size, size), Image.Resampling.LANCZOS)
 
 
+_GRADIENT_NAMES = ('hue', 'other', 'angle', 'x', 'y', 'value', 'strong', 'light')
+# The parameters each kind's look depends on: only these are spread apart (one a kind does not use
+# would let two images differ in it alone, i.e. not at all).
+_GRADIENT_PARAMETERS = {
+    'linear': ('hue', 'other', 'angle', 'value', 'strong', 'light'),
+    'three_stop': ('hue', 'other', 'angle', 'value', 'strong', 'light'),
+    'banded': ('hue', 'other', 'angle', 'value', 'strong', 'light'),
+    'radial': ('hue', 'other', 'x', 'y', 'value', 'strong', 'light'),
+    'corner': ('hue', 'other', 'angle', 'x', 'y', 'value', 'strong', 'light'),
+}
+
+
 def draw_gradient(label: str, index: int, seed: int, size: int) -> Image.Image:
     """A smooth gradient of kind ``label`` between colours of its own, RGB, ``size`` square."""
     rng = image_rng('gradients', seed, label, index)
-    hue, other, angle, x, y, value, strong, light = spread('gradients', seed, label, index, 8)
+    names = _GRADIENT_PARAMETERS[label] if label in _GRADIENT_PARAMETERS else ()
+    drawn = dict(zip(names, spread('gradients', seed, label, index, len(names))))
+    hue, other, angle, x, y, value, strong, light = (drawn.get(name, 0.5) for name in _GRADIENT_NAMES)
     rows, columns = np.mgrid[0:size, 0:size] / max(1, size - 1)
     theta = angle * 2 * math.pi
     if label in ('linear', 'three_stop', 'banded'):
@@ -136,14 +150,19 @@ def draw_gradient(label: str, index: int, seed: int, size: int) -> Image.Image:
     elif label == 'radial':
         t = np.hypot(columns - x, rows - y) * (0.8 + value)
     elif label == 'corner':
-        t = columns ** (0.5 + x) * rows ** (0.5 + y) * (1 + value)
+        corner = int(angle * 4)  # which corner the first colour grows from
+        across = columns if corner % 2 else 1 - columns
+        down = rows if corner // 2 else 1 - rows
+        t = across ** (0.5 + x) * down ** (0.5 + y) * (1 + value)
     else:
         raise ValueError(f'unknown gradient kind {label!r}')
     t = np.clip(t, 0, 1)
     if label == 'banded':
-        t = np.floor(t * (3 + round(7 * value))) / (3 + round(7 * value))
-    a = np.array(hue_colour(hue, 0.4 + 0.6 * strong, 0.3 + 0.7 * light), dtype=np.float64)
-    b = np.array(hue_colour(hue + 0.2 + 0.6 * other, 1.4 - 0.6 * strong - 0.4 * value, 1.3 - 0.7 * light),
+        bands = 3 + round(3 * value)  # few: stepped, not smooth
+        t = np.floor(t * bands) / bands
+    # Saturated and not dark: where colours are dull or dark, a change of hue hardly shows.
+    a = np.array(hue_colour(hue, 0.5 + 0.5 * strong, 0.45 + 0.55 * light), dtype=np.float64)
+    b = np.array(hue_colour(hue + 0.2 + 0.6 * other, 1.0 - 0.5 * strong * value, 1.0 - 0.55 * light * value),
                  dtype=np.float64)
     if label == 'three_stop':
         c = np.array(hue_colour(hue + 0.5 * other, rng.uniform(0.2, 1), rng.uniform(0.5, 1)), dtype=np.float64)

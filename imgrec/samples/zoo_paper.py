@@ -30,7 +30,7 @@ def draw_digit(label: str, index: int, seed: int, size: int) -> Image.Image:
                                stroke_width=round(stroke * big / 22), stroke_fill=255)
     room = (big - 0.75 * height) / 2
     glyph = glyph.rotate((turn - 0.5) * 30, Image.Resampling.BILINEAR,
-                         translate=((x - 0.5) * 1.6 * room, (y - 0.5) * 1.6 * room))
+                         translate=(round((x - 0.5) * 1.6 * room), round((y - 0.5) * 1.6 * room)))
     shear = (slant - 0.5) * 0.7
     glyph = glyph.transform(glyph.size, Image.Transform.AFFINE, (1, shear, -shear * big / 2, 0, 1, 0),
                             Image.Resampling.BILINEAR)
@@ -125,10 +125,10 @@ def draw_page(label: str, index: int, seed: int, size: int) -> Image.Image:
         draw.line((left, rule, right, rule), fill=0, width=3)
         _lines(draw, rng, (left, rule + line, right, round(height * (0.5 + 0.45 * split))), line)
     elif label == 'table':
-        rows, columns = rng.randint(5, 16), rng.randint(2, 6)
-        cell_w, cell_h = (right - left) / columns, line * 1.6
+        rows, cells = rng.randint(5, 16), rng.randint(2, 6)
+        cell_w, cell_h = (right - left) / cells, line * 1.6
         for r in range(rows):
-            for c in range(columns):
+            for c in range(cells):
                 box = (left + c * cell_w, top + r * cell_h, left + (c + 1) * cell_w, top + (r + 1) * cell_h)
                 draw.rectangle(box, outline=90, fill=220 if r == 0 else None)
                 draw.text((box[0] + 3, box[1] + 2), str(rng.randint(0, 10 ** rng.randint(1, 5))), fill=30,

@@ -49,7 +49,8 @@ def tiles(name: str, seed: int, size: int) -> tuple[Image.Image, ...]:
     rng = random.Random(f'photos:{seed}:{name}')
     cells = [(x, y) for y in range(0, height - side + 1, side) for x in range(0, width - side + 1, side)]
     rng.shuffle(cells)
-    taken, signatures = [], []
+    taken: list[Image.Image] = []
+    signatures: list[np.ndarray] = []
     for x, y in cells:
         crop = round(side * rng.uniform(0.75, 1.0))
         left, top = x + rng.randint(0, side - crop), y + rng.randint(0, side - crop)
