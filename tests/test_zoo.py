@@ -107,7 +107,7 @@ def _check_edit(edit, original, copy, copy_path):
         assert 0.02 * width - 1 <= cut <= 0.05 * width + 1 and cut >= 1
         dy = (height - copy.size[1]) // 2
         inside = np.asarray(original, dtype=np.float64)[dy:dy + copy.size[1], round(cut):round(cut) + copy.size[0]]
-        assert np.abs(inside - np.asarray(copy, dtype=np.float64)).mean() < 6
+        assert np.abs(inside - np.asarray(copy, dtype=np.float64)).mean() < 10  # re-saving's noise only
     elif edit in ('brightness', 'contrast'):
         assert same_size
         slope, ratio = _estimated_factor(original, copy)
