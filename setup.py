@@ -36,7 +36,7 @@ setuptools.setup(
             'build-dataset=imgrec.pipelines.build_dataset:cli',
             'train-model=imgrec.training.train:cli',
             'make-sample-images=imgrec.samples.generate:main',
-            'dataset-report=imgrec.versions.report:cli',
+            'dataset-report=imgrec.versions.report.command:cli',
             'verify-dataset=imgrec.versions.verify:cli',
         ],
     },

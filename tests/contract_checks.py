@@ -53,7 +53,8 @@ def check_version(output, input_root=None, image_size=None):
     if image_size is not None:
         assert (height, width) == tuple(image_size)
     expected_files = {layout.DATASET_JSON, layout.LABELS_TXT, layout.QUARANTINE_JSONL, layout.DUPLICATES_JSONL,
-                      layout.NEAR_DUPLICATES_JSONL, layout.REPORT_HTML, *tfds_metadata.files(document)}
+                      layout.NEAR_DUPLICATES_JSONL, layout.REPORT_HTML, layout.REPORT_STATE_JSON,
+                      *tfds_metadata.files(document)}
     by_split = {}
     for split, info in document['splits'].items():
         records, class_counts = [], collections.Counter()

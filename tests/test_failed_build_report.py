@@ -13,7 +13,8 @@ import pytest
 from imgrec.contract import layout
 from imgrec.console.errors import BuildFailed
 from imgrec.storage import publication, retries, storage
-from imgrec.versions import failed_build, incomplete, report, version as version_lib
+from imgrec.versions import failed_build, incomplete, version as version_lib
+from imgrec.versions.report import page as report_page
 from imgrec.pipelines import build_dataset, python_api
 from imgrec.samples.near_duplicates import draw_photo
 from tests.chromium import open_page, requires_chromium
@@ -196,7 +197,7 @@ def test_on_gcs_the_report_is_written_and_named_by_the_next_build(gcs_emulator, 
 
 
 def test_a_split_asked_for_that_got_no_image_has_its_row(tmp_path):
-    page = report.render_failed(str(tmp_path), {
+    page = report_page.render_failed(str(tmp_path), {
         'name': 'n', 'version': 'v1', 'created': '2026-01-01T00:00:00Z', 'previous': 'v0',
         'options': {'splits': {'train': 80, 'validation': 20}}, 'reason': 'split validation would hold 0 of 5 images',
         'known': {'dealt': {'train': 5}}})

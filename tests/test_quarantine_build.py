@@ -38,7 +38,8 @@ def _comparable(version_dir):
     """Every file of a version, with dataset.json less what names the run (time, output folder)."""
     files = {os.path.relpath(os.path.join(folder, name), version_dir): open(os.path.join(folder, name), 'rb').read()
              for folder, _, names in os.walk(version_dir) for name in names}
-    del files[layout.REPORT_HTML]  # shows the build's time and folder: its own test is tests/test_report.py
+    # The report and its sidecar show the build's time and folder: their own test is tests/test_report.py.
+    del files[layout.REPORT_HTML], files[layout.REPORT_STATE_JSON]
     document = json.loads(files.pop(layout.DATASET_JSON))
     document.pop('created')
     document['options'].pop('output')

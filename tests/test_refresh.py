@@ -41,7 +41,7 @@ def _files(version_dir):
     """{relative path: bytes} of a version, less the files that name the run (its time, output, refresh)."""
     return {os.path.relpath(os.path.join(folder, name), version_dir): open(os.path.join(folder, name), 'rb').read()
             for folder, _, names in os.walk(version_dir) for name in names
-            if name not in (layout.DATASET_JSON, layout.REPORT_HTML)}
+            if name not in (layout.DATASET_JSON, layout.REPORT_HTML, layout.REPORT_STATE_JSON)}
 
 
 def _change(path, data):

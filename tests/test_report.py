@@ -11,7 +11,8 @@ from PIL import Image
 
 from imgrec.contract import layout
 from imgrec.contract.example import decode_example
-from imgrec.versions import report, shard_reader, version as version_lib
+from imgrec.versions import shard_reader, version as version_lib
+from imgrec.versions.report import command as report_command, facts as report_facts, page as report_page
 from tests.chromium import open_page, requires_chromium
 from tests.torture_fixtures import torture_build, torture_corpus  # noqa: F401  (the fixtures)
 
@@ -46,7 +47,7 @@ def test_the_report_opens_in_chromium_with_every_image_and_chart(torture_build, 
     written = collections.Counter()
     for info in document['splits'].values():
         written.update(info['class_counts'])
-    assert shown['samples'] == {label: min(report.SAMPLES_PER_CLASS, written[label]) for label in document['labels']}
+    assert shown['samples'] == {label: min(report_facts.SAMPLES_PER_CLASS, written[label]) for label in document['labels']}
     assert sum(shown['samples'].values()) > 0
 
     quarantined = list(version_lib.iter_jsonl(version.path, layout.QUARANTINE_JSONL))
@@ -69,19 +70,19 @@ def test_the_report_opens_in_chromium_with_every_image_and_chart(torture_build, 
 def test_the_build_time_survives_a_re_render_and_can_be_given(torture_build, capsys):
     output, _ = torture_build
     path = os.path.join(output, 'v1', layout.REPORT_HTML)
-    built = report.recorded_build_seconds(os.path.join(output, 'v1'))
+    built = report_page.recorded_build_seconds(os.path.join(output, 'v1'))
     assert built is not None and built > 0
     before = open(path, encoding='utf-8').read()
-    assert report.main([output]) == 0
+    assert report_command.main([output]) == 0
     assert capsys.readouterr().out == f'dataset-report: wrote {path}\n'
     assert open(path, encoding='utf-8').read() == before  # same files, same build time: same page
-    assert report.main([os.path.join(output, 'v1'), '--build_seconds', '12.5']) == 0
+    assert report_command.main([os.path.join(output, 'v1'), '--build_seconds', '12.5']) == 0
     assert 'Build time 12.5 s' in open(path, encoding='utf-8').read()
-    assert report.main([output, '--build_seconds', str(built)]) == 0
+    assert report_command.main([output, '--build_seconds', str(built)]) == 0
 
 
 def test_no_dataset_is_a_one_line_error(tmp_path, capsys):
-    assert report.main([str(tmp_path)]) == 2
+    assert report_command.main([str(tmp_path)]) == 2
     assert capsys.readouterr().err == (f'dataset-report: error: no dataset found at {tmp_path}: expected '
                                        f'{layout.DATASET_JSON} or {layout.LATEST} there\n')
 

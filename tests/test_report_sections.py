@@ -18,7 +18,8 @@ from PIL import Image
 
 from imgrec.contract import features as F, index, layout, metadata, tfrecord
 from imgrec.contract.example import encode_example
-from imgrec.versions import report, version as version_lib
+from imgrec.versions import version as version_lib
+from imgrec.versions.report import command as report_command, facts as report_facts, page as report_page, sections as report_sections
 from imgrec.samples.near_duplicates import draw_photo, make_twin
 from tests.chromium import open_page, requires_chromium
 from tests.conftest import build
@@ -91,7 +92,7 @@ def test_the_planted_pair_shows_with_thumbnails_distance_and_what_the_build_did(
                              page)
     assert {alt for _, alt in pair_images} >= {original, twin}
     for data, _ in pair_images:
-        assert max(Image.open(io.BytesIO(base64.b64decode(data))).size) <= report.PAIR_THUMBNAIL
+        assert max(Image.open(io.BytesIO(base64.b64decode(data))).size) <= report_facts.PAIR_THUMBNAIL
     assert f'href="{layout.NEAR_DUPLICATES_JSONL}"' in page
 
 
@@ -140,8 +141,8 @@ def test_changes_per_class_and_the_pruning_of_the_refresh(refreshed):
     assert 'beach 1 0 0' in changes and f'{MARKUP} 0 1 1' in changes and 'all classes 1 1 1' in changes
     pruning = _section(page, 'pruning')
     assert '--keep_versions 2' in pruning and 'deleted once this one was published: none' in pruning  # v1 is kept
-    assert report.recorded_pruning(v2) == report.Pruning(2, ())
-    assert report.main([v2]) == 0 and _page(v2) == page  # a re-render keeps what was recorded
+    assert report_page.recorded_pruning(v2) == report_facts.Pruning(2, ())
+    assert report_command.main([v2]) == 0 and _page(v2) == page  # a re-render keeps what was recorded
 
 
 def test_the_versions_pruning_deletes_are_named(tmp_path):
@@ -149,9 +150,9 @@ def test_the_versions_pruning_deletes_are_named(tmp_path):
         os.makedirs(tmp_path / name)
         (tmp_path / name / layout.DATASET_JSON).write_text('{}')
         os.utime(tmp_path / name / layout.DATASET_JSON, (1000 + age, 1000 + age))
-    assert report.pruning_plan(str(tmp_path), 'v4', 2) == report.Pruning(2, ('v1', 'v2'))
-    assert report.pruning_plan(str(tmp_path), 'v4', 3) == report.Pruning(3, ('v1',))
-    assert report.pruning_plan(str(tmp_path), 'v4', None) == report.Pruning(None, ())
+    assert report_facts.pruning_plan(str(tmp_path), 'v4', 2) == report_facts.Pruning(2, ('v1', 'v2'))
+    assert report_facts.pruning_plan(str(tmp_path), 'v4', 3) == report_facts.Pruning(3, ('v1',))
+    assert report_facts.pruning_plan(str(tmp_path), 'v4', None) == report_facts.Pruning(None, ())
 
 
 @requires_chromium
@@ -177,7 +178,7 @@ def synthetic_version(folder, num_classes, shards_per_split=64, pairs=300, seed=
     frames, rows = [], []
     offset = 0
     for label_id, label in enumerate(labels):
-        for k in range(report.SAMPLES_PER_CLASS if label_id < report.MAX_CLASSES_SHOWN else 1):  # every sample shown
+        for k in range(report_facts.SAMPLES_PER_CLASS if label_id < report_facts.MAX_CLASSES_SHOWN else 1):  # every sample shown
             image = Image.frombytes('RGB', (64, 64), rng.randbytes(64 * 64 * 3))
             encoded = io.BytesIO()
             image.save(encoded, 'JPEG', quality=90)
@@ -245,13 +246,13 @@ def synthetic_version(folder, num_classes, shards_per_split=64, pairs=300, seed=
 
 def test_600_classes_stay_under_1_5_mb_and_show_aggregates_and_extremes(tmp_path):
     version = synthetic_version(str(tmp_path / 'v1'), 600)
-    page = report.render(version, 10.0)
+    page = report_page.render(version, 10.0)
     assert len(page.encode('utf-8')) < 1_500_000
     table = _section(page, 'split-class')
-    assert '580 classes between' in table and table.count('class_0') == 2 * report.EXTREMES
+    assert '580 classes between' in table and table.count('class_0') == 2 * report_sections.EXTREMES
     assert 'records per class, 600 classes' in _svg_texts(page)  # a distribution, not 600 bars
     assert 'shard sizes, 64 shards' in _svg_texts(page)
-    assert len(re.findall(r'class="sample"', page)) == report.MAX_SAMPLES
+    assert len(re.findall(r'class="sample"', page)) == report_facts.MAX_SAMPLES
     assert 'class="pair"' in page and 'no longer there' in _section(page, 'changes')
     shutil.rmtree(tmp_path / 'v1')
 
@@ -282,8 +283,8 @@ def test_the_warnings_name_the_imbalanced_and_the_tiny_classes(imbalanced):
     assert written == {'many': 22, 'few': 2, 'one': 1}  # every photo written: the warnings below are about them
     warnings = _section(_page(version_dir), 'warnings')
     assert (f'the largest, many ({written["many"]} images), holds {written["many"] / written["one"]:.1f} times '
-            f'the smallest, one ({written["one"]}): over {report.IMBALANCE_RATIO} times') in warnings
-    assert f'Classes with under 1/{report.IMBALANCE_RATIO} of the largest\'s images: one (1), few (2).' in warnings
+            f'the smallest, one ({written["one"]}): over {report_facts.IMBALANCE_RATIO} times') in warnings
+    assert f'Classes with under 1/{report_facts.IMBALANCE_RATIO} of the largest\'s images: one (1), few (2).' in warnings
     assert document['classes']['fewer_than_splits'] == ['one']
     assert 'Classes with fewer images than the 2 splits, so missing from some: one (1).' in warnings
     for split, info in document['splits'].items():  # 'few' has 2 images for 2 splits: in both, or named
@@ -296,9 +297,9 @@ def test_imbalance_is_warned_of_past_the_ratio_only():
         return {'labels': ['a', 'b'], 'classes': {'empty': [], 'fewer_than_splits': []},
                 'splits': {'train': {'class_counts': {'a': largest, 'b': smallest}}}}
 
-    ratio = report.IMBALANCE_RATIO
-    assert [key for key, _ in report.class_warnings(document(ratio * 3, 3))] == []
-    assert [key for key, _ in report.class_warnings(document(ratio * 3 + 1, 3))] == ['imbalance']
+    ratio = report_facts.IMBALANCE_RATIO
+    assert [key for key, _ in report_sections.class_warnings(document(ratio * 3, 3))] == []
+    assert [key for key, _ in report_sections.class_warnings(document(ratio * 3 + 1, 3))] == ['imbalance']
 
 
 def test_the_shares_table_shows_each_splits_share_against_the_one_asked(imbalanced):

@@ -37,7 +37,7 @@ def _files(version_dir):
     """{relative path: bytes} of a version, less the files that name the run (its time, its refresh)."""
     return {os.path.relpath(os.path.join(folder, name), version_dir): open(os.path.join(folder, name), 'rb').read()
             for folder, _, names in os.walk(version_dir) for name in names
-            if name not in (layout.DATASET_JSON, layout.REPORT_HTML)}
+            if name not in (layout.DATASET_JSON, layout.REPORT_HTML, layout.REPORT_STATE_JSON)}
 
 
 def _rows(version_dir):
@@ -183,7 +183,7 @@ def test_bytes_changed_under_the_same_size_and_mtime_are_decoded_again(tmp_path)
 def _object_files(emulator, version_dir):
     prefix = version_dir + '/'
     return {url[len(prefix):]: emulator.read_bytes(url) for url in emulator.list(prefix)
-            if not url.endswith((layout.DATASET_JSON, layout.REPORT_HTML))}
+            if not url.endswith((layout.DATASET_JSON, layout.REPORT_HTML, layout.REPORT_STATE_JSON))}
 
 
 def test_a_truncated_and_a_missing_previous_shard_on_gcs_are_decoded_again(published, gcs_emulator, tmp_path):

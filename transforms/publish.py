@@ -26,7 +26,8 @@ from imgrec.console.errors import BuildFailed
 from imgrec.imaging import image_ops
 from imgrec.storage import publication
 from imgrec.storage.storage import Storage
-from imgrec.versions import failed_build, report, tfds_metadata
+from imgrec.versions import failed_build, tfds_metadata
+from imgrec.versions.report import facts as report_facts, page as report_page
 from imgrec.versions.version import Version
 
 
@@ -224,9 +225,9 @@ class _WriteMetadata(beam.DoFn):
         publication.crash_point('metadata:after_files')
         # A report already there is this step's, run before (a retried bundle): its build time stands, so the
         # report is the same bytes again.
-        seconds = report.recorded_build_seconds(staging, files) or report.seconds_since(document['created'])
-        report.write_report(staging, seconds, Version(staging, document, list(labels)), files,
-                            report.pruning_plan(started.output, started.version, started.keep_versions, files))
+        seconds = report_page.recorded_build_seconds(staging, files) or report_page.seconds_since(document['created'])
+        report_page.write_report(staging, seconds, Version(staging, document, list(labels)), files,
+                                 report_facts.pruning_plan(started.output, started.version, started.keep_versions, files))
         yield written
 
 

@@ -42,6 +42,7 @@ INDEX_DIR = 'index'
 SPILL_DIR = 'spill'
 STAGING_MARK = '.incomplete-'
 REPORT_HTML = 'report.html'
+REPORT_STATE_JSON = 'report.json'  # what a re-render of report.html shows again: build time, pruning
 BUILD_FAILURE_JSON = 'build_failure.json'  # in a failed build's staging folder only
 # The folder of lease objects (imgrec.storage.leases), and their kinds.
 LEASES_DIR = '_leases'

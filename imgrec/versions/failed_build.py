@@ -4,7 +4,7 @@ A build that fails on purpose (``BuildFailed``: the split shares missed, too man
 publishes nothing, and that is when a report is needed most. The step that fails leaves what it knew
 (``known``: counts, the split dealing) in ``layout.BUILD_FAILURE_JSON`` of the staging folder, beside the
 ``quarantine.jsonl`` the publish step writes first; the launcher, which holds the build's lease until
-then, renders the page from them (``report.render_failed``) and adds its path to the line:
+then, renders the page from them (``report.page.render_failed``) and adds its path to the line:
 ``build-dataset: failed: ... (report: OUT/<version>.incomplete-<build id>/report.html)``.
 """
 import contextlib
@@ -48,13 +48,13 @@ def read_known(staging_dir, files=None):
 
 def write_report(staging_dir, failure, files=None):
     """Renders the failed build's report into ``staging_dir``; returns its path. ``failure``: the
-    ``report.render_failed`` fields but ``known``."""
-    from imgrec.versions import report  # pylint: disable=import-outside-toplevel  (its imports, only on a failure)
+    ``report.page.render_failed`` fields but ``known``."""
+    from imgrec.versions.report import page  # pylint: disable=import-outside-toplevel  (its imports, only on a failure)
 
     path = layout.join(staging_dir, layout.REPORT_HTML)
     files = storage.given_or_default(staging_dir, files)
-    page = report.render_failed(staging_dir, dict(failure, known=read_known(staging_dir, files)), files)
-    files.write(path, page.encode('utf-8'))
+    text = page.render_failed(staging_dir, dict(failure, known=read_known(staging_dir, files)), files)
+    files.write(path, text.encode('utf-8'))
     return path
 
 
