@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import typing
 import itertools
+import os
 import shutil
 import uuid
 
@@ -107,6 +108,20 @@ def _holds_an_image(files, root):
         raise UserError(describe_error(root, error)) from None
 
 
+def _check_class_folders(files, root):
+    """Refuses an input whose top holds files but no folder: images go in one folder a class, whose name is
+    their label (a listing that finds nothing at all is the caller's to name)."""
+    try:
+        top = [entry for entry in itertools.islice(list_top_level(root, files), 10_000)]
+    except GoogleAPIError as error:
+        raise UserError(describe_error(root, error)) from None
+    if top and not any(entry.is_folder for entry in top):
+        images = sum(is_image_name(entry.path) for entry in top)
+        found = f'{images} image(s) and {len(top) - images} other file(s)' if len(top) < 10_000 else 'only files'
+        raise UserError(f'input folder {root} has no class folders ({found} at its top): put the images in one '
+                        f'folder a class, named by the class (<class>/<image>)')
+
+
 def check_input(config: BuildConfig, options: PipelineOptions | None = None) -> None:
     """Fails fast on an input that is missing, unreadable or holds no image.
 
@@ -127,8 +142,16 @@ def check_input(config: BuildConfig, options: PipelineOptions | None = None) -> 
                         continue
         raise UserError(f'manifest lists no image: {config.manifest}')
     files = job_storage(config.input, config, options)
-    if not _accessible(files, config.input) and files.local_path(config.input) is not None:
+    local = files.local_path(config.input)
+    if local is not None and os.path.isfile(local):
+        raise UserError(f'--input {config.input} is a file, not a folder: give the folder that holds one folder of '
+                        f'images a class (<class>/<image>), or a CSV list of images as --manifest')
+    if not _accessible(files, config.input) and local is not None:
+        if os.path.isdir(local):
+            raise UserError(f'input folder {config.input} is empty: put one folder of images a class in it '
+                            f'(<class>/<image>)')
         raise UserError(f'input folder not found: {config.input}')
+    _check_class_folders(files, config.input)
     if not _holds_an_image(files, config.input):
         raise UserError(f'no images found under {config.input} (expected <class>/<image> files with extensions '
                         f'jpg, jpeg, png, gif, bmp, webp, tif or tiff)')

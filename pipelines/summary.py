@@ -89,6 +89,9 @@ def _near_duplicates_line(near):
 def _class_lines(document):
     """The empty classes and those with fewer images than splits (dataset.json's ``classes``), if any."""
     classes, lines = document.get('classes') or {}, []
+    if single_class(document):
+        lines.append(f"  warning: one class only ({document['labels'][0]!r}): a classifier learns nothing from it; "
+                     f'give each class its own folder')
     if classes.get('empty'):
         lines.append(f"  empty classes (no image written): {listed_names(classes['empty'])}")
     if classes.get('fewer_than_splits'):
@@ -98,6 +101,11 @@ def _class_lines(document):
         lines.append(f'  classes with fewer images than the {splits} splits: '
                      + listed_names(classes['fewer_than_splits'], lambda label: f'{label!r} ({written[label]})'))
     return lines
+
+
+def single_class(document):
+    """Whether the version holds one class only (dataset.json's labels): every image gets the same label."""
+    return len(document.get('labels') or ()) == 1
 
 
 def summary(config, options):
