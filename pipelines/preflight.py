@@ -36,13 +36,17 @@ def job_storage(path: str, config: BuildConfig, options: PipelineOptions | None)
     return storage_lib.storage_for(path, config.retry_policy(), options and options.get_all_options(drop_default=True))
 
 
-def check(config: BuildConfig, options: PipelineOptions) -> tuple[BuildConfig, publication.Latest]:
+def check(config: BuildConfig, options: PipelineOptions,
+          settle: typing.Callable[[BuildConfig, publication.Latest], BuildConfig] | None = None
+          ) -> tuple[BuildConfig, publication.Latest]:
     """Runs every check; returns (``config`` with the pinned labels filled in, what LATEST names now).
 
     Also cleans up after earlier builds (``publication.tidy``): finishes what killed builds and
     interrupted prunings left, and removes the staging folders failed builds left (every one no live
     build holds, with ``--clean``). A finished pruning is said in one line, and so are the staging folders
-    removed and left (``imgrec.versions.incomplete``).
+    removed and left (``imgrec.versions.incomplete``). ``settle(config, latest)``, when given, completes the
+    configuration from the version LATEST names (``imgrec.pipelines.refresh.carry_over``) before a published
+    --version is told from a rerun of its build.
     """
     files = job_storage(config.output, config, options)
     check_input(config, options)
@@ -61,9 +65,13 @@ def check(config: BuildConfig, options: PipelineOptions) -> tuple[BuildConfig, p
     if tidied.published:
         print(f"build-dataset: finished an interrupted publication: LATEST names {', '.join(tidied.published)}",
               flush=True)
-    publication.refuse_published(config.output, config.version, config.describe(), files)
+    latest = read_latest(config.output, files)
     # (BuildConfig.labels is declared a tuple, but None until pinned: pipelines/options.py)
-    return dataclasses.replace(config, labels=labels), read_latest(config.output, files)  # type: ignore[arg-type]
+    config = dataclasses.replace(config, labels=labels)  # type: ignore[arg-type]
+    if settle is not None:
+        config = settle(config, latest)
+    publication.refuse_published(config.output, config.version, config.recorded(), files)
+    return config, latest
 
 
 def read_labels(path: str, files: storage_lib.Storage | None = None) -> tuple[str, ...]:

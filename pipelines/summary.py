@@ -10,6 +10,7 @@ from apache_beam.options.pipeline_options import (
 from imgrec.contract import counters, layout, metadata, version_ref
 from imgrec.pipelines import preflight
 from imgrec.pipelines.build_result import NothingChanged
+from imgrec.pipelines.refresh import carried_line
 from imgrec.storage import retries
 from imgrec.transforms.labels import listed_names
 from imgrec.transforms.publish import earlier_run, ranked_reasons, retention
@@ -31,6 +32,9 @@ def report(config, facts, result, options):
                  f'published, LATEST stays (--force publishes anyway)']
     else:
         lines = [summary(config, options)]
+    kept_settings = carried_line(config, facts.refresh.previous if facts.refresh else None)
+    if kept_settings:
+        lines.append(kept_settings)
     built = not isinstance(result, NothingChanged)
     if built and earlier_run(result):
         lines.append(f'  version {config.version} stands as an earlier run of this build published it: this run '

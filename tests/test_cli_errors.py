@@ -52,8 +52,13 @@ def test_empty_input(run_main, tmp_path):
 
 
 def test_existing_version_is_not_overwritten(run_main, built_dataset, sample_images):
-    status, err = run_main('--input', sample_images, '--output', built_dataset, '--version', 'v1')
+    """Another build (here another --image_size) may not take a published --version; the same command run
+    again (its other settings carried over from v1) is a rerun of the build that published it."""
+    status, err = run_main('--input', sample_images, '--output', built_dataset, '--version', 'v1',
+                           '--image_size', '48')
     assert status == 2 and 'version v1 already exists' in err
+    assert run_main('--input', sample_images, '--output', built_dataset, '--version', 'v1', '--progress', 'off',
+                    '--image_size', '32') == (0, '')
 
 
 def test_a_build_that_writes_nothing_fails_without_publishing(run_main, tmp_path):
