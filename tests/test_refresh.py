@@ -9,12 +9,14 @@ import subprocess
 import sys
 import time
 
+import pyarrow.parquet
 import pytest
 
-from imgrec.contract import layout
-from imgrec.console.errors import build_failure_message
+from imgrec.contract import index, layout, metadata
+from imgrec.console.errors import UserError, build_failure_message
 from imgrec.imaging.record_options import RecordOptions
-from imgrec.pipelines import build_dataset, build_result, launcher, preflight, refresh, summary
+from imgrec.pipelines import build_dataset, build_result, launcher, options, preflight, python_api, refresh, summary
+from imgrec.storage import publication
 from imgrec.pipelines.preflight import read_latest
 from imgrec.samples.generate import write_images
 from imgrec.samples.near_duplicates import draw_photo, make_twin
@@ -434,3 +436,105 @@ def test_an_unchanged_input_with_label_conflicts_is_a_refresh_that_changes_nothi
             == {name: data for name, data in _files(output / 'v1').items() if name not in named})
     _touch_file(images / 'triangle' / 'near_twin.jpg')
     assert not _decides_nothing_changed(images, output, '--version', 'v3', *errors)
+
+
+# -- a refresh keeps the published settings it is not given (issue 37) -----------------------------------------
+
+def _splits_of(version_dir):
+    """{source: split} of a version's record index."""
+    with open(os.path.join(version_dir, layout.DATASET_JSON)) as stream:
+        document = json.load(stream)
+    found = {}
+    for name in document['index']['files']:
+        for row in pyarrow.parquet.read_table(os.path.join(version_dir, name)).to_pylist():
+            found[row[index.SOURCE]] = row[index.SPLIT]
+    return found
+
+
+def test_a_refresh_without_its_options_keeps_the_published_splits_and_says_so(tmp_path, capsys, monkeypatch):
+    """v1 is built with --splits 50/50, --stratify and 32x32 records; the cron line that leaves them out keeps
+    all three (not the defaults 90/10 and 192), says so in one line, and reuses every record; a given --splits
+    other than v1's is refused before any pipeline, in one line naming both, unless --resplit."""
+    images = _images(tmp_path)
+    output = tmp_path / 'out'
+    built = ['--input', str(images), '--output', str(output), '--direct_running_mode', 'in_memory',
+             '--progress', 'off']
+    assert build_dataset.main([*built, '--version', 'v1', '--image_size', '32', '--stratify',
+                               '--splits', 'train=50,validation=50']) == 0
+    (images / 'cross' / 'zz_new.jpg').write_bytes(_fresh_image(images, 41, 'cross'))
+    capsys.readouterr()
+    assert build_dataset.main([*built, '--version', 'v2']) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert '  kept the settings of version v1 not given: --image_size 32, --splits train=50,validation=50, ' \
+           '--stratify' in out
+    version_dir, document = load_version(str(output))
+    assert document['version'] == 'v2' and document['options']['splits'] == {'train': 50, 'validation': 50}
+    assert document['options']['stratify'] is True and document['record_options']['image_size'] == [32, 32]
+    assert document['refresh']['mode'] == 'incremental' and document['refresh']['decoded'] == 1
+    first, second = _splits_of(str(output / 'v1')), _splits_of(version_dir)
+    assert {source: second[source] for source in first} == first  # no published image moved
+    # A given --splits other than the published one: refused before any pipeline, nothing published.
+    def no_pipeline(*args, **kwargs):
+        raise AssertionError('a pipeline was built for a refused build')
+    with monkeypatch.context() as patched:
+        patched.setattr(launcher, 'build_pipeline', no_pipeline)
+        assert build_dataset.main([*built, '--version', 'v3', '--splits', 'train=90,validation=10']) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == ('build-dataset: error: --splits train=90,validation=10 would move published images between '
+                   'splits: version v2 was built with --splits train=50,validation=50; give --resplit to deal every '
+                   'image again, or leave --splits out to keep the published splits')
+    assert listing(output) == [layout.LATEST, 'v1', 'v2']
+    # The same --splits given (in another order) is no change; with --resplit another one is taken.
+    assert build_dataset.main([*built, '--version', 'v3', '--splits', 'validation=50,train=50']) == 0
+    assert 'nothing changed since version v2' in capsys.readouterr().out
+    assert build_dataset.main([*built, '--version', 'v3', '--splits', 'train=75,validation=25', '--resplit',
+                               '--split_tolerance', '20']) == 0  # 6 images a class, stratified
+    _, document = load_version(str(output))
+    assert document['version'] == 'v3' and document['options']['splits'] == {'train': 75, 'validation': 25}
+
+
+def test_build_keeps_the_published_settings_as_the_command_line_does(tmp_path):
+    images = _images(tmp_path)
+    output = tmp_path / 'out'
+    common = dict(input=str(images), output=str(output), progress=False,
+                  beam_options=['--direct_running_mode=in_memory'])
+    python_api.build(**common, version='v1', image_size=32, splits={'train': 60, 'validation': 40})
+    (images / 'cross' / 'zz_new.jpg').write_bytes(_fresh_image(images, 42, 'cross'))
+    result = python_api.build(**common, version='v2')
+    assert result['options']['splits'] == {'train': 60, 'validation': 40}
+    assert result['record_options']['image_size'] == [32, 32] and result['refresh']['decoded'] == 1
+    assert 'kept the settings of version v1 not given: --image_size 32, --splits train=60,validation=40' in \
+        result.summary
+    with pytest.raises(UserError) as raised:
+        python_api.build(**common, version='v3', splits={'train': 90, 'validation': 10})
+    assert str(raised.value).startswith('--splits train=90,validation=10 would move published images between splits')
+
+
+def test_identity_is_the_one_rule_of_the_same_build_for_refresh_publication_and_dataset_json(tmp_path):
+    """refresh.plan's "same options" (a refresh that may publish nothing), publication's "same build" (a rerun
+    of a published --version) and dataset.json's options all come from one identity(): they agree on every
+    variation, the naming options (output, version, name) are the only ones it leaves out, and a record
+    option counts once (in record_options, with the encoder)."""
+    images = _images(tmp_path)
+    output = tmp_path / 'out'
+    _refresh(images, output, '--version', 'v1')
+    version_dir, document = load_version(str(output))
+    latest = read_latest(str(output))
+    base = ['--input', str(images), '--output', str(output), '--image_size', '32', *OPTIONS, '--version', 'v1']
+    variations = {(): True, ('--version', 'v9'): True, ('--name', 'other'): True, ('--resplit',): True,
+                  ('--stratify',): False, ('--near_duplicates', 'report'): False, ('--jpeg_quality', '80'): False,
+                  ('--max_error_rate', '0.5'): False, ('--formats', 'tfrecord,array_record'): False}
+    for extra, same in variations.items():
+        config = options.parse_args([*base, *extra])[0]
+        config = refresh.carry_over(config, latest)
+        plan = refresh.plan(config, latest)
+        assert plan.same_options is same, extra
+        assert publication._same_build(document, config.recorded()) is same, extra  # pylint: disable=protected-access
+        assert (metadata.identity(document) == config.identity()) is same, extra
+    config = refresh.carry_over(options.parse_args(base)[0], latest)
+    recorded = config.recorded()
+    assert recorded['options'] == {key: value for key, value in json.loads(json.dumps(document['options'])).items()}
+    assert recorded['record_options'] == document['record_options']
+    assert not set(recorded['options']) & set(recorded['record_options'])
+    assert set(config.describe()) - set(metadata.identity(recorded)['options']) - set(RecordOptions.__annotations__) \
+        == set(metadata.NAMING_OPTIONS)
