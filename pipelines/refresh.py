@@ -210,7 +210,9 @@ def nothing_changed(config, plan, options):
                                         previous_version.DECODING_VERDICTS | _VERDICTS_ON_THE_INPUT)
     listed = (ref for ref in _listing(config, options, classes)
               if config.labels is None or ref.label in config.labels)  # else quarantined as unknown_label
-    return (previous_version.nothing_new_changed_or_removed(listed, fates)
+    sources = job_storage(config.manifest or config.input, config, options)
+    digest = lambda ref: previous_version.source_sha256(sources, ref.path)  # noqa: E731  # a moved stamp only
+    return (previous_version.nothing_new_changed_or_removed(listed, fates, digest)
             and _labels(config, classes, plan.keep_labels) == plan.keep_labels)
 
 

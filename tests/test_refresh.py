@@ -386,10 +386,71 @@ def _touch(images):
     _touch_file(sorted((images / 'cross').iterdir())[0])
 
 
+def _same_size_other_bytes(path):
+    """Rewrites ``path`` with its last byte changed: its size is the same, its stamp and sha256 are not."""
+    data = path.read_bytes()
+    _change(path, data[:-1] + bytes([data[-1] ^ 1]))
+
+
+def _rewrite_same_bytes(images):
+    """Every image of one class written again with the bytes it has: a new stamp (mtime, ctime, and an
+    inode of its own), the same content, as regenerating the README's sample files does."""
+    touched = sorted((images / 'cross').iterdir())
+    for path in touched:
+        data = path.read_bytes()
+        path.unlink()
+        path.write_bytes(data)
+        _touch_file(path)
+    return touched
+
+
+def test_touched_but_identical_files_are_reused_and_publish_nothing(tmp_path, capsys, monkeypatch):
+    """Files written again with the same bytes (issue 37): the check before the job reads and hashes only
+    them, finds their sha256 unchanged and publishes nothing; so does the job's own check; forced, the
+    version reuses every record (none decoded), records the new stamps, so that the next refresh reads
+    nothing, and holds the bytes a --full build would."""
+    images = _images(tmp_path)
+    output = tmp_path / 'out'
+    _refresh(images, output, '--version', 'v1')
+    touched = _rewrite_same_bytes(images)
+    read = []
+    real_sha256 = refresh.previous_version.source_sha256
+    monkeypatch.setattr(refresh.previous_version, 'source_sha256',
+                        lambda storage, path: read.append(path) or real_sha256(storage, path))
+    assert _decides_nothing_changed(images, output, '--version', 'v2')
+    assert sorted(read) == sorted(map(str, touched))  # only the files whose stamp moved were read
+    monkeypatch.undo()
+    argv = ['--input', str(images), '--output', str(output), '--image_size', '32', '--direct_running_mode',
+            'in_memory', '--progress', 'off', *OPTIONS]
+    capsys.readouterr()
+    assert build_dataset.main([*argv, '--version', 'v2']) == 0
+    assert capsys.readouterr().out.startswith('build-dataset: nothing changed since version v1')
+    with monkeypatch.context() as patched:  # the job's own check
+        patched.setattr(refresh, 'nothing_changed', lambda *args: False)
+        assert build_dataset.main([*argv, '--version', 'v2']) == 0
+    assert 'build-dataset: nothing changed since version v1' in capsys.readouterr().out
+    assert listing(output) == [layout.LATEST, 'v1']
+    shutil.copytree(output, tmp_path / 'full')
+    assert build_dataset.main([*argv, '--version', 'v2', '--force']) == 0
+    version_dir, document = load_version(str(output))
+    assert document['version'] == 'v2' and document['refresh']['decoded'] == 0
+    assert document['refresh']['reused'] == document['counts']['inputs']
+    assert build_dataset.main(['--input', str(images), '--output', str(tmp_path / 'full'), '--image_size', '32',
+                               '--direct_running_mode', 'in_memory', '--progress', 'off', *OPTIONS,
+                               '--version', 'v2', '--full']) == 0
+    assert _files(version_dir) == _files(load_version(str(tmp_path / 'full'))[0])
+    # The new stamps are recorded: the next refresh reads no file at all.
+    read.clear()
+    monkeypatch.setattr(refresh.previous_version, 'source_sha256',
+                        lambda storage, path: read.append(path) or real_sha256(storage, path))
+    assert _decides_nothing_changed(images, output, '--version', 'v3') and read == []
+
+
 @pytest.mark.parametrize('edit', [
     pytest.param(lambda images: _change(sorted((images / 'cross').iterdir())[0], _fresh_image(images, 31, 'cross')),
                  id='changed'),
-    pytest.param(_touch, id='touched'),
+    pytest.param(lambda images: _same_size_other_bytes(sorted((images / 'cross').iterdir())[0]),
+                 id='same size, other bytes'),
     pytest.param(lambda images: (images / 'cross' / 'zz_new.jpg').write_bytes(_fresh_image(images, 32, 'cross')),
                  id='added'),
     pytest.param(lambda images: sorted((images / 'circle').iterdir())[0].unlink(), id='removed'),
