@@ -382,10 +382,6 @@ def _touch_file(path):
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
 
 
-def _touch(images):
-    _touch_file(sorted((images / 'cross').iterdir())[0])
-
-
 def _same_size_other_bytes(path):
     """Rewrites ``path`` with its last byte changed: its size is the same, its stamp and sha256 are not."""
     data = path.read_bytes()
