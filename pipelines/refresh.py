@@ -5,6 +5,9 @@ Reuse needs every option that shapes a record to be what it was (``RecordOptions
 this code's and Pillow's version), a record index, and labels that keep their numbers. Otherwise the
 build says why in one line and decodes everything.
 
+Settings not given take that version's values (``carry_over``, before the pre-flight checks tell a rerun of
+a published --version): a cron line that leaves an option out keeps the published dataset as it is.
+
 A refresh that would publish nothing (``nothing_changed``) is known before any pipeline starts: from one
 listing of the input against the previous version's index, by the rule the job applies
 (``imgrec.transforms.previous``); the listing stops at the first difference.
@@ -76,12 +79,12 @@ def published_settings(document: dict) -> dict[str, typing.Any]:
     options) a dataset.json records, as BuildConfig holds them; those an older version did not record are
     left out."""
     recorded = metadata.current(document)
-    options, settings = recorded.get('options') or {}, {}
-    for name in CARRIED:
-        if name in options:
-            value = options[name]
-            settings[name] = ({'splits': lambda v: tuple(v.items()), 'formats': tuple,
-                               'num_shards': lambda v: dict(v) if v is not None else None}.get(name, lambda v: v))(value)
+    options = recorded.get('options') or {}
+    settings = {name: options[name] for name in CARRIED if name in options}
+    if 'splits' in settings:  # recorded as an object, its keys sorted: BuildConfig's order is lost
+        settings['splits'] = tuple(settings['splits'].items())
+    if 'formats' in settings:
+        settings['formats'] = tuple(settings['formats'])
     shaping = recorded.get('record_options') or {}
     if all(name in shaping for name in record_options.NAMES):
         settings.update(dataclasses.asdict(record_options.RecordOptions.from_recorded(shaping)))
