@@ -71,7 +71,28 @@ def carry_over(config: 'BuildConfig', latest: 'Latest | None', options: 'Pipelin
     if previous is None:
         return config
     document = _load(config, previous, options)
-    return config if document is None else carried_over(config, document)
+    if document is None:
+        return config
+    config = carried_over(config, document)
+    for line in dealing_changes(config, document):
+        print(line, flush=True)
+    return config
+
+
+# Given settings that change how new images are dealt, but move no published one (``carried_over``).
+_DEALING = ('stratify', 'near_duplicates')
+
+
+def dealing_changes(config: 'BuildConfig', document: dict) -> list[str]:
+    """One line for each given setting of ``_DEALING`` other than the published one (without --resplit):
+    the build goes on, and says what the change does."""
+    if config.resplit:
+        return []
+    published = published_settings(document)
+    return [f"build-dataset: {_shown(name, getattr(config, name))} differs from version {document.get('version')}'s "
+            f'{_shown(name, published[name])}: its images keep their splits; new images are dealt by the new setting'
+            for name in _DEALING if name in config.given and name in published
+            and published[name] != getattr(config, name)]
 
 
 def published_settings(document: dict) -> dict[str, typing.Any]:

@@ -598,14 +598,19 @@ def test_identity_is_the_one_rule_of_the_same_build_for_refresh_publication_and_
 
 
 @pytest.mark.parametrize('changed', [('--stratify',), ('--near_duplicates', 'report'), ('--near_duplicates', 'off')])
-def test_a_given_stratify_or_near_duplicates_change_moves_no_published_image(tmp_path, changed):
+def test_a_given_stratify_or_near_duplicates_change_moves_no_published_image(tmp_path, capsys, changed):
     """Unlike --splits, these change how new images are dealt, not where published ones are: the build is
-    not refused, and every published image keeps its split."""
+    not refused, says so in one line, and every published image keeps its split."""
     images = _images(tmp_path)
     output = tmp_path / 'out'
     _refresh(images, output, '--version', 'v1')
     (images / 'cross' / 'zz_new.jpg').write_bytes(_fresh_image(images, 43, 'cross'))
+    capsys.readouterr()
     _refresh(images, output, '--version', 'v2', *changed, '--split_tolerance', '20')
+    shown = ' '.join(changed)
+    was = '--no_stratify' if changed == ('--stratify',) else '--near_duplicates group'
+    assert (f"build-dataset: {shown} differs from version v1's {was}: its images keep their splits; new images "
+            'are dealt by the new setting') in capsys.readouterr().out.splitlines()
     version_dir, document = load_version(str(output))
     assert document['version'] == 'v2'
     first, second = _splits_of(str(output / 'v1')), _splits_of(version_dir)
