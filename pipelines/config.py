@@ -120,7 +120,8 @@ class BuildConfig:
                             f'{self.near_duplicates!r}')
         unknown_formats = [name for name in self.formats if name not in layout.FORMATS]
         if unknown_formats:
-            raise UserError(f"--formats: unknown format {unknown_formats[0]!r}: choose from {', '.join(layout.FORMATS)}")
+            raise UserError(f"--formats: unknown format {unknown_formats[0]!r}: choose from "
+                            f"{', '.join(layout.FORMATS)}")
         if layout.TFRECORD not in self.formats:
             raise UserError(f'--formats must include {layout.TFRECORD}: the record index, refreshes and training read '
                             f'the TFRecord shards (--formats {layout.TFRECORD},{layout.ARRAY_RECORD} writes both)')

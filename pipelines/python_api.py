@@ -57,11 +57,13 @@ def build(input: str | None = None, output: str | None = None, *,  # pylint: dis
           beam_options: typing.Sequence[str] | None = None, **options: typing.Any) -> dict | None:
     """Builds a dataset from Python, as ``build-dataset`` does; returns the published dataset.json (a dict).
 
-    Takes the command line's options as keyword arguments, by the same names and with the same defaults
-    (the command line's parser is not involved: ``imgrec.pipelines.options.config_from_keywords``): ``build(input='photos', output='datasets/photos', image_size=224,
-    splits={'train': 80, 'validation': 20}, formats=['tfrecord', 'array_record'], full=True)``; Beam's own
-    options as ``beam_options=['--direct_num_workers=2']``. A refresh that changed nothing returns the
-    version LATEST names; a Dataflow job not waited for (or a template) returns None.
+    Takes the command line's options as keyword arguments, by the same names and with the same defaults,
+    made into the same BuildConfig without a command line (``imgrec.pipelines.options.config_from_keywords``):
+    ``build(input='photos', output='datasets/photos', image_size=224, splits={'train': 80, 'validation': 20},
+    formats=['tfrecord', 'array_record'], full=True)``; Beam's own options as
+    ``beam_options=['--direct_num_workers=2']``. An option not given (None) keeps the published version's value,
+    as on the command line. A refresh that changed nothing returns the version LATEST names; a Dataflow job not
+    waited for (or a template) returns None.
     Raises ``imgrec.console.errors.UserError`` for a mistake and ``BuildFailed`` for a build that could not
     publish (both ``CommandError``: ``str()`` is the one-line message). Beam's warnings and the local
     workers' output are not shown (``verbose=True`` shows them); it never exits the interpreter.

@@ -63,7 +63,8 @@ def _load(config, previous, options):
         raise UserError(str(error)) from None
 
 
-def carry_over(config: 'BuildConfig', latest: 'Latest | None', options: 'PipelineOptions | None' = None) -> 'BuildConfig':
+def carry_over(config: 'BuildConfig', latest: 'Latest | None',
+               options: 'PipelineOptions | None' = None) -> 'BuildConfig':
     """``config`` completed from the version LATEST names (``latest``): each setting that was not given
     (``BuildConfig.given``) takes that version's value (``carried_over``). Refuses, before any worker
     starts, a given setting that would move its published images between splits without --resplit."""
