@@ -30,11 +30,11 @@ def report(config, facts, result, options):
     if unchanged(result):
         lines = [f'build-dataset: nothing changed since version {facts.refresh.previous}: no new version '
                  f'published, LATEST stays (--force publishes anyway)']
+        kept_settings = carried_line(config, facts.refresh.previous)
+        if kept_settings:
+            lines.append(kept_settings)
     else:
         lines = [summary(config, options)]
-    kept_settings = carried_line(config, facts.refresh.previous if facts.refresh else None)
-    if kept_settings:
-        lines.append(kept_settings)
     built = not isinstance(result, NothingChanged)
     if built and earlier_run(result):
         lines.append(f'  version {config.version} stands as an earlier run of this build published it: this run '
@@ -128,6 +128,9 @@ def summary(config, options):
                      f"decoded ({refreshed['new']} new, {refreshed['changed']} changed"
                      + (f", {damaged} damaged in {refreshed['previous']}" if damaged else '') +
                      f"), {refreshed['removed']} removed")
+    kept_settings = carried_line(config, refreshed.get('previous'))
+    if kept_settings:
+        lines.append(kept_settings)
     lines += [_split_line(name, split) for name, split in document['splits'].items()]
     lines.append(_near_duplicates_line(document.get('near_duplicates')))
     quarantine = document.get('quarantine') or {}
