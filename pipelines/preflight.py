@@ -119,15 +119,17 @@ def _holds_an_image(files, root):
 def _check_class_folders(files, root):
     """Refuses an input whose top holds files but no folder: images go in one folder a class, whose name is
     their label (a listing that finds nothing at all is the caller's to name)."""
+    images = others = 0
     try:
-        top = [entry for entry in itertools.islice(list_top_level(root, files), 10_000)]
+        for entry in list_top_level(root, files):  # stops at the first folder
+            if entry.is_folder:
+                return
+            images, others = images + is_image_name(entry.path), others + (not is_image_name(entry.path))
     except GoogleAPIError as error:
         raise UserError(describe_error(root, error)) from None
-    if top and not any(entry.is_folder for entry in top):
-        images = sum(is_image_name(entry.path) for entry in top)
-        found = f'{images} image(s) and {len(top) - images} other file(s)' if len(top) < 10_000 else 'only files'
-        raise UserError(f'input folder {root} has no class folders ({found} at its top): put the images in one '
-                        f'folder a class, named by the class (<class>/<image>)')
+    if images or others:
+        raise UserError(f'input folder {root} has no class folders ({images} image(s) and {others} other file(s) at '
+                        f'its top): put the images in one folder a class, named by the class (<class>/<image>)')
 
 
 def check_input(config: BuildConfig, options: PipelineOptions | None = None) -> None:
