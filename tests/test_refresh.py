@@ -519,6 +519,7 @@ def test_a_refresh_without_its_options_keeps_the_published_splits_and_says_so(tm
     assert build_dataset.main([*built, '--version', 'v1', '--image_size', '32', '--stratify',
                                '--splits', 'train=50,validation=50']) == 0
     (images / 'cross' / 'zz_new.jpg').write_bytes(_fresh_image(images, 41, 'cross'))
+    shutil.copytree(output, tmp_path / 'full')  # the same output, for a --full build beside the refresh
     capsys.readouterr()
     assert build_dataset.main([*built, '--version', 'v2']) == 0
     out = capsys.readouterr().out.splitlines()
@@ -530,6 +531,10 @@ def test_a_refresh_without_its_options_keeps_the_published_splits_and_says_so(tm
     assert document['refresh']['mode'] == 'incremental' and document['refresh']['decoded'] == 1
     first, second = _splits_of(str(output / 'v1')), _splits_of(version_dir)
     assert {source: second[source] for source in first} == first  # no published image moved
+    # A --full build that leaves the same options out keeps them too, and writes the same bytes.
+    full = [arg if arg != str(output) else str(tmp_path / 'full') for arg in built]
+    assert build_dataset.main([*full, '--version', 'v2', '--full']) == 0
+    assert _files(version_dir) == _files(str(tmp_path / 'full' / 'v2'))
     # A given --splits other than the published one: refused before any pipeline, nothing published.
     def no_pipeline(*args, **kwargs):
         raise AssertionError('a pipeline was built for a refused build')
