@@ -67,7 +67,7 @@ def build_pipeline(pipeline, config, facts):
     previous = None
     if refresh.incremental:
         previous = pipeline | 'ReadPrevious' >> ReadPrevious(refresh.reuse_dir, refresh.document)
-        matched = images | counters.MATCH_PREVIOUS >> MatchPrevious(previous, labels)
+        matched = images | counters.MATCH_PREVIOUS >> MatchPrevious(previous, labels, output_storage)
         to_decode, reused, counts = matched[TO_DECODE], [matched[REUSED]], matched[COUNTS]
         rejected.append(matched[REJECTED])
     else:

@@ -6,6 +6,7 @@
 """
 import contextlib
 import dataclasses
+import datetime
 import logging
 import sys
 import typing
@@ -46,6 +47,14 @@ def parse(argv: typing.Sequence[str] | None) -> tuple[BuildConfig, RunFacts, Pip
     """(BuildConfig, RunFacts, PipelineOptions) of a command line; raises UserError."""
     now = utc_now()  # names the version (unless --version does) and is the run's 'created'
     config, beam_args = parse_args(argv, now)
+    return prepare(config, beam_args, now)
+
+
+def prepare(config: BuildConfig, beam_args: typing.Sequence[str],
+            now: datetime.datetime) -> tuple[BuildConfig, RunFacts, PipelineOptions]:
+    """(BuildConfig, RunFacts, PipelineOptions) of a checked configuration and Beam's arguments (``now``: when
+    the options were taken, the run's 'created'); raises UserError."""
+    beam_args = list(beam_args)
     try:
         internals.selected()  # IMGREC_BEAM_PATCHES
     except ValueError as error:
@@ -73,7 +82,8 @@ def launch(config: BuildConfig, facts: RunFacts,
     local = is_local(options)
     job_endpoint.check(options)
     with internals.gcs_emulator() if local else contextlib.nullcontext():
-        config, latest = preflight.check(config, options)
+        config, latest = preflight.check(
+            config, options, settle=lambda config, latest: refresh.carry_over(config, latest, options))
         plan = refresh.plan(config, latest, options)
         facts = dataclasses.replace(facts, previous=latest, refresh=plan)
         if plan.full_reason:

@@ -9,19 +9,16 @@ file) are ``imgrec.pipelines.preflight``'s.
 """
 import datetime
 import difflib
-import math
 import os
-import re
+import sys
 import typing
 
-from imgrec.contract import layout, version_ref
-from imgrec.contract.layout import MAX_SHARDS
+from imgrec.contract import layout
 from imgrec.contract.metadata import NEAR_DUPLICATE_MODES
 from imgrec.console.arguments import Parser, is_number
 from imgrec.console.errors import UserError
 from imgrec.imaging import image_ops
-from imgrec.imaging.record_options import RecordOptions
-from imgrec.storage import paths
+from imgrec.imaging.record_options import MAX_IMAGE_SIDE, RecordOptions  # noqa: F401  (MAX_IMAGE_SIDE: its old home)
 from imgrec.pipelines import beam_names
 from imgrec.pipelines.config import BuildConfig, utc_now
 
@@ -30,8 +27,6 @@ DEFAULT_SPLITS = 'train=90,validation=10'
 # --retry_deadline's default as --help states it: the storage layer's (``retries.DEFAULT_DEADLINE_S``, which
 # is not imported here: it loads Google's clients; tests/test_cli_errors.py holds the two to each other).
 RETRY_DEADLINE_HELP = 300
-MAX_IMAGE_SIDE = 8192
-_VERSION = re.compile(r'[A-Za-z0-9][A-Za-z0-9_.-]*')  # fullmatch: '$' would let 'v2\n' through
 # Runner names, compared case-insensitively, and the name Beam is given for each.
 _RUNNERS = {'directrunner': 'DirectRunner', 'direct': 'DirectRunner',
             'dataflowrunner': 'DataflowRunner', 'dataflow': 'DataflowRunner'}
@@ -233,62 +228,171 @@ def runner_name(beam_args, runners=None):
 def parse_args(argv: typing.Sequence[str] | None, now: datetime.datetime | None = None) -> tuple[BuildConfig, list[str]]:
     """Returns (BuildConfig, the arguments left for Beam); ``now`` names the version when --version does not."""
     parser = _parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
     args, beam_args = parser.parse_known_args(argv)
     beam_options, runners = beam_names.known()
     check_beam_names(beam_args, parser, beam_options)
     check_runner(beam_args, runners)
-    if not args.output.strip() or paths.is_local_root(args.output):
-        raise UserError(f'--output must name a folder or gs:// prefix below the root, got {args.output!r}')
+    return make_config(vars(args), given_options(parser, argv), now), beam_args
+
+
+def check_beam_args(beam_args: typing.Sequence[str]) -> None:
+    """Refuses, in ``build()``'s ``beam_options``, the build's own options (keyword arguments there), an option
+    Beam does not know and a runner it does not know, as the command line does."""
+    own = own_options()
+    for arg in beam_args:
+        name = arg.split('=', 1)[0]
+        if name.startswith('--') and name[2:] in own:
+            raise UserError(f'{name} is an option of the build, not of Beam: give it to build() as '
+                            f'{name[2:]}=...')
+    beam_options, runners = beam_names.known()
+    check_beam_names(list(beam_args), _parser(), beam_options)
+    check_runner(list(beam_args), runners)
+
+
+def given_options(parser: Parser, argv: typing.Sequence[str]) -> frozenset[str]:
+    """The options ``argv`` gives, by their field names (``--labels``: labels_file), whatever the spelling
+    (``--no_stratify``, ``--full=false``): the others are left to a refresh to carry over."""
+    dests = {option: action.dest for action in parser.actions for option in action.option_strings}
+    given = set()
+    for arg in argv:
+        if arg == '--':
+            break
+        name = arg.split('=', 1)[0]
+        name = '--no_' + name[len('--no-'):] if name.startswith('--no-') else name
+        if name in dests:
+            given.add(dests[name])
+    return frozenset(given)
+
+
+def defaults() -> dict[str, typing.Any]:
+    """{field name: default} of every option of the build, as the command line's parser has them."""
+    return {action.dest: action.default for action in _parser().actions if '--help' not in action.option_strings}
+
+
+def config_from_keywords(keywords: typing.Mapping[str, typing.Any],
+                         now: datetime.datetime | None = None) -> BuildConfig:
+    """The BuildConfig of ``build()``'s keyword arguments, by the command line's option names and with its
+    defaults; None is the default. No argv: each value is taken as Python gives it (``splits={'train': 80,
+    'validation': 20}``, ``image_size=(224, 160)``) or as the command line writes it (``'train=80,...'``).
+    Unknown names are a one-line UserError."""
+    known = own_options()
+    values = defaults()
+    given = set()
+    for name, value in keywords.items():
+        if name not in known:
+            close = difflib.get_close_matches(name, list(known), n=1)
+            hint = f' (did you mean {close[0]!r}?)' if close else ''
+            raise UserError(f'build() got an unknown option {name!r}{hint}; Beam\'s own options go in '
+                            f"beam_options=['--name=value', ...]")
+        if value is not None:
+            values[known[name].dest] = value
+            given.add(known[name].dest)
+    return make_config(values, frozenset(given), now)
+
+
+def _integer(value, option):
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise UserError(f'{option} must be a whole number, got {value!r}')
     try:
-        image_size = image_ops.parse_image_size(args.image_size)
+        return int(value)
+    except ValueError:
+        raise UserError(f'argument {option}: invalid int value: {value!r}') from None
+
+
+def _number(value, option):
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise UserError(f'{option} must be a number, got {value!r}')
+    try:
+        return float(value)
+    except ValueError:
+        raise UserError(f'argument {option}: invalid float value: {value!r}') from None
+
+
+def _switch(value, option):
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in _SWITCH_VALUES:
+        return _SWITCH_VALUES[value.lower()]
+    raise UserError(f'argument {option}: expected true or false, got {value!r}')
+
+
+_SWITCH_VALUES = {'true': True, 'false': False, 'on': True, 'off': False}
+
+
+def _pairs(value, option):
+    """--splits/--num_shards as the command line writes them ('a=1,b=2'), or as Python gives them ({'a': 1})."""
+    if isinstance(value, str):
+        return _parse_pairs(value, option)
+    if isinstance(value, dict):
+        return tuple(value.items())
+    if isinstance(value, (list, tuple)) and all(isinstance(pair, (list, tuple)) and len(pair) == 2 for pair in value):
+        return tuple((name, count) for name, count in value)
+    raise UserError(f'{option} must look like train=90,validation=10 (names of letters, digits, _), got {value!r}')
+
+
+def _image_size(value):
+    """--image_size as written ('192', '192x256'), or as Python gives it (192, (192, 256))."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    elif isinstance(value, (list, tuple)):
+        value = 'x'.join(map(str, value))
+    if not isinstance(value, str):
+        raise UserError(f'--image_size must be N or HxW (e.g. 192 or 192x256), got {value!r}')
+    try:
+        return image_ops.parse_image_size(value)
     except ValueError as error:
         raise UserError(str(error)) from None
-    if max(image_size) > MAX_IMAGE_SIDE:
-        raise UserError(f'--image_size must be at most {MAX_IMAGE_SIDE} a side, got {args.image_size!r}')
-    if not 1 <= args.jpeg_quality <= 100:
-        raise UserError(f'--jpeg_quality must be between 1 and 100, got {args.jpeg_quality}')
-    if args.target_shard_mb <= 0:
-        raise UserError(f'--target_shard_mb must be positive, got {args.target_shard_mb}')
-    if args.max_pixels < 1 or args.min_size < 1:
-        raise UserError('--max_pixels and --min_size must be at least 1')
-    if not 0 < args.progress_interval < math.inf:
-        raise UserError(f'--progress_interval must be a positive number of seconds, got {args.progress_interval}')
-    if args.retry_deadline is not None and not 0 < args.retry_deadline < math.inf:
-        raise UserError(f'--retry_deadline must be a positive number of seconds, got {args.retry_deadline}')
-    if args.keep_versions is not None and args.keep_versions < 1:
-        raise UserError(f'--keep_versions must be at least 1, got {args.keep_versions}')
-    if not 0 <= args.max_error_rate <= 1:
-        raise UserError(f'--max_error_rate is a fraction between 0 and 1 (0.05 is 5%), got {args.max_error_rate}')
-    splits = _parse_pairs(args.splits, '--splits')
-    num_shards = dict(_parse_pairs(args.num_shards, '--num_shards')) if args.num_shards else None
-    too_many = sorted(name for name, count in (num_shards or {}).items() if count > MAX_SHARDS)
-    if too_many:
-        raise UserError(f"--num_shards allows at most {MAX_SHARDS} shards a split: {', '.join(too_many)}")
-    unknown = sorted(set(num_shards or ()) - {name for name, _ in splits})
-    if unknown:
-        raise UserError(f"--num_shards names split(s) not in --splits: {', '.join(unknown)}")
+
+
+def _formats(value):
+    if isinstance(value, (list, tuple)):
+        value = ','.join(map(str, value))
+    if not isinstance(value, str):
+        raise UserError(f'--formats must look like tfrecord,array_record, got {value!r}')
+    return parse_formats(value)
+
+
+def _text(value, option):
+    if value is not None and not isinstance(value, (str, os.PathLike)):
+        raise UserError(f'{option} must be a path or name, got {value!r}')
+    return None if value is None else os.fspath(value)
+
+
+def make_config(values: typing.Mapping[str, typing.Any], given: frozenset[str] = frozenset(),
+                now: datetime.datetime | None = None) -> BuildConfig:
+    """The BuildConfig of ``values`` ({field name: value}, every option's), each as the command line writes it or
+    as Python gives it; ``given``: the names given, not defaulted. Its checks are BuildConfig's and
+    RecordOptions' own (``__post_init__``)."""
     now = now or utc_now()
-    version = args.version if args.version is not None else now.strftime(layout.VERSION_FORMAT)
-    try:
-        version_ref.check_version_name(version, '--version')  # the rule every reader of LATEST applies
-    except version_ref.VersionError as error:
-        raise UserError(str(error)) from None
-    if not _VERSION.fullmatch(version):
-        raise UserError(f'--version may hold letters, digits, _, . and - only, and start with a letter or '
-                         f'digit, got {version!r}')
-    formats = parse_formats(args.formats)
-    source = args.input or args.manifest
-    record_options = RecordOptions(image_size=image_size, resize=args.resize, jpeg_quality=args.jpeg_quality,
-                                   max_pixels=args.max_pixels, min_size=args.min_size)
-    config = BuildConfig(
-        input=args.input, manifest=args.manifest, output=args.output, version=version,
-        record_options=record_options, splits=splits, target_shard_mb=args.target_shard_mb,
-        num_shards=num_shards, labels_file=args.labels_file,
-        max_error_rate=args.max_error_rate, allow_unknown_labels=args.allow_unknown_labels,
-        near_duplicates=args.near_duplicates, stratify=args.stratify, formats=formats,
-        split_tolerance=args.split_tolerance, resplit=args.resplit,
-        name=args.name or os.path.basename(source.rstrip('/')).rsplit('.', 1)[0] or 'dataset',
-        full=args.full, force=args.force, keep_versions=args.keep_versions, clean=args.clean,
-        verbose=args.verbose, retry_deadline=args.retry_deadline,
-        progress=args.progress, progress_interval=args.progress_interval)
-    return config, beam_args
+    version = _text(values['version'], '--version')
+    source = _text(values['input'], '--input') or _text(values['manifest'], '--manifest') or ''
+    num_shards = values['num_shards']
+    record_options = RecordOptions(
+        image_size=_image_size(values['image_size']), resize=values['resize'],
+        jpeg_quality=_integer(values['jpeg_quality'], '--jpeg_quality'),
+        max_pixels=_integer(values['max_pixels'], '--max_pixels'), min_size=_integer(values['min_size'], '--min_size'))
+    return BuildConfig(
+        input=_text(values['input'], '--input'), manifest=_text(values['manifest'], '--manifest'),
+        output=_text(values['output'], '--output') or '',
+        version=version if version is not None else now.strftime(layout.VERSION_FORMAT),
+        record_options=record_options, splits=_pairs(values['splits'], '--splits'),
+        target_shard_mb=_number(values['target_shard_mb'], '--target_shard_mb'),
+        num_shards=dict(_pairs(num_shards, '--num_shards')) if num_shards else None,
+        labels_file=_text(values['labels_file'], '--labels'),
+        max_error_rate=_number(values['max_error_rate'], '--max_error_rate'),
+        allow_unknown_labels=_switch(values['allow_unknown_labels'], '--allow_unknown_labels'),
+        near_duplicates=values['near_duplicates'], stratify=_switch(values['stratify'], '--stratify'),
+        formats=_formats(values['formats']),
+        split_tolerance=_number(values['split_tolerance'], '--split_tolerance'),
+        resplit=_switch(values['resplit'], '--resplit'),
+        name=_text(values['name'], '--name') or os.path.basename(source.rstrip('/')).rsplit('.', 1)[0] or 'dataset',
+        full=_switch(values['full'], '--full'), force=_switch(values['force'], '--force'),
+        keep_versions=None if values['keep_versions'] is None else _integer(values['keep_versions'], '--keep_versions'),
+        clean=_switch(values['clean'], '--clean'), verbose=_switch(values['verbose'], '--verbose'),
+        retry_deadline=_number(values['retry_deadline'], '--retry_deadline'),
+        progress=_switch(values['progress'], '--progress'),
+        progress_interval=_number(values['progress_interval'], '--progress_interval'),
+        given=given)

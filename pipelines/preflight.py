@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import typing
 import itertools
+import os
 import shutil
 import uuid
 
@@ -35,13 +36,17 @@ def job_storage(path: str, config: BuildConfig, options: PipelineOptions | None)
     return storage_lib.storage_for(path, config.retry_policy(), options and options.get_all_options(drop_default=True))
 
 
-def check(config: BuildConfig, options: PipelineOptions) -> tuple[BuildConfig, publication.Latest]:
+def check(config: BuildConfig, options: PipelineOptions,
+          settle: typing.Callable[[BuildConfig, publication.Latest], BuildConfig] | None = None
+          ) -> tuple[BuildConfig, publication.Latest]:
     """Runs every check; returns (``config`` with the pinned labels filled in, what LATEST names now).
 
     Also cleans up after earlier builds (``publication.tidy``): finishes what killed builds and
     interrupted prunings left, and removes the staging folders failed builds left (every one no live
     build holds, with ``--clean``). A finished pruning is said in one line, and so are the staging folders
-    removed and left (``imgrec.versions.incomplete``).
+    removed and left (``imgrec.versions.incomplete``). ``settle(config, latest)``, when given, completes the
+    configuration from the version LATEST names (``imgrec.pipelines.refresh.carry_over``) before a published
+    --version is told from a rerun of its build.
     """
     files = job_storage(config.output, config, options)
     check_input(config, options)
@@ -60,9 +65,13 @@ def check(config: BuildConfig, options: PipelineOptions) -> tuple[BuildConfig, p
     if tidied.published:
         print(f"build-dataset: finished an interrupted publication: LATEST names {', '.join(tidied.published)}",
               flush=True)
-    publication.refuse_published(config.output, config.version, config.describe(), files)
+    latest = read_latest(config.output, files)
     # (BuildConfig.labels is declared a tuple, but None until pinned: pipelines/options.py)
-    return dataclasses.replace(config, labels=labels), read_latest(config.output, files)  # type: ignore[arg-type]
+    config = dataclasses.replace(config, labels=labels)  # type: ignore[arg-type]
+    if settle is not None:
+        config = settle(config, latest)
+    publication.refuse_published(config.output, config.version, config.recorded(), files)
+    return config, latest
 
 
 def read_labels(path: str, files: storage_lib.Storage | None = None) -> tuple[str, ...]:
@@ -107,6 +116,22 @@ def _holds_an_image(files, root):
         raise UserError(describe_error(root, error)) from None
 
 
+def _check_class_folders(files, root):
+    """Refuses an input whose top holds files but no folder: images go in one folder a class, whose name is
+    their label (a listing that finds nothing at all is the caller's to name)."""
+    images = others = 0
+    try:
+        for entry in list_top_level(root, files):  # stops at the first folder
+            if entry.is_folder:
+                return
+            images, others = images + is_image_name(entry.path), others + (not is_image_name(entry.path))
+    except GoogleAPIError as error:
+        raise UserError(describe_error(root, error)) from None
+    if images or others:
+        raise UserError(f'input folder {root} has no class folders ({images} image(s) and {others} other file(s) at '
+                        f'its top): put the images in one folder a class, named by the class (<class>/<image>)')
+
+
 def check_input(config: BuildConfig, options: PipelineOptions | None = None) -> None:
     """Fails fast on an input that is missing, unreadable or holds no image.
 
@@ -127,8 +152,16 @@ def check_input(config: BuildConfig, options: PipelineOptions | None = None) -> 
                         continue
         raise UserError(f'manifest lists no image: {config.manifest}')
     files = job_storage(config.input, config, options)
-    if not _accessible(files, config.input) and files.local_path(config.input) is not None:
+    local = files.local_path(config.input)
+    if local is not None and os.path.isfile(local):
+        raise UserError(f'--input {config.input} is a file, not a folder: give the folder that holds one folder of '
+                        f'images a class (<class>/<image>), or a CSV list of images as --manifest')
+    if not _accessible(files, config.input) and local is not None:
+        if os.path.isdir(local):
+            raise UserError(f'input folder {config.input} is empty: put one folder of images a class in it '
+                            f'(<class>/<image>)')
         raise UserError(f'input folder not found: {config.input}')
+    _check_class_folders(files, config.input)
     if not _holds_an_image(files, config.input):
         raise UserError(f'no images found under {config.input} (expected <class>/<image> files with extensions '
                         f'jpg, jpeg, png, gif, bmp, webp, tif or tiff)')

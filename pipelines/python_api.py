@@ -2,7 +2,6 @@
 returning the published dataset.json (docs/python-api.md).
 """
 import contextlib
-import difflib
 import logging
 import sys
 import typing
@@ -15,7 +14,6 @@ from apache_beam.options.pipeline_options import (
 from imgrec.console.errors import (
     BuildFailed,
     CommandError,
-    UserError,
     build_failure_message,
 )
 from imgrec.console.held_stderr import held_stderr
@@ -23,38 +21,11 @@ from imgrec.contract import layout, version_ref
 from imgrec.pipelines import preflight, progress
 from imgrec.pipelines.beam_options import is_local, local_worker_count
 from imgrec.pipelines.build_result import BuildResult
-from imgrec.pipelines.launcher import launch, parse
+from imgrec.pipelines.config import utc_now
+from imgrec.pipelines.launcher import launch, prepare
 from imgrec.pipelines.local import internals
-from imgrec.pipelines.options import (
-    own_options,
-)
+from imgrec.pipelines.options import check_beam_args, config_from_keywords
 from imgrec.pipelines.summary import report, unchanged
-
-
-def _argument(name, value):
-    """The command-line text of one keyword argument of ``build``."""
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, dict):  # splits={'train': 80, 'validation': 20}
-        return ','.join(f'{key}={count}' for key, count in value.items())
-    if isinstance(value, (list, tuple)):  # image_size=(224, 160), formats=['tfrecord', 'array_record']
-        return ('x' if name == 'image_size' else ',').join(map(str, value))
-    return str(value)
-
-
-def build_argv(options):
-    """The command line of ``build``'s keyword arguments (None: the option's default); unknown names are a
-    one-line UserError."""
-    known, argv = own_options(), []
-    for name, value in options.items():
-        if name not in known:
-            close = difflib.get_close_matches(name, list(known), n=1)
-            hint = f' (did you mean {close[0]!r}?)' if close else ''
-            raise UserError(f'build() got an unknown option {name!r}{hint}; Beam\'s own options go in '
-                            f"beam_options=['--name=value', ...]")
-        if value is not None:
-            argv.append(f'--{name}={_argument(name, value)}')
-    return argv
 
 
 @contextlib.contextmanager
@@ -85,25 +56,28 @@ def build(input: str | None = None, output: str | None = None, *,  # pylint: dis
           beam_options: typing.Sequence[str] | None = None, **options: typing.Any) -> dict | None:
     """Builds a dataset from Python, as ``build-dataset`` does; returns the published dataset.json (a dict).
 
-    Takes the command line's options as keyword arguments, by the same names and with the same defaults
-    (the same parser reads them): ``build(input='photos', output='datasets/photos', image_size=224,
-    splits={'train': 80, 'validation': 20}, formats=['tfrecord', 'array_record'], full=True)``; Beam's own
-    options as ``beam_options=['--direct_num_workers=2']``. A refresh that changed nothing returns the
-    version LATEST names; a Dataflow job not waited for (or a template) returns None.
+    Takes the command line's options as keyword arguments, by the same names and with the same defaults,
+    made into the same BuildConfig without a command line (``imgrec.pipelines.options.config_from_keywords``):
+    ``build(input='photos', output='datasets/photos', image_size=224, splits={'train': 80, 'validation': 20},
+    formats=['tfrecord', 'array_record'], full=True)``; Beam's own options as
+    ``beam_options=['--direct_num_workers=2']``. An option not given (None) keeps the published version's value,
+    as on the command line. A refresh that changed nothing returns the version LATEST names; a Dataflow job not
+    waited for (or a template) returns None.
     Raises ``imgrec.console.errors.UserError`` for a mistake and ``BuildFailed`` for a build that could not
     publish (both ``CommandError``: ``str()`` is the one-line message). Beam's warnings and the local
     workers' output are not shown (``verbose=True`` shows them); it never exits the interpreter.
     """
-    argv = build_argv(dict(options, input=input, output=output)) + list(beam_options or ())
-    verbose = bool(options.get('verbose'))
-    with _quiet_beam_logs(verbose):
-        config, facts, pipeline = parse(argv)
+    now = utc_now()
+    config = config_from_keywords(dict(options, input=input, output=output), now)
+    check_beam_args(list(beam_options or ()))
+    with _quiet_beam_logs(config.verbose):
+        config, facts, pipeline = prepare(config, list(beam_options or ()), now)
         local = is_local(pipeline)
         if local:
             internals.check(internals.needed(local_worker_count(pipeline), config.progress))
         if _writes_to_fd2(sys.stderr):  # a terminal or a log: progress lines must get past the held fd 2
             progress.keep_stderr()
-        with held_stderr(local and not verbose) as held:
+        with held_stderr(local and not config.verbose) as held:
             try:
                 config, facts, result = launch(config, facts, pipeline)
             except CommandError:

@@ -5,6 +5,9 @@ Reuse needs every option that shapes a record to be what it was (``RecordOptions
 this code's and Pillow's version), a record index, and labels that keep their numbers. Otherwise the
 build says why in one line and decodes everything.
 
+Settings not given take that version's values (``carry_over``, before the pre-flight checks tell a rerun of
+a published --version): a cron line that leaves an option out keeps the published dataset as it is.
+
 A refresh that would publish nothing (``nothing_changed``) is known before any pipeline starts: from one
 listing of the input against the previous version's index, by the rule the job applies
 (``imgrec.transforms.previous``); the listing stops at the first difference.
@@ -13,11 +16,12 @@ import dataclasses
 import typing
 
 
-from imgrec.contract import index, layout, version_ref
+from imgrec.contract import index, layout, metadata, version_ref
 from imgrec.contract.reasons import LABEL_CONFLICT, NEAR_DUPLICATE_CONFLICT
 from imgrec.console.errors import UserError
 from imgrec.imaging import perceptual_hash, record_options
 from imgrec.storage import storage
+from imgrec.pipelines.config import CARRIED, pairs_text
 from imgrec.pipelines.preflight import job_storage
 from imgrec.pipelines.refresh_plan import RefreshPlan
 from imgrec.transforms import previous as previous_version
@@ -34,8 +38,6 @@ if typing.TYPE_CHECKING:  # for annotations only
 _IMAGE_COLUMNS = (index.PERCEPTUAL_HASH, index.SOURCE_WIDTH, index.SOURCE_HEIGHT, index.UPSCALED)
 # Index columns of the local stamp besides the mtime: without them an unchanged stamp proves too little.
 _STAMP_COLUMNS = (index.SOURCE_CTIME_NS, index.SOURCE_INODE)
-# Recorded options that name the build, not its content: they differ between otherwise equal builds.
-_NAMING_OPTIONS = ('output', 'version', 'name')
 # Quarantined for what the whole input holds, not for the image's own bytes: a copy or a near-duplicate
 # filed under another class. The job decides these again from every image, so it decodes them again; but
 # an input in which nothing changed gets the same verdicts, so for "nothing changed" they are fates too.
@@ -61,11 +63,104 @@ def _load(config, previous, options):
         raise UserError(str(error)) from None
 
 
-def _comparable(options):
-    """The options two builds must share to publish the same version, less the record options (dataset.json
-    records those in record_options, compared on their own)."""
-    return {name: value for name, value in options.items()
-            if name not in _NAMING_OPTIONS and name not in record_options.NAMES}
+def carry_over(config: 'BuildConfig', latest: 'Latest | None',
+               options: 'PipelineOptions | None' = None) -> 'BuildConfig':
+    """``config`` completed from the version LATEST names (``latest``): each setting that was not given
+    (``BuildConfig.given``) takes that version's value (``carried_over``). Refuses, before any worker
+    starts, a given setting that would move its published images between splits without --resplit."""
+    previous = latest.version if latest else None
+    if previous is None:
+        return config
+    document = _load(config, previous, options)
+    if document is None:
+        return config
+    config = carried_over(config, document)
+    for line in dealing_changes(config, document):
+        print(line, flush=True)
+    return config
+
+
+# Given settings that change how new images are dealt, but move no published one (``carried_over``).
+_DEALING = ('stratify', 'near_duplicates')
+
+
+def dealing_changes(config: 'BuildConfig', document: dict) -> list[str]:
+    """One line for each given setting of ``_DEALING`` other than the published one (without --resplit):
+    the build goes on, and says what the change does."""
+    if config.resplit:
+        return []
+    published = published_settings(document)
+    return [f"build-dataset: {_shown(name, getattr(config, name))} differs from version {document.get('version')}'s "
+            f'{_shown(name, published[name])}: its images keep their splits; new images are dealt by the new setting'
+            for name in _DEALING if name in config.given and name in published
+            and published[name] != getattr(config, name)]
+
+
+def published_settings(document: dict) -> dict[str, typing.Any]:
+    """{BuildConfig field or record option: value} of the settings (``config.CARRIED`` and the record
+    options) a dataset.json records, as BuildConfig holds them; those an older version did not record are
+    left out."""
+    recorded = metadata.current(document)
+    options = recorded.get('options') or {}
+    settings = {name: options[name] for name in CARRIED if name in options}
+    if 'splits' in settings:  # recorded as an object, its keys sorted: BuildConfig's order is lost
+        settings['splits'] = tuple(settings['splits'].items())
+    if 'formats' in settings:
+        settings['formats'] = tuple(settings['formats'])
+    shaping = recorded.get('record_options') or {}
+    if all(name in shaping for name in record_options.NAMES):
+        settings.update(dataclasses.asdict(record_options.RecordOptions.from_recorded(shaping)))
+    return settings
+
+
+def _shown(name: str, value: typing.Any) -> str:
+    """A setting as the command line gives it: '--splits train=80,validation=20', '--no_stratify'."""
+    if isinstance(value, bool):
+        return f'--{name}' if value else f'--no_{name}'
+    text = {'splits': pairs_text, 'num_shards': lambda v: pairs_text(v.items()) if v else 'none',
+            'formats': ','.join, 'image_size': record_options.show_size}.get(name, str)(value)
+    return f'--{name} {text}'
+
+
+def _same_setting(name: str, one: typing.Any, other: typing.Any) -> bool:
+    return dict(one) == dict(other) if name == 'splits' else one == other
+
+
+def carried_over(config: 'BuildConfig', document: dict) -> 'BuildConfig':
+    """``config`` with every setting not given taken from ``document`` (the previous version's dataset.json),
+    the names taken in ``carried``. A given --splits other than the published one moves published images
+    between splits (``imgrec.transforms.splits``' first rule holds only for the same --splits): without
+    --resplit it is a UserError naming both. (A changed --stratify or --near_duplicates moves no published
+    image: those stay where they are, and new images are dealt by the new setting.)"""
+    published = published_settings(document)
+    version = document.get('version')
+    if ('splits' in config.given and 'splits' in published and not config.resplit
+            and not _same_setting('splits', config.splits, published['splits'])):
+        raise UserError(f"{_shown('splits', config.splits)} would move published images between splits: version "
+                        f"{version} was built with {_shown('splits', published['splits'])}; give --resplit to "
+                        f'deal every image again, or leave --splits out to keep the published splits')
+    taken = {name: value for name, value in published.items()
+             if name not in config.given and not _same_setting(name, value, _value(config, name))}
+    splits = taken.get('splits', config.splits)
+    if 'num_shards' in taken and not set(taken['num_shards'] or ()) <= {name for name, _ in splits}:
+        del taken['num_shards']  # names splits the given --splits do not have (with --resplit)
+    if not taken:
+        return config
+    shaping = {name: taken.pop(name) for name in record_options.NAMES if name in taken}
+    return dataclasses.replace(config, **taken, carried=tuple(sorted([*taken, *shaping])),
+                               record_options=dataclasses.replace(config.record_options, **shaping))
+
+
+def _value(config: 'BuildConfig', name: str) -> typing.Any:
+    return getattr(config.record_options if name in record_options.NAMES else config, name)
+
+
+def carried_line(config: 'BuildConfig', previous: str | None) -> str | None:
+    """The summary's one line naming the settings taken from version ``previous``; None when none was."""
+    if not config.carried:
+        return None
+    return (f"  kept the settings of version {previous} not given: "
+            + ', '.join(_shown(name, _value(config, name)) for name in config.carried))
 
 
 def plan(config: 'BuildConfig', latest: 'Latest | None', options: 'PipelineOptions | None' = None) -> RefreshPlan:
@@ -80,8 +175,7 @@ def plan(config: 'BuildConfig', latest: 'Latest | None', options: 'PipelineOptio
         return RefreshPlan(previous=previous, full_reason=f'--full was given (version {previous} is of a format '
                                                           f'this code does not read)')
     labels = tuple(document['labels'])
-    same_options = (_comparable(document.get('options', {})) == _comparable(config.describe())
-                    and document.get('record_options') == config.record_options.recorded())
+    same_options = metadata.identity(document) == config.identity()
     same_splits = document.get('options', {}).get('splits') == config.describe()['splits']
     keeps = same_splits and not config.resplit and 'index' in document
     base = RefreshPlan(previous=previous, keep_labels=labels, same_options=same_options, same_splits=same_splits,
@@ -141,7 +235,9 @@ def nothing_changed(config, plan, options):
                                         previous_version.DECODING_VERDICTS | _VERDICTS_ON_THE_INPUT)
     listed = (ref for ref in _listing(config, options, classes)
               if config.labels is None or ref.label in config.labels)  # else quarantined as unknown_label
-    return (previous_version.nothing_new_changed_or_removed(listed, fates)
+    sources = job_storage(config.manifest or config.input, config, options)
+    digest = lambda ref: previous_version.source_sha256(sources, ref.path)  # noqa: E731  # a moved stamp only
+    return (previous_version.nothing_new_changed_or_removed(listed, fates, digest)
             and _labels(config, classes, plan.keep_labels) == plan.keep_labels)
 
 

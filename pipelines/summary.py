@@ -10,6 +10,7 @@ from apache_beam.options.pipeline_options import (
 from imgrec.contract import counters, layout, metadata, version_ref
 from imgrec.pipelines import preflight
 from imgrec.pipelines.build_result import NothingChanged
+from imgrec.pipelines.refresh import carried_line
 from imgrec.storage import retries
 from imgrec.transforms.labels import listed_names
 from imgrec.transforms.publish import earlier_run, ranked_reasons, retention
@@ -29,6 +30,9 @@ def report(config, facts, result, options):
     if unchanged(result):
         lines = [f'build-dataset: nothing changed since version {facts.refresh.previous}: no new version '
                  f'published, LATEST stays (--force publishes anyway)']
+        kept_settings = carried_line(config, facts.refresh.previous)
+        if kept_settings:
+            lines.append(kept_settings)
     else:
         lines = [summary(config, options)]
     built = not isinstance(result, NothingChanged)
@@ -89,6 +93,9 @@ def _near_duplicates_line(near):
 def _class_lines(document):
     """The empty classes and those with fewer images than splits (dataset.json's ``classes``), if any."""
     classes, lines = document.get('classes') or {}, []
+    if single_class(document):
+        lines.append(f"  warning: one class only ({document['labels'][0]!r}): a classifier learns nothing from it; "
+                     f'give each class its own folder')
     if classes.get('empty'):
         lines.append(f"  empty classes (no image written): {listed_names(classes['empty'])}")
     if classes.get('fewer_than_splits'):
@@ -98,6 +105,11 @@ def _class_lines(document):
         lines.append(f'  classes with fewer images than the {splits} splits: '
                      + listed_names(classes['fewer_than_splits'], lambda label: f'{label!r} ({written[label]})'))
     return lines
+
+
+def single_class(document):
+    """Whether the version holds one class only (dataset.json's labels): every image gets the same label."""
+    return len(document.get('labels') or ()) == 1
 
 
 def summary(config, options):
@@ -116,6 +128,9 @@ def summary(config, options):
                      f"decoded ({refreshed['new']} new, {refreshed['changed']} changed"
                      + (f", {damaged} damaged in {refreshed['previous']}" if damaged else '') +
                      f"), {refreshed['removed']} removed")
+    kept_settings = carried_line(config, refreshed.get('previous'))
+    if kept_settings:
+        lines.append(kept_settings)
     lines += [_split_line(name, split) for name, split in document['splits'].items()]
     lines.append(_near_duplicates_line(document.get('near_duplicates')))
     quarantine = document.get('quarantine') or {}

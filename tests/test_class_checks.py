@@ -290,3 +290,18 @@ def test_an_output_inside_or_equal_to_a_gcs_input_is_refused_up_front(gcs_emulat
         f'is inside --input {gcs_input}: {HINT}')
     assert gcs_emulator.list(f'{images}/out') == []  # nothing written, not even a probe
     assert not storage.is_inside(f'{images}-out', images) and not storage.is_inside(images, '/tmp')
+
+
+def test_a_single_class_is_warned_of_in_the_summary_and_the_report(tmp_path, capsys):
+    """One class builds (nothing is wrong with the files), but a classifier learns nothing from it: the
+    summary and report.html's Warnings say so (issue 37)."""
+    os.makedirs(tmp_path / 'in' / 'cat')
+    for i in range(4):
+        _photo(tmp_path / 'in' / 'cat' / f'img_{i}.jpg', seed=i, size=(60, 40))
+    status = build_dataset.main(['--input', str(tmp_path / 'in'), '--output', str(tmp_path / 'out'),
+                                 '--version', 'v1', *OPTIONS])
+    out = capsys.readouterr().out
+    assert status == 0
+    assert "  warning: one class only ('cat'): a classifier learns nothing from it" in out
+    page = (tmp_path / 'out' / 'v1' / layout.REPORT_HTML).read_text()
+    assert 'id="single-class"' in page and 'One class only, <code>cat</code>' in page

@@ -109,7 +109,8 @@ def test_the_older_switch_spellings_of_train_model_and_build_dataset_still_work(
     for args, shown in ([], True), (['--no_progress'], False), (['--progress', 'off'], False), \
             (['--progress', 'on'], True), (['--progress=false'], False):
         assert options.parse_args(['--input', 'in', '--output', 'out', *args])[0].progress is shown, args
-    assert python_api.build_argv({'full': False, 'stratify': True}) == ['--full=false', '--stratify=true']
+    config = options.config_from_keywords({'input': 'in', 'output': 'out', 'full': False, 'stratify': 'true'})
+    assert (config.full, config.stratify) == (False, True)
 
 
 def test_a_switch_given_a_value_other_than_true_or_false_is_one_line(command_args):

@@ -52,8 +52,13 @@ def test_empty_input(run_main, tmp_path):
 
 
 def test_existing_version_is_not_overwritten(run_main, built_dataset, sample_images):
-    status, err = run_main('--input', sample_images, '--output', built_dataset, '--version', 'v1')
+    """Another build (here another --image_size) may not take a published --version; the same command run
+    again (its other settings carried over from v1) is a rerun of the build that published it."""
+    status, err = run_main('--input', sample_images, '--output', built_dataset, '--version', 'v1',
+                           '--image_size', '48')
     assert status == 2 and 'version v1 already exists' in err
+    assert run_main('--input', sample_images, '--output', built_dataset, '--version', 'v1', '--progress', 'off',
+                    '--image_size', '32') == (0, '')
 
 
 def test_a_build_that_writes_nothing_fails_without_publishing(run_main, tmp_path):
@@ -270,3 +275,27 @@ def test_an_unpublished_folder_of_the_same_version_is_replaced_not_mixed(run_mai
     assert status == 0, err
     assert not (stale / 'train-00000-of-00016.tfrecord').exists()
     check_version(str(tmp_path / 'out'))
+
+
+def test_each_input_mistake_has_its_own_line(run_main, tmp_path):
+    """An empty folder, a file given as --input, a folder of loose files and class folders with no image:
+    four mistakes, four lines (issue 37), each exit status 2."""
+    (tmp_path / 'empty').mkdir()
+    (tmp_path / 'photo.jpg').write_bytes(b'\xff\xd8 not really')
+    (tmp_path / 'loose').mkdir()
+    (tmp_path / 'loose' / 'a.jpg').write_bytes(b'\xff\xd8 loose')
+    (tmp_path / 'loose' / 'notes.txt').write_text('hi')
+    (tmp_path / 'classes' / 'cat').mkdir(parents=True)
+    (tmp_path / 'classes' / 'cat' / 'notes.txt').write_text('no images here')
+    expected = {'empty': 'input folder {} is empty: put one folder of images a class in it',
+                'photo.jpg': '--input {} is a file, not a folder',
+                'loose': 'input folder {} has no class folders (1 image(s) and 1 other file(s) at its top)',
+                'classes': 'no images found under {}'}
+    lines = set()
+    for name, message in expected.items():
+        given = str(tmp_path / name)
+        status, err = run_main('--input', given, '--output', tmp_path / 'out')
+        assert status == 2 and '\n' not in err and message.format(given) in err, (name, err)
+        lines.add(err.replace(given, 'INPUT'))
+    assert len(lines) == len(expected)
+    assert not (tmp_path / 'out' / layout.LATEST).exists()

@@ -1,6 +1,7 @@
 """The Python API (docs/python-api.md): build() is the command line's build with keyword arguments, load()
 the training reader as (image, label) pairs; the page's notebook example runs."""
 import collections
+import dataclasses
 import json
 import logging
 import os
@@ -14,6 +15,7 @@ import pytest
 import tensorflow as tf
 
 from imgrec.contract import layout
+from imgrec.imaging.record_options import RecordOptions
 from imgrec.console.errors import BuildFailed, CommandError, UserError
 from imgrec.pipelines import build_dataset, options, python_api
 from imgrec.pipelines.build_result import BuildResult
@@ -33,17 +35,68 @@ def _config(argv):
                                          config.progress_interval)}, beam_args
 
 
-def test_build_reads_its_keywords_with_the_command_lines_parser_and_defaults():
+def _keywords(keywords):
+    config = options.config_from_keywords(keywords)
+    return {**config.describe(), 'run': (config.full, config.force, config.keep_versions, config.clean,
+                                         config.verbose, config.retry_deadline, config.progress,
+                                         config.progress_interval)}, []
+
+
+def test_build_makes_the_command_lines_config_from_its_keywords_without_argv():
     required = {'input': 'in', 'output': 'out', 'version': 'v1'}
-    assert _config(python_api.build_argv(required)) == _config(['--input', 'in', '--output', 'out',
-                                                                   '--version', 'v1'])
+    assert _keywords(required) == _config(['--input', 'in', '--output', 'out', '--version', 'v1'])
     given = dict(required, image_size=(48, 64), splits={'train': 80, 'validation': 20}, num_shards={'train': 3},
                  formats=['array_record', 'tfrecord'], stratify=True, progress=False, max_error_rate=0.5,
                  labels=None)
-    assert _config(python_api.build_argv(given)) == _config([
-        '--input', 'in', '--output', 'out', '--version', 'v1', '--image_size', '48x64', '--splits',
-        'train=80,validation=20', '--num_shards', 'train=3', '--formats', 'tfrecord,array_record', '--stratify',
-        '--progress', 'off', '--max_error_rate', '0.5'])
+    argv = ['--input', 'in', '--output', 'out', '--version', 'v1', '--image_size', '48x64', '--splits',
+            'train=80,validation=20', '--num_shards', 'train=3', '--formats', 'tfrecord,array_record', '--stratify',
+            '--progress', 'off', '--max_error_rate', '0.5']
+    assert _keywords(given) == _config(argv)
+    # What was given is known alike (labels=None is not given), and the command line's spellings work too.
+    assert options.config_from_keywords(given).given == options.parse_args(argv)[0].given == frozenset(
+        {'input', 'output', 'version', 'image_size', 'splits', 'num_shards', 'formats', 'stratify', 'progress',
+         'max_error_rate'})
+    assert _keywords(dict(required, image_size='48x64', splits='train=80,validation=20', stratify='true')) == \
+        _config(['--input', 'in', '--output', 'out', '--version', 'v1', '--image_size', '48x64', '--splits',
+                 'train=80,validation=20', '--stratify'])
+
+
+@pytest.mark.parametrize('change, message', [
+    (dict(record_options=((0, 5),)), "--image_size must be at least 1x1, got '0x5'"),
+    (dict(record_options=((9000, 10),)), "--image_size must be at most 8192 a side, got '9000x10'"),
+    (dict(record_options=((8, 8), 'crop', 0)), '--jpeg_quality must be between 1 and 100, got 0'),
+    (dict(record_options=((8, 8), 'squash')), "--resize must be one of crop, pad, stretch"),
+    (dict(splits=(('train', 0),)), "--splits values must be at least 1, got 'train=0'"),
+    (dict(splits=(('train', 1), ('train', 2))), "--splits names a split twice: 'train=1,train=2'"),
+    (dict(num_shards={'test': 2}), '--num_shards names split(s) not in --splits: test'),
+    (dict(max_error_rate=2.0), '--max_error_rate is a fraction between 0 and 1'),
+    (dict(version='no/slash'), '--version'),
+    (dict(formats=('array_record',)), '--formats must include tfrecord'),
+    (dict(near_duplicates='maybe'), '--near_duplicates must be one of group, report, off'),
+    (dict(output='/'), '--output must name a folder or gs:// prefix below the root'),
+    (dict(input=None), 'one of the arguments --input --manifest is required'),
+])
+def test_configs_check_themselves_in_the_command_lines_words(change, message):
+    """BuildConfig and RecordOptions refuse a bad value however they are made (``__post_init__``): by the
+    command line, by build(), or by hand, in the one line the command line gives."""
+    config = options.parse_args(['--input', 'in', '--output', 'out', '--version', 'v1'])[0]
+    with pytest.raises(UserError) as raised:
+        if 'record_options' in change:
+            RecordOptions(*change['record_options'])
+        else:
+            dataclasses.replace(config, **change)
+    assert message in str(raised.value) and '\n' not in str(raised.value)
+
+
+def test_the_command_line_and_build_give_the_same_line_for_the_same_mistake(tmp_path, capsys):
+    for keyword, argv in (({'jpeg_quality': 101}, ['--jpeg_quality', '101']),
+                          ({'splits': {'train': 0}}, ['--splits', 'train=0']),
+                          ({'image_size': 9000}, ['--image_size', '9000']),
+                          ({'keep_versions': 0}, ['--keep_versions', '0'])):
+        with pytest.raises(UserError) as raised:
+            python_api.build(input=str(tmp_path), output=str(tmp_path / 'out'), **keyword)
+        assert build_dataset.main(['--input', str(tmp_path), '--output', str(tmp_path / 'out'), *argv]) == 2
+        assert capsys.readouterr().err.strip() == f'build-dataset: error: {raised.value}'
 
 
 @pytest.mark.parametrize('call, message', [

@@ -103,8 +103,8 @@ def test_build_config_holds_no_run_facts():
 
 
 def test_run_facts_name_the_run():
-    config, _ = options.parse_args(['--input', 'in', '--output', 'out', '--version', 'v7'], now=NOW)
+    built, _ = options.parse_args(['--input', 'in', '--output', 'out', '--version', 'v7'], now=NOW)
     facts, other = RunFacts.start(NOW), RunFacts.start(NOW)
     assert facts.created == '2026-01-02T03:04:05Z' and facts.build_id != other.build_id
-    assert facts.staging_dir(config) == layout.join('out', layout.staging_name('v7', facts.build_id))
-    assert facts.staging_dir(config) != other.staging_dir(config)
+    assert facts.staging_dir(built) == layout.join('out', layout.staging_name('v7', facts.build_id))
+    assert facts.staging_dir(built) != other.staging_dir(built)

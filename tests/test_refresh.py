@@ -9,12 +9,14 @@ import subprocess
 import sys
 import time
 
+import pyarrow.parquet
 import pytest
 
-from imgrec.contract import layout
-from imgrec.console.errors import build_failure_message
+from imgrec.contract import index, layout, metadata
+from imgrec.console.errors import UserError, build_failure_message
 from imgrec.imaging.record_options import RecordOptions
-from imgrec.pipelines import build_dataset, build_result, launcher, preflight, refresh, summary
+from imgrec.pipelines import build_dataset, build_result, launcher, options, preflight, python_api, refresh, summary
+from imgrec.storage import publication
 from imgrec.pipelines.preflight import read_latest
 from imgrec.samples.generate import write_images
 from imgrec.samples.near_duplicates import draw_photo, make_twin
@@ -380,14 +382,71 @@ def _touch_file(path):
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
 
 
-def _touch(images):
-    _touch_file(sorted((images / 'cross').iterdir())[0])
+def _same_size_other_bytes(path):
+    """Rewrites ``path`` with its last byte changed: its size is the same, its stamp and sha256 are not."""
+    data = path.read_bytes()
+    _change(path, data[:-1] + bytes([data[-1] ^ 1]))
+
+
+def _rewrite_same_bytes(images):
+    """Every image of one class written again with the bytes it has: a new stamp (mtime, ctime, and an
+    inode of its own), the same content, as regenerating the README's sample files does."""
+    touched = sorted((images / 'cross').iterdir())
+    for path in touched:
+        data = path.read_bytes()
+        path.unlink()
+        path.write_bytes(data)
+        _touch_file(path)
+    return touched
+
+
+def test_touched_but_identical_files_are_reused_and_publish_nothing(tmp_path, capsys, monkeypatch):
+    """Files written again with the same bytes (issue 37): the check before the job reads and hashes only
+    them, finds their sha256 unchanged and publishes nothing; so does the job's own check; forced, the
+    version reuses every record (none decoded), records the new stamps, so that the next refresh reads
+    nothing, and holds the bytes a --full build would."""
+    images = _images(tmp_path)
+    output = tmp_path / 'out'
+    _refresh(images, output, '--version', 'v1')
+    touched = _rewrite_same_bytes(images)
+    read = []
+    real_sha256 = refresh.previous_version.source_sha256
+    monkeypatch.setattr(refresh.previous_version, 'source_sha256',
+                        lambda storage, path: read.append(path) or real_sha256(storage, path))
+    assert _decides_nothing_changed(images, output, '--version', 'v2')
+    assert sorted(read) == sorted(map(str, touched))  # only the files whose stamp moved were read
+    monkeypatch.undo()
+    argv = ['--input', str(images), '--output', str(output), '--image_size', '32', '--direct_running_mode',
+            'in_memory', '--progress', 'off', *OPTIONS]
+    capsys.readouterr()
+    assert build_dataset.main([*argv, '--version', 'v2']) == 0
+    assert capsys.readouterr().out.startswith('build-dataset: nothing changed since version v1')
+    with monkeypatch.context() as patched:  # the job's own check
+        patched.setattr(refresh, 'nothing_changed', lambda *args: False)
+        assert build_dataset.main([*argv, '--version', 'v2']) == 0
+    assert 'build-dataset: nothing changed since version v1' in capsys.readouterr().out
+    assert listing(output) == [layout.LATEST, 'v1']
+    shutil.copytree(output, tmp_path / 'full')
+    assert build_dataset.main([*argv, '--version', 'v2', '--force']) == 0
+    version_dir, document = load_version(str(output))
+    assert document['version'] == 'v2' and document['refresh']['decoded'] == 0
+    assert document['refresh']['reused'] == document['counts']['inputs']
+    assert build_dataset.main(['--input', str(images), '--output', str(tmp_path / 'full'), '--image_size', '32',
+                               '--direct_running_mode', 'in_memory', '--progress', 'off', *OPTIONS,
+                               '--version', 'v2', '--full']) == 0
+    assert _files(version_dir) == _files(load_version(str(tmp_path / 'full'))[0])
+    # The new stamps are recorded: the next refresh reads no file at all.
+    read.clear()
+    monkeypatch.setattr(refresh.previous_version, 'source_sha256',
+                        lambda storage, path: read.append(path) or real_sha256(storage, path))
+    assert _decides_nothing_changed(images, output, '--version', 'v3') and read == []
 
 
 @pytest.mark.parametrize('edit', [
     pytest.param(lambda images: _change(sorted((images / 'cross').iterdir())[0], _fresh_image(images, 31, 'cross')),
                  id='changed'),
-    pytest.param(_touch, id='touched'),
+    pytest.param(lambda images: _same_size_other_bytes(sorted((images / 'cross').iterdir())[0]),
+                 id='same size, other bytes'),
     pytest.param(lambda images: (images / 'cross' / 'zz_new.jpg').write_bytes(_fresh_image(images, 32, 'cross')),
                  id='added'),
     pytest.param(lambda images: sorted((images / 'circle').iterdir())[0].unlink(), id='removed'),
@@ -434,3 +493,130 @@ def test_an_unchanged_input_with_label_conflicts_is_a_refresh_that_changes_nothi
             == {name: data for name, data in _files(output / 'v1').items() if name not in named})
     _touch_file(images / 'triangle' / 'near_twin.jpg')
     assert not _decides_nothing_changed(images, output, '--version', 'v3', *errors)
+
+
+# -- a refresh keeps the published settings it is not given (issue 37) -----------------------------------------
+
+def _splits_of(version_dir):
+    """{source: split} of a version's record index."""
+    with open(os.path.join(version_dir, layout.DATASET_JSON)) as stream:
+        document = json.load(stream)
+    found = {}
+    for name in document['index']['files']:
+        for row in pyarrow.parquet.read_table(os.path.join(version_dir, name)).to_pylist():
+            found[row[index.SOURCE]] = row[index.SPLIT]
+    return found
+
+
+def test_a_refresh_without_its_options_keeps_the_published_splits_and_says_so(tmp_path, capsys, monkeypatch):
+    """v1 is built with --splits 50/50, --stratify and 32x32 records; the cron line that leaves them out keeps
+    all three (not the defaults 90/10 and 192), says so in one line, and reuses every record; a given --splits
+    other than v1's is refused before any pipeline, in one line naming both, unless --resplit."""
+    images = _images(tmp_path)
+    output = tmp_path / 'out'
+    built = ['--input', str(images), '--output', str(output), '--direct_running_mode', 'in_memory',
+             '--progress', 'off']
+    assert build_dataset.main([*built, '--version', 'v1', '--image_size', '32', '--stratify',
+                               '--splits', 'train=50,validation=50']) == 0
+    (images / 'cross' / 'zz_new.jpg').write_bytes(_fresh_image(images, 41, 'cross'))
+    shutil.copytree(output, tmp_path / 'full')  # the same output, for a --full build beside the refresh
+    capsys.readouterr()
+    assert build_dataset.main([*built, '--version', 'v2']) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert '  kept the settings of version v1 not given: --image_size 32, --splits train=50,validation=50, ' \
+           '--stratify' in out
+    version_dir, document = load_version(str(output))
+    assert document['version'] == 'v2' and document['options']['splits'] == {'train': 50, 'validation': 50}
+    assert document['options']['stratify'] is True and document['record_options']['image_size'] == [32, 32]
+    assert document['refresh']['mode'] == 'incremental' and document['refresh']['decoded'] == 1
+    first, second = _splits_of(str(output / 'v1')), _splits_of(version_dir)
+    assert {source: second[source] for source in first} == first  # no published image moved
+    # A --full build that leaves the same options out keeps them too, and writes the same bytes.
+    full = [arg if arg != str(output) else str(tmp_path / 'full') for arg in built]
+    assert build_dataset.main([*full, '--version', 'v2', '--full']) == 0
+    assert _files(version_dir) == _files(str(tmp_path / 'full' / 'v2'))
+    # A given --splits other than the published one: refused before any pipeline, nothing published.
+    def no_pipeline(*args, **kwargs):
+        raise AssertionError('a pipeline was built for a refused build')
+    with monkeypatch.context() as patched:
+        patched.setattr(launcher, 'build_pipeline', no_pipeline)
+        assert build_dataset.main([*built, '--version', 'v3', '--splits', 'train=90,validation=10']) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == ('build-dataset: error: --splits train=90,validation=10 would move published images between '
+                   'splits: version v2 was built with --splits train=50,validation=50; give --resplit to deal every '
+                   'image again, or leave --splits out to keep the published splits')
+    assert listing(output) == [layout.LATEST, 'v1', 'v2']
+    # The same --splits given (in another order) is no change; with --resplit another one is taken.
+    assert build_dataset.main([*built, '--version', 'v3', '--splits', 'validation=50,train=50']) == 0
+    assert 'nothing changed since version v2' in capsys.readouterr().out
+    assert build_dataset.main([*built, '--version', 'v3', '--splits', 'train=75,validation=25', '--resplit',
+                               '--split_tolerance', '20']) == 0  # 6 images a class, stratified
+    _, document = load_version(str(output))
+    assert document['version'] == 'v3' and document['options']['splits'] == {'train': 75, 'validation': 25}
+
+
+def test_build_keeps_the_published_settings_as_the_command_line_does(tmp_path):
+    images = _images(tmp_path)
+    output = tmp_path / 'out'
+    common = dict(input=str(images), output=str(output), progress=False,
+                  beam_options=['--direct_running_mode=in_memory'])
+    python_api.build(**common, version='v1', image_size=32, splits={'train': 60, 'validation': 40})
+    (images / 'cross' / 'zz_new.jpg').write_bytes(_fresh_image(images, 42, 'cross'))
+    result = python_api.build(**common, version='v2')
+    assert result['options']['splits'] == {'train': 60, 'validation': 40}
+    assert result['record_options']['image_size'] == [32, 32] and result['refresh']['decoded'] == 1
+    assert 'kept the settings of version v1 not given: --image_size 32, --splits train=60,validation=40' in \
+        result.summary
+    with pytest.raises(UserError) as raised:
+        python_api.build(**common, version='v3', splits={'train': 90, 'validation': 10})
+    assert str(raised.value).startswith('--splits train=90,validation=10 would move published images between splits')
+
+
+def test_identity_is_the_one_rule_of_the_same_build_for_refresh_publication_and_dataset_json(tmp_path):
+    """refresh.plan's "same options" (a refresh that may publish nothing), publication's "same build" (a rerun
+    of a published --version) and dataset.json's options all come from one identity(): they agree on every
+    variation, the naming options (output, version, name) are the only ones it leaves out, and a record
+    option counts once (in record_options, with the encoder)."""
+    images = _images(tmp_path)
+    output = tmp_path / 'out'
+    _refresh(images, output, '--version', 'v1')
+    version_dir, document = load_version(str(output))
+    latest = read_latest(str(output))
+    base = ['--input', str(images), '--output', str(output), '--image_size', '32', *OPTIONS, '--version', 'v1']
+    variations = {(): True, ('--version', 'v9'): True, ('--name', 'other'): True, ('--resplit',): True,
+                  ('--stratify',): False, ('--near_duplicates', 'report'): False, ('--jpeg_quality', '80'): False,
+                  ('--max_error_rate', '0.5'): False, ('--formats', 'tfrecord,array_record'): False}
+    for extra, same in variations.items():
+        config = options.parse_args([*base, *extra])[0]
+        config = refresh.carry_over(config, latest)
+        plan = refresh.plan(config, latest)
+        assert plan.same_options is same, extra
+        assert publication._same_build(document, config.recorded()) is same, extra  # pylint: disable=protected-access
+        assert (metadata.identity(document) == config.identity()) is same, extra
+    config = refresh.carry_over(options.parse_args(base)[0], latest)
+    recorded = config.recorded()
+    assert recorded['options'] == {key: value for key, value in json.loads(json.dumps(document['options'])).items()}
+    assert recorded['record_options'] == document['record_options']
+    assert not set(recorded['options']) & set(recorded['record_options'])
+    assert set(config.describe()) - set(metadata.identity(recorded)['options']) - set(RecordOptions.__annotations__) \
+        == set(metadata.NAMING_OPTIONS)
+
+
+@pytest.mark.parametrize('changed', [('--stratify',), ('--near_duplicates', 'report'), ('--near_duplicates', 'off')])
+def test_a_given_stratify_or_near_duplicates_change_moves_no_published_image(tmp_path, capsys, changed):
+    """Unlike --splits, these change how new images are dealt, not where published ones are: the build is
+    not refused, says so in one line, and every published image keeps its split."""
+    images = _images(tmp_path)
+    output = tmp_path / 'out'
+    _refresh(images, output, '--version', 'v1')
+    (images / 'cross' / 'zz_new.jpg').write_bytes(_fresh_image(images, 43, 'cross'))
+    capsys.readouterr()
+    _refresh(images, output, '--version', 'v2', *changed, '--split_tolerance', '20')
+    shown = ' '.join(changed)
+    was = '--no_stratify' if changed == ('--stratify',) else '--near_duplicates group'
+    assert (f"build-dataset: {shown} differs from version v1's {was}: its images keep their splits; new images "
+            'are dealt by the new setting') in capsys.readouterr().out.splitlines()
+    version_dir, document = load_version(str(output))
+    assert document['version'] == 'v2'
+    first, second = _splits_of(str(output / 'v1')), _splits_of(version_dir)
+    assert {source: second[source] for source in first} == first

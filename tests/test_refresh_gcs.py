@@ -86,9 +86,17 @@ def test_a_gcs_refresh_that_changes_nothing_is_decided_from_the_listing_and_down
     assert isinstance(result, build_result.NothingChanged)
     assert _downloads(faulty_gcs.log, 'images/') == []
     assert gcs_emulator.read_bytes(f'{output}/{layout.LATEST}') == b'v1\n'
-    # A new generation of one object, under the same name and size, is a change.
-    gcs_emulator.upload_bytes(f'{bucket}/images/circle/circle_00000.jpg',
-                              (local / 'circle' / 'circle_00000.jpg').read_bytes())
+    # A new generation of one object with the same bytes (uploaded again) is no change: that object alone is
+    # downloaded, to hash it.
+    data = (local / 'circle' / 'circle_00000.jpg').read_bytes()
+    gcs_emulator.upload_bytes(f'{bucket}/images/circle/circle_00000.jpg', data)
+    faulty_gcs.log.clear()
     _, result = _build(f'{bucket}/images', output, '--version', 'v2')
+    assert isinstance(result, build_result.NothingChanged)
+    assert _downloads(faulty_gcs.log, 'images/') == ['images/circle/circle_00000.jpg']
+    assert gcs_emulator.read_bytes(f'{output}/{layout.LATEST}') == b'v1\n'
+    # Another generation, under the same name and size, with other bytes, is a change.
+    gcs_emulator.upload_bytes(f'{bucket}/images/circle/circle_00000.jpg', data[:-1] + bytes([data[-1] ^ 1]))
+    _, result = _build(f'{bucket}/images', output, '--version', 'v2', '--max_error_rate', '1')  # (no JPEG end)
     assert not isinstance(result, build_result.NothingChanged)
     assert gcs_emulator.read_bytes(f'{output}/{layout.LATEST}') == b'v2\n'

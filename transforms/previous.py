@@ -115,15 +115,45 @@ class ReadPrevious(beam.PTransform):
         return (written, quarantined, duplicates) | 'AllFates' >> beam.Flatten()
 
 
-def _unchanged(ref, facts):
-    return ref.size == facts['size'] and stamp(ref) == tuple(facts['stamp']) and ref.label == facts['label']
+def _unchanged(ref, facts, digest=None):
+    """Whether listed ``ref`` is the input its previous fate (``facts``) was decided for: the same size and
+    class, and the same stamp or, where the stamp moved (a file written again with the same bytes, a
+    copy, a checkout), the same sha256 as its record, read and hashed only then (``digest(ref)``, None when
+    it cannot be read; without ``digest`` a moved stamp is a change). A quarantine line records no sha256:
+    its image is decoded again."""
+    if ref.size != facts['size'] or ref.label != facts['label']:
+        return False
+    if stamp(ref) == tuple(facts['stamp']):
+        return True
+    return digest is not None and facts.get('sha256') is not None and digest(ref) == facts['sha256']
+
+
+_CHUNK = 1 << 20
+
+
+def source_sha256(storage, path):
+    """The hex sha256 of the file at ``path`` (through ``storage``, which hands on each path's own: a
+    ``Storage.for_path``), read a MiB at a time; None when it cannot be read (it is then decoded, and a
+    read error is the decoder's to report)."""
+    digest = hashlib.sha256()
+    try:
+        with storage.for_path(path).open_read(path) as stream:
+            for chunk in iter(lambda: stream.read(_CHUNK), b''):
+                digest.update(chunk)
+    except Exception:  # pylint: disable=broad-except  # missing now, forbidden, retries spent: decode it
+        return None
+    return digest.hexdigest()
 
 
 class _MatchFn(beam.DoFn):
-    def __init__(self):
+    def __init__(self, storage=None):
         self.reused = Metrics.counter(*counters.IMAGES_REUSED)
         self.to_decode = Metrics.counter(*counters.IMAGES_TO_DECODE)
         self._labels = self._index_of = None
+        self._storage = storage  # reads a source whose stamp moved (``_unchanged``); None: a moved stamp is a change
+
+    def _digest(self, ref):
+        return source_sha256(self._storage, ref.path)
 
     def process(self, grouped, labels):
         if labels is not self._labels:  # the side input is the same object for a whole bundle
@@ -135,7 +165,8 @@ class _MatchFn(beam.DoFn):
             return
         # One listing of the source and one previous fate: the usual case. A manifest that lists a path
         # twice is simply decoded again.
-        if len(listed) == 1 and len(previous) == 1 and _unchanged(listed[0], previous[0][1]):
+        if len(listed) == 1 and len(previous) == 1 and _unchanged(
+                listed[0], previous[0][1], self._digest if self._storage is not None else None):
             ref, (fate, facts) = listed[0], previous[0]
             self.reused.inc()
             yield beam.pvalue.TaggedOutput(COUNTS, ('reused', 1))
@@ -164,19 +195,22 @@ class MatchPrevious(beam.PTransform):
     """ImageRef (split assigned) -> {'to_decode': ImageRef, 'reused': RecordRef, 'rejected': Rejected,
     'counts': one {'new', 'changed', 'removed', 'reused': n} dict}.
 
-    ``previous`` is ReadPrevious's output; ``labels`` the singleton side input of the class list.
+    ``previous`` is ReadPrevious's output; ``labels`` the singleton side input of the class list;
+    ``storage`` (a Storage that hands on each source's: ``for_path``) reads the sources whose stamp moved but
+    not their size, to reuse those whose bytes did not change either.
     """
 
-    def __init__(self, previous, labels):
+    def __init__(self, previous, labels, storage=None):
         super().__init__()
         self._previous = previous
         self._labels = labels
+        self._storage = storage
 
     def expand(self, images):
         listed = images | 'KeyBySource' >> beam.Map(lambda ref: (ref.source, ref))
         matched = ({'listed': listed, 'previous': self._previous}
                    | 'JoinBySource' >> beam.CoGroupByKey()
-                   | 'Match' >> beam.ParDo(_MatchFn(), self._labels).with_outputs(
+                   | 'Match' >> beam.ParDo(_MatchFn(self._storage), self._labels).with_outputs(
                        REUSED, REJECTED, COUNTS, main=TO_DECODE))
         counts = (matched[COUNTS]
                   | 'SumCounts' >> beam.CombinePerKey(sum)
@@ -279,10 +313,11 @@ def read_fates(version_dir, document, read_bytes, verdicts=DECODING_VERDICTS):
                 yield from fates(line)
 
 
-def nothing_new_changed_or_removed(listed, fates):
+def nothing_new_changed_or_removed(listed, fates, digest=None):
     """Whether MatchPrevious would count no image new, changed or removed: ``listed`` (ImageRefs, as the
     listing and ResolveLabels leave them) against ``fates`` (``read_fates``), by ``_MatchFn``'s rule: every
-    source listed once, with one fate, of the same size, stamp and class. Stops at the first difference."""
+    source listed once, with one fate, of the same size, stamp and class, or of a moved stamp and the same
+    bytes (``digest(ref)``: read and hashed only then). Stops at the first difference."""
     previous = {}
     for source, fate in fates:
         if source in previous:  # two fates: _MatchFn decodes it again
@@ -290,6 +325,6 @@ def nothing_new_changed_or_removed(listed, fates):
         previous[source] = fate
     for ref in listed:
         fate = previous.pop(ref.source, None)
-        if fate is None or not _unchanged(ref, fate[1]):  # new, listed twice, or changed
+        if fate is None or not _unchanged(ref, fate[1], digest):  # new, listed twice, or changed
             return False
     return not previous  # else removed

@@ -61,7 +61,7 @@ def build_metadata(*, name: str, version: str, created: str, options: dict, reco
         'name': name,
         'version': version,
         'created': created,
-        'options': {key: value for key, value in options.items() if key not in record_options},
+        'options': recorded_options(options, record_options)[0],
         'image': {'channels': F.CHANNELS, 'format': F.IMAGE_FORMAT_JPEG.decode()},
         'features': dict(F.FEATURES),
         'labels': list(labels),
@@ -92,6 +92,29 @@ def build_metadata(*, name: str, version: str, created: str, options: dict, reco
         'refresh': refresh,
         'near_duplicates': near_duplicates,
     }
+
+
+# Recorded options that name a build, not what it builds: they differ between runs of one build.
+NAMING_OPTIONS = ('output', 'version', 'name')
+
+
+def recorded_options(options: typing.Mapping[str, typing.Any],
+                     record_options: typing.Mapping[str, typing.Any]) -> tuple[dict, dict]:
+    """(``options``, ``record_options``) as dataset.json records them: each option once, those that shape a
+    record's bytes in ``record_options`` only."""
+    return {key: value for key, value in options.items() if key not in record_options}, dict(record_options)
+
+
+def identity(document: typing.Mapping[str, typing.Any]) -> dict:
+    """What makes two builds one build, from a dataset.json (or ``BuildConfig.recorded()``: its ``options``
+    and ``record_options``): every recorded option but those that name it (``NAMING_OPTIONS``), and the
+    record options with the encoder that applied them, as JSON gives them back. The one rule for "the same
+    build": a refresh that found nothing changed publishes nothing only under it
+    (``imgrec.pipelines.refresh``), and a rerun of a published --version is the build that published it
+    only under it (``imgrec.storage.publication``)."""
+    upgraded = current(dict(document))
+    options = {key: value for key, value in (upgraded.get('options') or {}).items() if key not in NAMING_OPTIONS}
+    return json.loads(json.dumps({'options': options, 'record_options': upgraded.get('record_options') or {}}))
 
 
 def split_shares(written: dict[str, int], weights: dict[str, int]) -> dict[str, dict[str, float]]:

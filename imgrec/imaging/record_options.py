@@ -7,7 +7,10 @@ the contract stays free of Pillow. ``dataset.json`` keeps them as the plain ``re
 """
 import dataclasses
 
+from imgrec.console.errors import UserError
 from imgrec.imaging import image_ops
+
+MAX_IMAGE_SIDE = 8192
 
 
 @dataclasses.dataclass(frozen=True)
@@ -18,6 +21,24 @@ class RecordOptions:
     jpeg_quality: int = 90
     max_pixels: int = image_ops.DEFAULT_MAX_PIXELS
     min_size: int = 1
+
+    def __post_init__(self):
+        """Refuses what no encoder can apply, in the command line's one-line messages: the command line and
+        ``build()`` construct this alike, and both get them."""
+        size = self.image_size
+        if len(size) != 2 or not all(isinstance(side, int) and not isinstance(side, bool) for side in size):
+            raise UserError(f'--image_size must be N or HxW (e.g. 192 or 192x256), got {size!r}')
+        shown = show_size(size)
+        if min(size) < 1:
+            raise UserError(f'--image_size must be at least 1x1, got {shown!r}')
+        if max(size) > MAX_IMAGE_SIDE:
+            raise UserError(f'--image_size must be at most {MAX_IMAGE_SIDE} a side, got {shown!r}')
+        if self.resize not in image_ops.RESIZE_MODES:
+            raise UserError(f"--resize must be one of {', '.join(image_ops.RESIZE_MODES)}, got {self.resize!r}")
+        if not 1 <= self.jpeg_quality <= 100:
+            raise UserError(f'--jpeg_quality must be between 1 and 100, got {self.jpeg_quality}')
+        if self.max_pixels < 1 or self.min_size < 1:
+            raise UserError('--max_pixels and --min_size must be at least 1')
 
     def recorded(self):
         """The ``record_options`` object of dataset.json: these options, and the encoder that applies them."""
@@ -31,3 +52,9 @@ class RecordOptions:
 
 
 NAMES = tuple(field.name for field in dataclasses.fields(RecordOptions))
+
+
+def show_size(size) -> str:
+    """(192, 192) -> '192'; (192, 256) -> '192x256': as --image_size is written."""
+    height, width = size
+    return str(height) if height == width else f'{height}x{width}'

@@ -39,7 +39,7 @@ import signal
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from imgrec.contract import layout, shard_check, version_ref
+from imgrec.contract import layout, metadata, shard_check, version_ref
 from imgrec.console.errors import BuildFailed, UserError
 from imgrec.storage import leases, retries, storage
 from imgrec.storage.storage import Storage
@@ -285,15 +285,11 @@ def _read(path: str, files: Storage | None) -> bytes | None:
 
 # -- the steps: promote, move LATEST, prune ---------------------------------------------------------------
 
-def _same_build(published: Mapping[str, Any], options: Mapping[str, Any]) -> bool:
-    """Whether a published dataset.json came from a run of the same build command: the same options, as
-    recorded (the output aside: an output folder may have been copied or moved)."""
-    def comparable(recorded: Any) -> Any:
-        return {name: value for name, value in json.loads(json.dumps(recorded or {})).items() if name != 'output'}
-
-    # Format 2 records the options that shape a record once, in ``record_options`` (beside the encoder's).
-    shaping = {name: value for name, value in (published.get('record_options') or {}).items() if name in options}
-    return comparable({**(published.get('options') or {}), **shaping}) == comparable(options)
+def _same_build(published: Mapping[str, Any], built: Mapping[str, Any]) -> bool:
+    """Whether a published dataset.json came from a run of the same build as ``built`` (a dataset.json, or
+    ``BuildConfig.recorded()``): ``metadata.identity``, the one rule for it (the output aside: an output
+    folder may have been copied or moved)."""
+    return metadata.identity(published) == metadata.identity(built)
 
 
 THIS_BUILD, EARLIER_RUN = 'this build', 'an earlier run'
@@ -321,7 +317,7 @@ def published_by(publication: Publication) -> str | None:
         recorded = json.loads(data)
     except ValueError:
         recorded = {}
-    if _same_build(recorded, publication.document.get('options') or {}) and \
+    if _same_build(recorded, publication.document) and \
             _latest_version(publication.output, publication.storage) == publication.version:
         if _nothing_new_since(publication.document, publication.version):
             return EARLIER_RUN
@@ -643,18 +639,18 @@ def tidy(output: str, clean: bool = False, files: Storage | None = None) -> Tidi
     return Tidied(removed, tuple(pruned), tuple(published))
 
 
-def refuse_published(output: str, version: str, options: Mapping[str, Any],
+def refuse_published(output: str, version: str, recorded: Mapping[str, Any],
                      files: Storage | None = None) -> None:
     """Before a build, after ``tidy``: refuses a --version that is published already, unless LATEST names it
-    and it was built with the same ``options`` (dataset.json's): a rerun of the build that published it.
+    and it is the same build (``recorded``: ``BuildConfig.recorded()``): a rerun of the build that published it.
     That rerun refreshes the version; it ends with nothing published when it finds nothing new, and
     fails at promotion (``published_by``) when it does."""
     data = _read(layout.join(output, version, layout.DATASET_JSON), files)
     if data is None:
         return
     try:
-        recorded = json.loads(data)
+        published = json.loads(data)
     except ValueError:
-        recorded = {}
-    if not (_same_build(recorded, options) and _latest_version(output, files) == version):
+        published = {}
+    if not (_same_build(published, recorded) and _latest_version(output, files) == version):
         raise UserError(f'version {version} already exists in {output}; pass another --version')

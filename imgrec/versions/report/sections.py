@@ -295,6 +295,9 @@ def class_warnings(document):
                 f'({written[smallest]}): over {IMBALANCE_RATIO} times. Classes with under 1/{IMBALANCE_RATIO} of '
                 f'the largest\'s images: {_names(small, written)}. A model sees them rarely: weight the classes '
                 'in training or gather more of their images.')))
+    if len(document.get('labels') or ()) == 1:
+        found.append(('single-class', f'One class only, <code>{escape(document["labels"][0])}</code>: every image has '
+                      'the same label, so a classifier learns nothing. Give each class its own folder.'))
     if classes.get('empty'):
         found.append(('empty-classes', f'Empty classes (no image written): {_names(classes["empty"])}.'))
     if classes.get('fewer_than_splits'):
