@@ -735,7 +735,7 @@ def render(version, build_seconds=None, pruning=None, files=None):
           human_bytes(total_bytes)]], numeric=range(6))]
     parts += _warnings_section(document)
     parts += _shares_section(document)
-    parts += _options_section(options)
+    parts += _options_section(options, document.get('record_options'))
 
     near = near_duplicate_pairs(version.path, files=files)
     facts = image_facts(version.path, document, {row['source'] for pair in near[1] for row in pair[3:]}, files)
@@ -780,10 +780,12 @@ def _page(title, meta, head, parts):
             + '\n'.join([*head, contents(parts), *parts]) + '\n</body></html>\n')
 
 
-def _options_section(options):
+def _options_section(options, record_options=None):
+    """The build's options, those that shape the records (``record_options``: image_size, resize,
+    jpeg_quality...) included: dataset.json keeps the two apart, a reader asks for both."""
     return ['<h2 id="options">Options</h2>' + _table(['option', 'value'], [
         [_e(key), f'<code>{_e(json.dumps(value, ensure_ascii=False))}</code>']
-        for key, value in sorted(options.items())])]
+        for key, value in sorted({**options, **(record_options or {})}.items())])]
 
 
 FAILED_COUNTS = ('inputs', 'written', 'quarantined', 'duplicates', 'ignored')
@@ -829,7 +831,7 @@ def render_failed(staging_dir, failure, files=None):
     else:
         parts.append('<h2 id="quarantine">Quarantine</h2><p class="muted">Not listed: the build stopped before '
                      'its publish step wrote the quarantine.</p>')
-    parts += _options_section(options)
+    parts += _options_section(options, document.get('record_options'))
     parts.append('<h2 id="left">What it left</h2><p>This staging folder, kept for diagnosis. A later build into '
                  'the same output removes it once a newer version is published there, and one run with '
                  '<code>--clean</code> removes it at once; neither while a running build holds a lease on it.</p>')
