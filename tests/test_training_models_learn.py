@@ -8,10 +8,12 @@ This is what caught MobileNetV2 at chance on validation while its training accur
 with moving batch normalisation statistics that lagged its weights, it answered one class for every
 image (25%). ``DistributedSteps.recompute_norm_statistics`` is why it learns now.
 """
+import keras
+import numpy as np
 import pytest
 import tensorflow as tf
 
-from imgrec.training import dataset_version, model as model_lib, trainer
+from imgrec.training import dataset_version, loop, model as model_lib, trainer
 from imgrec.training.config import TrainConfig
 from imgrec.training.train import BUILT_IN_MODELS
 from tests import training_fixtures as fixtures
@@ -65,3 +67,22 @@ def test_every_model_beats_chance_on_validation(name, shapes, tmp_path, monkeypa
     accuracies = _validation_accuracy(name, shapes, str(tmp_path), monkeypatch)
     assert len(accuracies) == EPOCHS
     assert accuracies[-1] >= PASS_ACCURACY, f'{name}: validation accuracy by epoch {accuracies}, chance 0.25'
+
+
+def test_the_statistics_pass_sets_every_batch_norm_to_the_mean_of_its_batch_statistics():
+    """Two batches through ``recompute_norm_statistics``: the first and the last layer's moving mean and
+    variance are the mean over the batches of what each layer computes from a batch when training."""
+    keras.utils.set_random_seed(0)
+    model = model_lib.build_model('small_cnn', (16, 16, 3), CLASSES)
+    steps = loop.DistributedSteps(tf.distribute.get_strategy(), model, keras.optimizers.Adam(), 4)
+    batches = np.random.default_rng(0).integers(0, 256, (2, 4, 16, 16, 3), dtype=np.uint8)
+    data = tf.data.Dataset.from_tensor_slices(batches).map(lambda images: (images, tf.zeros([4], tf.int32)))
+    steps.recompute_norm_statistics(iter(data), tf.constant(2))
+    norms = loop.batch_normalizations(model)
+    for layer in (norms[0], norms[-1]):
+        inputs = keras.Model(model.input, layer.input)
+        values = [inputs(batch, training=True).numpy() for batch in batches]
+        np.testing.assert_allclose(layer.moving_mean.numpy(), np.mean([v.mean((0, 1, 2)) for v in values], 0),
+                                   rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(layer.moving_variance.numpy(), np.mean([v.var((0, 1, 2)) for v in values], 0),
+                                   rtol=1e-4, atol=1e-5)

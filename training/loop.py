@@ -42,7 +42,7 @@ class DistributedSteps:
         self.evaluate = tf.function(self._evaluate_fn)
         self._norms = batch_normalizations(model)
         # The input of every batch normalisation layer, from the model's input (they are in its graph).
-        self._norm_inputs = keras.Model(model.inputs, [layer.input for layer in self._norms]) if self._norms else None
+        self._norm_inputs = keras.Model(model.input, [layer.input for layer in self._norms]) if self._norms else None
         self.recompute_norm_statistics = tf.function(self._recompute_fn)
 
     def _gradients_fn(self, images, labels):
