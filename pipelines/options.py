@@ -90,7 +90,7 @@ def _option_value(args, option):
 
 _EPILOG = """\
 Every other option goes to Apache Beam, for example:
-  --runner                 DirectRunner (default: multi-processing, one worker per core) or DataflowRunner
+  --runner                 DirectRunner (in_memory below 1,500 images, else a process per core) or DataflowRunner
   --direct_running_mode    in_memory: in this process, decoding on a thread per core (less CPU and memory)
   --direct_num_workers     local worker processes
   --project, --region      the Google Cloud project and region of a Dataflow job

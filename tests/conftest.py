@@ -1,11 +1,15 @@
 """Shared fixtures: small generated image folders and datasets built by the real pipeline."""
 import os
+import subprocess
+import sys
 
 import pytest
 
 from imgrec.contract import layout, version_ref
 from imgrec.pipelines import launcher
 from imgrec.samples.generate import write_images
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Small images keep the suite fast; the pipeline does the same work on any size.
 SMALL = dict(min_side=40, max_side=120)
@@ -54,3 +58,23 @@ def listing(output):
 
 def versions(output):
     return [name for name in listing(output) if name != 'LATEST']
+
+
+@pytest.fixture(scope='session')
+def wheel(tmp_path_factory):
+    """The project's wheel, built from this checkout as a release is (no build isolation: offline)."""
+    out = tmp_path_factory.mktemp('wheel')
+    subprocess.run([sys.executable, '-m', 'pip', 'wheel', '--quiet', '--no-deps', '--no-build-isolation',
+                    '--wheel-dir', str(out), ROOT], check=True, capture_output=True, cwd=str(out))
+    (path,) = out.glob('*.whl')
+    return path
+
+
+@pytest.fixture(scope='session')
+def installed_wheel(wheel, tmp_path_factory):
+    """A folder holding ``wheel`` installed, and nothing else: put it alone on a ``python -S`` process's path
+    (with the venv's site-packages after it for the dependencies) to import what a user's install holds."""
+    target = tmp_path_factory.mktemp('installed') / 'site'
+    subprocess.run([sys.executable, '-m', 'pip', 'install', '--quiet', '--no-deps', '--target', str(target),
+                    str(wheel)], check=True, capture_output=True)
+    return target

@@ -1,26 +1,15 @@
 """Installed names cannot collide: everything installs under the one import root, ``imgrec``.
 
-The wheel is built from this checkout and installed into a folder of its own, then imported from a
-process that sees only that folder, as a user's environment would.
+The wheel is built from this checkout and installed into a folder of its own (conftest's ``wheel`` and
+``installed_wheel``), then imported from a process that sees only that folder, as a user's environment would.
 """
 import os
 import subprocess
 import sys
 import zipfile
 
-import pytest
-
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 COMMON_WORDS = ('contract', 'pipelines', 'transforms', 'training', 'samples')
-
-
-@pytest.fixture(scope='module')
-def wheel(tmp_path_factory):
-    out = tmp_path_factory.mktemp('wheel')
-    subprocess.run([sys.executable, '-m', 'pip', 'wheel', '--quiet', '--no-deps', '--no-build-isolation',
-                    '--wheel-dir', str(out), ROOT], check=True, capture_output=True, cwd=str(out))
-    (path,) = out.glob('*.whl')
-    return path
 
 
 def _top_level(wheel_path):
@@ -41,10 +30,8 @@ def test_console_scripts_point_inside_the_namespace(wheel):
     assert targets and all(t.startswith('imgrec.') for t in targets)
 
 
-def test_installed_the_common_words_are_free_for_the_users_own_modules(wheel, tmp_path):
-    target = tmp_path / 'site'
-    subprocess.run([sys.executable, '-m', 'pip', 'install', '--quiet', '--no-deps', '--target', str(target),
-                    str(wheel)], check=True, capture_output=True)
+def test_installed_the_common_words_are_free_for_the_users_own_modules(installed_wheel, tmp_path):
+    target = installed_wheel
     probe = ('import importlib.util, imgrec.contract.layout as layout; print(layout.__file__); '
              f'print(*[importlib.util.find_spec(name) is None for name in {COMMON_WORDS!r}])')
     # -S: no site-packages (the checkout is on the venv's path), only the installed folder, from a folder

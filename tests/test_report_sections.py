@@ -354,3 +354,35 @@ def test_the_table_of_contents_links_every_section_and_the_warnings_show(imbalan
     assert {'Warnings', 'Split shares', 'Splits', 'Quarantine'} <= set(shown['headings'])
     assert shown['warnings'][:2] == ['imbalance', 'tiny-classes']
     assert 'ArrayRecord shard' in shown['text']
+
+
+def test_the_changes_table_shows_written_and_listed_counts_and_says_why_they_differ(tmp_path):
+    """A new input that is quarantined, and a new exact copy that sorts before its original (so the copy is
+    written and the original is not): the build lists 2 new and 1 removed, the records have 1 new and 2
+    removed. Both rows show, each named, with the line that says why."""
+    root, output = tmp_path / 'in', tmp_path / 'out'
+    for c, label in enumerate(('a', 'b')):
+        os.makedirs(root / label)
+        for i in range(4):
+            _photo(root / label / f'img_{i}.jpg', seed=10 * c + i, size=(60, 45))
+    options = ('--splits', 'train=50,validation=50', '--progress', 'off', '--max_error_rate', '0.5')
+    build(str(root), output, *options, '--version', 'v1')
+    shutil.copy(root / 'a' / 'img_1.jpg', root / 'a' / 'aaa_copy.jpg')
+    (root / 'b' / 'broken.jpg').write_bytes(b'not a jpeg')
+    os.remove(root / 'b' / 'img_3.jpg')
+    build(str(root), output, *options, '--version', 'v2')
+    refresh = metadata.loads((output / 'v2' / layout.DATASET_JSON).read_text(encoding='utf-8'))['refresh']
+    assert (refresh['new'], refresh['changed'], refresh['removed']) == (2, 0, 1)
+    changes = _section(_page(str(output / 'v2')), 'changes')
+    assert 'a 1 0 1' in changes and 'b 0 0 1' in changes
+    assert 'all classes 1 0 2 input files listed by the build 2 0 1' in changes
+    assert 'Listed and written counts differ' in changes and 'quarantined' in changes
+    assert 'Listed and written counts differ' not in _section(_page(str(output / 'v1')), 'changes')
+
+
+def test_the_options_table_shows_the_record_options_too(refreshed):
+    _, v2, _ = refreshed
+    options = _section(_page(v2), 'options')
+    for option, value in (('image_size', '[32, 32]'), ('resize', '"crop"'), ('jpeg_quality', '90')):
+        assert f'{option} {value}' in options
+    assert 'splits {"train": 50, "validation": 50}' in options

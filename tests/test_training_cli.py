@@ -192,3 +192,16 @@ def test_a_resume_on_another_dataset_names_the_pinned_version_and_how_to_start_a
     assert result.returncode == 2
     assert result.stderr == (f"train-model: error: no dataset found at {tmp_path / 'missing'}: "
                              f"expected dataset.json or LATEST there\n")
+
+
+def test_a_single_class_dataset_is_refused_in_one_line_unless_allowed(tmp_path, capsys):
+    """A model trained on one class is right every time and learns nothing: refused before TensorFlow starts."""
+    data = str(tmp_path / 'one_class')
+    fixtures.write_dataset(data, {'train': (8, 1), 'validation': (4, 1)}, labels=('circle',))
+    argv = ['--data', data, '--model_dir', str(tmp_path / 'model')]
+    assert train.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count('\n') == 1 and err.startswith('train-model: error: ')
+    assert "split 'train'" in err and "only class 'circle'" in err and '--allow_single_class' in err
+    config = train.parse_config([*argv, '--allow_single_class'])
+    assert config.allow_single_class and train.check_data(config).labels == ['circle']

@@ -24,7 +24,7 @@ def _recording_train(trace_path, delay_s, argv):
     import keras
     import numpy as np
 
-    from imgrec.training import model as model_lib, train
+    from imgrec.training import loop, model as model_lib, train
 
     class RecordIds(keras.layers.Layer):
         """Passes images through; while training, appends their record ids to the trace file."""
@@ -43,6 +43,9 @@ def _recording_train(trace_path, delay_s, argv):
                 return tf.identity(images)
 
     model_lib.MODELS['recording_cnn'] = lambda images: model_lib.small_cnn(RecordIds()(images))
+    # The batch-norm statistics pass after each epoch also calls the model in training mode, on the epoch's
+    # first batches: its lines would read as training steps. It trains nothing and reads no position.
+    loop.DistributedSteps._recompute_fn = lambda self, iterator, steps: None  # pylint: disable=protected-access
     sys.exit(train.main([*argv, '--model', 'recording_cnn']))
 
 

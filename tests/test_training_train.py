@@ -15,6 +15,7 @@ from imgrec import training
 from imgrec.contract import features as F, layout
 from tests import training_fixtures as fixtures
 from imgrec.training import dataset, dataset_version, example_parsing, export, model as model_lib, run_state, train
+from imgrec.training import trainer
 
 EPOCHS, BATCH = 2, 8
 
@@ -97,8 +98,27 @@ def test_rerun_of_a_finished_run_trains_no_more_steps(trained, built_dataset, ca
     assert train.main(['--data', built_dataset, '--epochs', str(EPOCHS), '--batch_size', str(BATCH),
                        '--model_dir', model_dir]) == 0
     out = capsys.readouterr().out
-    assert f'already holds all {EPOCHS * _steps_per_epoch(built_dataset)} steps' in out
+    steps = _steps_per_epoch(built_dataset)
+    assert f'already holds {EPOCHS * steps} steps ({EPOCHS} epoch(s) of {steps} steps), and --epochs {EPOCHS} ' \
+           f'needs {EPOCHS * steps}: nothing to train' in out
     assert not [line for line in out.splitlines() if line.startswith('epoch ')]
+
+
+def test_a_finished_run_resumed_with_fewer_epochs_says_how_many_it_holds(trained, built_dataset, capsys):
+    model_dir, _ = trained
+    assert train.main(['--data', built_dataset, '--epochs', '1', '--batch_size', str(BATCH),
+                       '--model_dir', model_dir]) == 0
+    out = capsys.readouterr().out
+    steps = _steps_per_epoch(built_dataset)
+    assert f'already holds {EPOCHS * steps} steps ({EPOCHS} epoch(s) of {steps} steps), and --epochs 1 needs ' \
+           f'{steps}: nothing to train' in out
+    assert not [line for line in out.splitlines() if line.startswith('epoch ')]
+
+
+def test_steps_are_told_in_the_epochs_they_make():
+    assert trainer.held_epochs(128, 16) == '8 epoch(s)'
+    assert trainer.held_epochs(120, 16) == '7 epoch(s) and 8 step(s)'
+    assert trainer.held_epochs(5, 16) == '0 epoch(s) and 5 step(s)'
 
 
 def test_resume_refuses_changed_settings(trained, built_dataset, capsys):

@@ -12,10 +12,10 @@ import os
 import random
 
 import numpy as np
-from PIL import Image
+from PIL import Image, ImageDraw
 
 from imgrec.contract import example, features as F, layout, metadata, tfrecord
-from imgrec.samples import generate
+from imgrec.samples import one_style
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # cwd for `python -m tests.<module>`
 ID_BITS = 8
@@ -49,6 +49,26 @@ def decode_ids(images):
     return ids
 
 
+def plain_shape(kind, size, rng):
+    """A uint8 [size, size, 3] image of one white ``kind`` of sample shape, at a random place and size, on
+    black: the sample shapes without the demo's backgrounds, which a network learns in a few dozen steps."""
+    image = Image.new('RGB', (size, size))
+    radius = rng.uniform(0.25, 0.4) * size
+    cx, cy = rng.uniform(radius, size - radius), rng.uniform(radius, size - radius)
+    draw, box = ImageDraw.Draw(image), (cx - radius, cy - radius, cx + radius, cy + radius)
+    if kind == 'circle':
+        draw.ellipse(box, fill='white')
+    elif kind == 'square':
+        draw.rectangle(box, fill='white')
+    elif kind == 'triangle':
+        draw.polygon([(cx, cy - radius), (cx - radius, cy + radius), (cx + radius, cy + radius)], fill='white')
+    else:  # a cross
+        bar = radius / 3
+        draw.rectangle((cx - radius, cy - bar, cx + radius, cy + bar), fill='white')
+        draw.rectangle((cx - bar, cy - radius, cx + bar, cy + radius), fill='white')
+    return np.asarray(image, np.uint8)
+
+
 def _jpeg(pixels):
     buffer = io.BytesIO()
     Image.fromarray(pixels).save(buffer, format='JPEG', quality=90)
@@ -74,8 +94,10 @@ def write_dataset(output, splits, *, image_size=32, labels=('circle', 'square', 
             label = record_id % len(labels)
             if content == 'ids':
                 pixels = id_image(record_id, image_size)
+            elif content == 'plain_shapes':
+                pixels = plain_shape(labels[label], image_size, rng)
             else:
-                drawn = generate.draw_image(labels[label], image_size, image_size, rng)
+                drawn = one_style.draw_render(labels[label], image_size, image_size, rng)  # seeded noise
                 pixels = np.asarray(drawn, np.uint8)
             encoded = _jpeg(pixels)
             source = f'{labels[label]}/{record_id:05d}.jpg'

@@ -28,6 +28,7 @@ class TrainConfig:
     cycle_length: int | None = None
     block_length: int = 1
     deterministic: bool = True
+    allow_single_class: bool = False  # train on a split of one class (refused otherwise)
     # training
     model: str = 'small_cnn'
     epochs: int = 10

@@ -72,6 +72,8 @@ def _parser():
     data.add_argument('--cycle_length', type=_positive, help='shards read at once (default: all, up to 16)')
     data.add_argument('--block_length', type=_positive, default=1, help='records taken from a shard in turn')
     data.add_switch('--deterministic', default=True, help='fixed record order (needed for an exact mid-epoch resume)')
+    data.add_switch('--allow_single_class', help='train even when the training split holds only one class '
+                                                 '(refused by default: every prediction would be right)')
     run = parser.add_group('training')
     run.add_argument('--model', default='small_cnn', help=f'network: {BUILT_IN_MODELS}')
     run.add_argument('--epochs', type=_positive, default=10, help='passes over the training split')
@@ -155,8 +157,22 @@ def check_data(config):
     splits = [config.train_split, config.eval_split]
     for split in splits:
         source.check_split(split)
+    if not config.allow_single_class:
+        check_classes(source, config.train_split)
     source.check_shards(splits)
     return source
+
+
+def check_classes(source: dataset_version.DatasetVersion, split: str) -> None:
+    """Refuses a ``split`` whose records are all of one class: a model trained on it reaches 100% accuracy
+    by always answering that class, which reads as success and has learnt nothing."""
+    counts = source.metadata['splits'][split].get('class_counts') or dict.fromkeys(source.labels, 1)
+    present = [label for label in source.labels if counts.get(label, 0)]
+    if len(present) < 2:
+        what = f'only class {present[0]!r}' if present else 'no class with records'
+        raise UserError(f'split {split!r} of {source.directory} holds {what} (of {len(source.labels)} label(s)): '
+                        'a model trained on it is always right and learns nothing; build it with a folder per '
+                        'class, or pass --allow_single_class')
 
 
 @contextlib.contextmanager

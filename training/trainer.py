@@ -31,6 +31,10 @@ from imgrec.training.batching import DEFAULT_PER_REPLICA_BATCH, TPU_PER_REPLICA_
 
 log = logging.getLogger('imgrec.training')
 
+# Training images whose batch statistics set the batch normalisation layers' moving statistics after every
+# epoch (at most an epoch's): pycls' default for its precise BN.
+NORM_STATISTICS_IMAGES = 8192
+
 
 class Inputs(typing.NamedTuple):
     """The run's two readers and its global batch size (images of one step over all replicas)."""
@@ -60,8 +64,9 @@ def train(config: TrainConfig, source: DatasetVersion) -> None:
     log.info('model: %s, %d parameters, %s; model_dir %s', config.model, model.count_params(),
              keras.mixed_precision.global_policy().name, config.model_dir)
     if start >= config.epochs * steps_per_epoch:
-        log.info('%s already holds all %d steps of %d epoch(s): nothing to train', config.model_dir, start,
-                 config.epochs)
+        log.info('%s already holds %d steps (%s of %d steps), and --epochs %d needs %d: nothing to train',
+                 config.model_dir, start, held_epochs(start, steps_per_epoch), steps_per_epoch, config.epochs,
+                 config.epochs * steps_per_epoch)
     elif start:
         log.info('resuming from step %d: epoch %d, step %d of %d', start, start // steps_per_epoch + 1,
                  start % steps_per_epoch, steps_per_epoch)
@@ -71,6 +76,13 @@ def train(config: TrainConfig, source: DatasetVersion) -> None:
         model, layout.join(config.model_dir, 'export', str(int(checkpoints.step.numpy()))),
         labels=source.labels, image_shape=source.image_shape, resize_mode=source.resize_mode)
     log.info('exported SavedModel to %s in %.1f s', path, time.perf_counter() - export_start)
+
+
+def held_epochs(steps: int, steps_per_epoch: int) -> str:
+    """``steps`` in epochs of ``steps_per_epoch``, as '8 epoch(s)' or '7 epoch(s) and 8 step(s)': a finished
+    run resumed with fewer --epochs must say how many it holds, not how many were asked."""
+    epochs, rest = divmod(steps, steps_per_epoch)
+    return f'{epochs} epoch(s)' + (f' and {rest} step(s)' if rest else '')
 
 
 def _accelerator(config):
@@ -148,6 +160,7 @@ def _fit(config, accelerator, inputs, model, optimizer, checkpoints):
                for name in ('train', 'validation')}
     progress = Progress(None if config.quiet else config.progress_seconds)
     every = config.checkpoint_steps
+    norm_steps = min(steps_per_epoch, -(-NORM_STATISTICS_IMAGES // global_batch))
     start = int(checkpoints.step.numpy())
     for epoch in range(start // steps_per_epoch, config.epochs):
         epoch_start = time.perf_counter()
@@ -175,6 +188,9 @@ def _fit(config, accelerator, inputs, model, optimizer, checkpoints):
             if every and (step + count) % every == 0 and done < steps_per_epoch:
                 checkpoints.save(step + count)
         train_seconds = time.perf_counter() - epoch_start
+        with _naming_damaged_shards(train_reader):  # before evaluating and checkpointing: loop's docstring says why
+            steps.recompute_norm_statistics(iter(strategy.distribute_datasets_from_function(
+                functools.partial(train_reader.dataset, epoch=epoch))), tf.constant(norm_steps))
         checkpoints.save((epoch + 1) * steps_per_epoch)
         with _naming_damaged_shards(eval_reader):
             evaluation = steps.evaluate(iter(eval_data), tf.constant(eval_steps)).numpy()

@@ -63,7 +63,7 @@ def render(version, build_seconds=None, pruning=None, files=None):
           human_bytes(total_bytes)]], numeric=range(6))]
     parts += warnings_section(document)
     parts += shares_section(document)
-    parts += options_section(options)
+    parts += options_section(options, document.get('record_options'))
 
     near = near_duplicate_pairs(version.path, files=files)
     facts = image_facts(version.path, document, {row['source'] for pair in near[1] for row in pair[3:]}, files)

@@ -351,27 +351,40 @@ def class_table_section(document, labels):
                                                    numeric=range(1, len(splits) + 2)) + '</div>']
 
 
+_CHANGE_KINDS = ('new', 'changed', 'removed')
+
+
 def changes_section(version, files=None):
-    """Changes since the previous version: the build's counts, and new, changed and removed per class."""
+    """Changes since the previous version: new, changed and removed per class, of the written images, beside
+    the build's own counts of the input files it listed.
+
+    The two count different things and can differ: an input that is listed but not written (quarantined,
+    or dropped as a duplicate) counts as new or removed in the listing and not in the records, or the other
+    way round. So both sit in one table, each row named for what it counts, with a line that says why
+    they differ when they do (they once stood apart, both called new and removed, and disagreed).
+    """
     document = version.document
     refresh = document.get('refresh') or {}
     parts = ['<h2 id="changes">Changes since the previous version</h2>']
     previous = refresh.get('previous')
     if not previous:
         return parts + ['<p class="muted">The first version: no previous version to compare with.</p>']
-    counts = ', '.join(f'{key} {refresh[key]}' for key in ('new', 'changed', 'removed', 'reused', 'decoded')
-                       if refresh.get(key) is not None)
-    parts.append(f'<p>Previous version <code>{escape(previous)}</code>; build: {escape(refresh.get("mode"))}'
-                 + (f' ({escape(refresh["full_reason"])})' if refresh.get('full_reason') else '')
-                 + (f'. Inputs listed: {escape(counts)}.' if counts else '.') + '</p>')
+    listed = [refresh.get(key) for key in _CHANGE_KINDS]
+    work = ', '.join(f'{key} {refresh[key]}' for key in ('reused', 'decoded') if refresh.get(key) is not None)
+    head = (f'<p>Previous version <code>{escape(previous)}</code>; build: {escape(refresh.get("mode"))}'
+            + (f' ({escape(refresh["full_reason"])})' if refresh.get('full_reason') else ''))
     output = (document.get('options') or {}).get('output')
     try:
         before = version_lib.load(layout.join(output, previous), files) if output else None
     except version_lib.InspectionError:
         before = None
     if before is None or not before.document.get('index') or not document.get('index'):
-        return parts + [f'<p class="muted">Version <code>{escape(previous)}</code> or its record index is no longer '
+        counts = ', '.join(f'{key} {value}' for key, value in zip(_CHANGE_KINDS, listed) if value is not None)
+        return parts + [head + (f'. Input files listed: {escape(", ".join(filter(None, [counts, work])))}.'
+                                if counts or work else '.') + '</p>',
+                        f'<p class="muted">Version <code>{escape(previous)}</code> or its record index is no longer '
                         'there (pruned?): no per-class changes.</p>']
+    parts.append(head + (f'. Inputs {escape(work)}.' if work else '.') + '</p>')
     changes = class_changes(version.path, document, before.path, before.document, files)
     labels = [label for label in [*document['labels'], *before.document['labels']] if label in changes]
     labels = list(dict.fromkeys(labels))
@@ -380,12 +393,18 @@ def changes_section(version, files=None):
         rows.append([escape(label), *changes[label]])
     totals = [sum(change[i] for change in changes.values()) for i in range(3)]
     rows.append(['<strong>all classes</strong>', *totals])
+    if any(value is not None for value in listed):
+        rows.append(['input files listed by the build', *['' if value is None else value for value in listed]])
     parts.append(f'<p class="muted">Written images against version <code>{escape(previous)}</code>\'s record index: '
                  'new (not written there), changed (other bytes or class) and removed (written there, not here)'
                  + (f'; the {EXTREMES} classes of the {len(labels)} with the most changes' if len(labels) > MAX_BARS
-                    else '') + '.</p>')
+                    else '') + '. The last row counts the input files the build listed instead.</p>')
     parts.append('<div id="changes-table">' + table(['class', 'new', 'changed', 'removed'], rows,
                                                     numeric=(1, 2, 3)) + '</div>')
+    if any(value is not None and value != total for value, total in zip(listed, totals)):
+        parts.append('<p id="changes-differ">Listed and written counts differ: an input listed but not written '
+                     '(quarantined, or dropped as a duplicate) in one of the two versions counts in the listing '
+                     'and not in the records; the Quarantine and Duplicates sections name them.</p>')
     return parts
 
 
@@ -434,7 +453,9 @@ def split_section(name, info, labels):
                                                     numeric=(1, 2, 4, 5) if arrays else (1, 2)) + '</div>']
 
 
-def options_section(options):
+def options_section(options, record_options=None):
+    """The build's options, those that shape the records (``record_options``: image_size, resize,
+    jpeg_quality...) included: dataset.json keeps the two apart, a reader asks for both."""
     return ['<h2 id="options">Options</h2>' + table(['option', 'value'], [
         [escape(key), f'<code>{escape(json.dumps(value, ensure_ascii=False))}</code>']
-        for key, value in sorted(options.items())])]
+        for key, value in sorted({**options, **(record_options or {})}.items())])]
