@@ -18,10 +18,11 @@ from apache_beam.options.pipeline_options import (
 )
 from apache_beam.runners.runner import PipelineResult
 
-from imgrec.console.command import Command, was_interrupted
+from imgrec.console.command import Command, sigterm_as_interrupt, terminated, was_interrupted
 from imgrec.console.errors import (
     BuildFailed,
     Interrupted,
+    Terminated,
     UserError,
     build_failure_message,
 )
@@ -141,12 +142,13 @@ def main(argv: typing.Sequence[str] | None = None) -> int:
             internals.check(internals.needed(local_worker_count(options), config.progress))
         command.begin(verbose=config.verbose, hold=is_local(options))
         try:
-            config, facts, result = launch(config, facts, options)
+            with sigterm_as_interrupt():  # SIGTERM stops the build as Ctrl-C does, and says what it left
+                config, facts, result = launch(config, facts, options)
         except KeyboardInterrupt:
-            raise Interrupted(left_behind(config, facts, options)) from None
+            raise stopped(left_behind(config, facts, options)) from None
         except Exception as error:  # a runner wraps our BuildFailed, and a Ctrl-C, in its own exception types
-            if was_interrupted(error):
-                raise Interrupted(left_behind(config, facts, options)) from None
+            if was_interrupted(error) or terminated():
+                raise stopped(left_behind(config, facts, options)) from None
             message = build_failure_message(error)
             if message is None:
                 raise
@@ -155,6 +157,11 @@ def main(argv: typing.Sequence[str] | None = None) -> int:
         print(report(config, facts, result, options))
         return 0
     return command.status
+
+
+def stopped(message):
+    """The one-line error of a build stopped by Ctrl-C (``interrupted``, 130) or SIGTERM (``terminated``, 143)."""
+    return Terminated(message) if terminated() else Interrupted(message)
 
 
 def left_behind(config, facts, options):
