@@ -119,11 +119,11 @@ def check_input(config: BuildConfig, options: PipelineOptions | None = None) -> 
             raise UserError(f'manifest not found: {config.manifest}')
         with files.open_read(config.manifest) as stream:
             for text_line in stream:
-                for line in manifest_lines(text_line.decode('utf-8')):
+                for line in manifest_lines(text_line.decode('utf-8', 'replace')):  # a bad line is quarantined
                     try:
                         if parse_manifest_line(line, '.') is not None:
                             return
-                    except ValueError:
+                    except ValueError:  # not path,label (a NUL, one field): quarantined with its number
                         continue
         raise UserError(f'manifest lists no image: {config.manifest}')
     files = job_storage(config.input, config, options)

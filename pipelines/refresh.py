@@ -17,13 +17,12 @@ from imgrec.contract import index, layout, version_ref
 from imgrec.contract.reasons import LABEL_CONFLICT, NEAR_DUPLICATE_CONFLICT
 from imgrec.console.errors import UserError
 from imgrec.imaging import perceptual_hash, record_options
-from imgrec.storage import storage
 from imgrec.pipelines.preflight import job_storage
 from imgrec.pipelines.refresh_plan import RefreshPlan
 from imgrec.transforms import previous as previous_version
 from imgrec.transforms.elements import ImageRef
 from imgrec.transforms.labels import is_plain_label, unmatched_labels_message
-from imgrec.transforms.listing import class_folder_listing, list_top_level, manifest_refs, relative_source
+from imgrec.transforms.listing import class_folder_listing, list_top_level, manifest_entries, relative_source
 
 if typing.TYPE_CHECKING:  # for annotations only
     from apache_beam.options.pipeline_options import PipelineOptions
@@ -180,7 +179,5 @@ def _folder_refs(root, files, classes):
 
 
 def _manifest_refs(manifest, files):
-    manifest_dir = storage.folder_of(manifest)
-    for text_line in files.read(manifest).decode('utf-8').split('\n'):  # as ReadFromText splits it
-        yield from (found for found in manifest_refs(text_line.removesuffix('\r'), manifest_dir, files)
-                    if isinstance(found, ImageRef))  # a bad line names no image
+    """The ImageRefs of a manifest's records, as the job's listing reads them (a bad line names no image)."""
+    return (found for found in manifest_entries(manifest, files) if isinstance(found, ImageRef))
