@@ -305,8 +305,13 @@ def check_index(version, results):
 
 
 def verify(path, sample=None, workers=DEFAULT_WORKERS):
-    """(problems, summary line) for the version at ``path`` (OUT or OUT/VERSION)."""
-    version = version_lib.load(path)
+    """(problems, summary line) for the version at ``path`` (OUT or OUT/VERSION), read under a reader lease,
+    so a build's --keep_versions does not delete it mid-check (``version_lib.reading``)."""
+    with version_lib.reading(path) as version:
+        return _verify(version, sample, workers)
+
+
+def _verify(version, sample, workers):
     if version.labels is None:
         raise version_lib.InspectionError(f'{layout.join(version.path, layout.LABELS_TXT)} not found')
     import tensorflow as tf  # pylint: disable=import-outside-toplevel  # only once the arguments and the version are good
