@@ -6,7 +6,9 @@
 """
 import contextlib
 import dataclasses
+import errno
 import logging
+import shutil
 import sys
 import typing
 
@@ -18,14 +20,16 @@ from apache_beam.options.pipeline_options import (
 )
 from apache_beam.runners.runner import PipelineResult
 
-from imgrec.console.command import Command, sigterm_as_interrupt, terminated, was_interrupted
+from imgrec.console.command import Command, failure_line, sigterm_as_interrupt, terminated, was_interrupted
 from imgrec.console.errors import (
     BuildFailed,
+    Incomplete,
     Interrupted,
     Terminated,
     UserError,
     build_failure_message,
 )
+from imgrec.contract import layout
 from imgrec.pipelines import job_endpoint, preflight, progress, refresh
 from imgrec.pipelines.beam_options import (
     decoders,
@@ -41,6 +45,7 @@ from imgrec.pipelines.options import parse_args
 from imgrec.pipelines.summary import report
 from imgrec.storage import publication
 from imgrec.versions import failed_build
+from imgrec.versions.units import human_bytes
 
 
 def parse(argv: typing.Sequence[str] | None) -> tuple[BuildConfig, RunFacts, PipelineOptions]:
@@ -90,7 +95,8 @@ def launch(config: BuildConfig, facts: RunFacts,
             except ValueError as error:  # Beam's own checks of the options (runner name, project id...)
                 raise UserError(' '.join(str(error).split())) from None
             build_pipeline(pipeline, config, facts)
-            with build_lease(config, facts, options), failure_report(config, facts, options), \
+            with build_lease(config, facts, options), shedding(config, facts, options), \
+                    failure_report(config, facts, options), \
                     progress.Progress(pipeline, options, config.progress, config.progress_interval) as watch:
                 result = pipeline.run()
                 if not options.view_as(StandardOptions).no_wait_until_finish:
@@ -115,6 +121,65 @@ def build_lease(config, facts, options):
     return publication.build_lease(config.output, facts.staging_dir(config),
                                    detached=options.view_as(StandardOptions).no_wait_until_finish,
                                    files=preflight.job_storage(config.output, config, options))
+
+
+@contextlib.contextmanager
+def shedding(config, facts, options):
+    """A build that fails gives back the bulk of its staging folder (``publication.shed``: spill files, partial
+    shards) while it still holds its lease, keeping its report and quarantine list; one that ran out of space
+    says so in one line naming the space it needs and the space free. A stopped build (Ctrl-C, SIGTERM) keeps
+    its folder as it is (the next build sheds it), and one that published already is left to ``main``."""
+    try:
+        yield
+    except BaseException as error:
+        if isinstance(error, KeyboardInterrupt) or was_interrupted(error) or terminated():
+            raise
+        message = None
+        try:
+            files = preflight.job_storage(config.output, config, options)
+            if publication.state_after_failure(config.output, config.version, facts.created,
+                                               files) == publication.UNPUBLISHED:
+                staging = facts.staging_dir(config)
+                written = publication.staged_bytes(staging, files)
+                publication.shed(staging, files)
+                message = space_message(config, facts, files, written) if out_of_space(error) else None
+        except Exception:  # pylint: disable=broad-except  # the failure's own line matters more than the shedding
+            logging.getLogger(__name__).info('could not shed the staging folder', exc_info=True)
+        if message is None:
+            raise
+        raise BuildFailed(message) from error
+
+
+def out_of_space(error):
+    """Whether ``error`` (however a runner wrapped it) is a disk or a quota that is full."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        if 'No space left on device' in str(error) or 'Disk quota exceeded' in str(error):
+            return True
+        error = error.__cause__ or error.__context__
+    return False
+
+
+def space_message(config, facts, files, written):
+    """The line of a build that ran out of space: the output, the space it needs (estimated from what it had
+    written when the disk filled, and the previous version's size), and the space free now that the bulk of
+    its staging folder is gone."""
+    previous = facts.previous.version if facts.previous else None
+    previous_size = publication.staged_bytes(layout.join(config.output, previous), files) if previous else 0
+    needed = max(written, previous_size) + preflight.MIN_FREE_BYTES
+    on_disk = files.local_path(config.output)
+    free = shutil.disk_usage(on_disk).free if on_disk is not None else None
+    basis = f'{human_bytes(written)} written when it filled'
+    if previous_size:
+        basis += f', version {previous} takes {human_bytes(previous_size)}'
+    line = (f'out of space writing {config.output}: this build needs about {human_bytes(needed)} free ({basis}, '
+            f'{preflight.MIN_FREE_BYTES // 2**20} MB kept free)')
+    if free is not None:
+        line += f'; {human_bytes(free)} free now that it deleted what it wrote'
+    return line + '; free space and run the same command again'
 
 
 def failure_report(config, facts, options):
@@ -149,6 +214,9 @@ def main(argv: typing.Sequence[str] | None = None) -> int:
         except Exception as error:  # a runner wraps our BuildFailed, and a Ctrl-C, in its own exception types
             if was_interrupted(error) or terminated():
                 raise stopped(left_behind(config, facts, options)) from None
+            visible = after_publication(config, facts, options, error)
+            if visible is not None:
+                raise visible from error
             message = build_failure_message(error)
             if message is None:
                 raise
@@ -157,6 +225,34 @@ def main(argv: typing.Sequence[str] | None = None) -> int:
         print(report(config, facts, result, options))
         return 0
     return command.status
+
+
+def after_publication(config, facts, options, error):
+    """The ``Incomplete`` line of a build that failed once readers could see its version (never 'failed'); None
+    when it had published nothing. Promoted, but LATEST not moved (the disk filled as it was written): moved
+    now if it can be, else the rerun of the same command, same --version, moves it."""
+    try:
+        files = preflight.job_storage(config.output, config, options)
+        state = publication.state_after_failure(config.output, config.version, facts.created, files)
+    except Exception:  # pylint: disable=broad-except  # storage gone too: the failure's own line
+        return None
+    cause = build_failure_message(error) or failure_line(error)
+    if state == publication.LATEST_MOVED_NOW:
+        return Incomplete(f'published version {config.version}: LATEST names it, moved after the build failed to move '
+                          f'it ({cause}); the steps after it (pruning, the summary) did not run: the next build '
+                          f'into {config.output} prunes')
+    if state == publication.LATEST_NAMES_IT:
+        return Incomplete(f'published version {config.version} (LATEST names it), then a later step failed: {cause}; '
+                          f'the next build into {config.output} finishes what is left')
+    if state == publication.PUBLISHED_NOT_LATEST:
+        try:
+            latest = publication.read_latest(config.output, files).version
+        except Exception:  # pylint: disable=broad-except  # unreadable now: named as such
+            latest = 'what it named'
+        return Incomplete(f'version {config.version} is whole in {config.output}, but LATEST still names '
+                          f'{latest or "nothing"}: {cause}; run the same command again (same --version) to '
+                          f'finish the publication')
+    return None
 
 
 def stopped(message):

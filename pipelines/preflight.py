@@ -7,6 +7,7 @@ is a compare-and-swap against it).
 from __future__ import annotations
 
 import dataclasses
+import errno
 import typing
 import itertools
 import shutil
@@ -60,7 +61,9 @@ def check(config: BuildConfig, options: PipelineOptions) -> tuple[BuildConfig, p
     if tidied.published:
         print(f"build-dataset: finished an interrupted publication: LATEST names {', '.join(tidied.published)}",
               flush=True)
-    publication.refuse_published(config.output, config.version, config.describe(), files)
+    check_free_space(config, options)
+    if publication.refuse_published(config.output, config.version, config.describe(), files):
+        print(f'build-dataset: finished an interrupted publication: LATEST names {config.version}', flush=True)
     # (BuildConfig.labels is declared a tuple, but None until pinned: pipelines/options.py)
     return dataclasses.replace(config, labels=labels), read_latest(config.output, files)  # type: ignore[arg-type]
 
@@ -142,12 +145,18 @@ def _probe(files, folder, what):
         _accessible(files, folder)
         files.write(probe, b'probe')
         files.delete(probe)
+    except OSError as error:
+        if error.errno == errno.ENOSPC and what == '--output':
+            return  # writable, but full: the cleanup may free space, and check_free_space decides
+        raise
     except BuildFailed as failure:
         cause = failure.__cause__
         if isinstance(cause, (Forbidden, NotFound)):
             raise UserError(describe_error(folder, cause)) from None
         if isinstance(cause, (FileExistsError, NotADirectoryError)):
             raise UserError(f'{what} {folder} is not a folder (a file is in the way)') from None
+        if isinstance(cause, OSError) and cause.errno == errno.ENOSPC and what == '--output':
+            return  # writable, but full: the cleanup may free space, and check_free_space decides
         if isinstance(cause, OSError):
             raise UserError(f'cannot write to {what} {folder}: {cause.strerror or cause}') from None
         raise
@@ -181,8 +190,14 @@ def check_output(config: BuildConfig, options: PipelineOptions | None = None) ->
     what earlier builds left: ``publication.refuse_published``.)"""
     files = job_storage(config.output, config, options)
     _probe(files, config.output, '--output')
-    on_disk = files.local_path(config.output)
+
+
+def check_free_space(config: BuildConfig, options: PipelineOptions | None = None) -> None:
+    """Refuses a nearly full local disk: after ``publication.tidy``, which frees what failed and killed builds
+    left (so a rerun after a build that ran out of space counts the space it freed)."""
+    on_disk = job_storage(config.output, config, options).local_path(config.output)
     if on_disk is not None:
         free = shutil.disk_usage(on_disk).free
         if free < MIN_FREE_BYTES:
-            raise UserError(f'the disk of --output {config.output} is nearly full ({free // 2**20} MB free)')
+            raise UserError(f'the disk of --output {config.output} is nearly full ({free // 2**20} MB free; a build '
+                            f'needs {MIN_FREE_BYTES // 2**20} MB free besides what it writes)')

@@ -42,6 +42,12 @@ class Terminated(Interrupted):
     word = 'terminated'
 
 
+class Incomplete(DataError):
+    """A build that published its version (readers can see it) but failed in a later step: never called
+    'failed'. The message says what readers see and what a rerun of the same command finishes. Status 1."""
+    word = 'incomplete'
+
+
 class BuildFailed(DataError):
     """The build cannot produce a correct dataset; the message says why, in one line."""
     word = 'failed'

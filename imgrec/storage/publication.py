@@ -540,6 +540,64 @@ def keep_newest(output: str, keep_count: int, files: Storage | None = None) -> R
     return Retention(keep_count, tuple(kept), tuple(deleted))
 
 
+# -- a failed build's staging folder ---------------------------------------------------------------------
+
+# What a failed build's staging folder keeps for its user (the report and the lists it names); the rest (spill
+# files, shards, partial shards, the index) is the bulk that filled the disk, and goes (``shed``).
+FAILURE_KEEPS = frozenset((layout.REPORT_HTML, layout.QUARANTINE_JSONL, layout.DUPLICATES_JSONL,
+                           layout.BUILD_FAILURE_JSON))
+
+
+def staged_bytes(staging_dir: str, files: Storage | None = None) -> int:
+    """The bytes below ``staging_dir`` now: the work a build had written when it stopped."""
+    return sum(_objects(staging_dir, files).values())
+
+
+def shed(staging_dir: str, files: Storage | None = None) -> int:
+    """Deletes the bulk of a failed or stopped build's staging folder, keeping what explains the failure
+    (``FAILURE_KEEPS``, at its top): so a build that ran out of space gives its space back, and the user keeps
+    its report and quarantine list. Returns the bytes freed. Run again, it finds nothing more to delete."""
+    files = storage.given_or_default(staging_dir, files)
+    bulk = {name: size for name, size in _objects(staging_dir, files).items() if name not in FAILURE_KEEPS}
+
+    def delete(path: str) -> None:
+        local = files.local_path(path)
+        if local is not None:  # a writer of the failed run may hold it open still: its blocks go now all the same
+            with contextlib.suppress(OSError):
+                os.truncate(local, 0)
+        files.delete(path)
+    _each(delete, [layout.join(staging_dir, name) for name in sorted(bulk)])
+    for folder in sorted({name.split('/', 1)[0] for name in bulk if '/' in name}):
+        files.delete_tree(layout.join(staging_dir, folder))  # local: the folders left empty (spill/)
+    return sum(bulk.values())
+
+
+# -- after a failure: what readers can see ----------------------------------------------------------------
+
+UNPUBLISHED, LATEST_NAMES_IT, LATEST_MOVED_NOW, PUBLISHED_NOT_LATEST = 'unpublished', 'latest', 'moved', 'published'
+
+
+def state_after_failure(output: str, version: str, created: str, files: Storage | None = None) -> str:
+    """What a build that failed (or stopped) left readers: UNPUBLISHED (nothing of it is visible), LATEST_NAMES_IT
+    (it published, and LATEST moved: only a later step failed), LATEST_MOVED_NOW (promoted, LATEST not moved by the
+    build, moved now as the build would have done: ``_finish_latest``'s rule), or PUBLISHED_NOT_LATEST (promoted,
+    and LATEST could not be moved now either: the disk is still full): judged by ``OUT/<version>/dataset.json``
+    being this build's (its ``created``)."""
+    data = _read(layout.join(output, version, layout.DATASET_JSON), files)
+    try:
+        ours = data is not None and json.loads(data).get('created') == created
+    except ValueError:
+        ours = False
+    if not ours:
+        return UNPUBLISHED
+    if _latest_version(output, files) == version:
+        return LATEST_NAMES_IT
+    with contextlib.suppress(Exception):  # the disk may still be full: then the rerun finishes it
+        if _finish_latest(output, version, files):
+            return LATEST_MOVED_NOW
+    return PUBLISHED_NOT_LATEST
+
+
 # -- cleanup before a build -------------------------------------------------------------------------------
 
 def staging_folders(output: str, files: Storage | None = None) -> list[tuple[float, str]]:
@@ -637,6 +695,8 @@ def tidy(output: str, clean: bool = False, files: Storage | None = None) -> Tidi
         if clean or (published_at is not None and last_written < published_at):
             delete_tree(folder, files)
             removed += 1
+        else:  # kept for its report: its bulk (spill files, shards) goes, so a full disk gets its space back
+            shed(folder, files)
     if found:
         with files.locked(output):
             files.remove_empty_folder(leases.folder(output))
@@ -644,17 +704,28 @@ def tidy(output: str, clean: bool = False, files: Storage | None = None) -> Tidi
 
 
 def refuse_published(output: str, version: str, options: Mapping[str, Any],
-                     files: Storage | None = None) -> None:
-    """Before a build, after ``tidy``: refuses a --version that is published already, unless LATEST names it
-    and it was built with the same ``options`` (dataset.json's): a rerun of the build that published it.
-    That rerun refreshes the version; it ends with nothing published when it finds nothing new, and
-    fails at promotion (``published_by``) when it does."""
+                     files: Storage | None = None) -> bool:
+    """Before a build, after ``tidy``: refuses a --version that is published already, unless it was built with
+    the same ``options`` (dataset.json's) and LATEST names it: a rerun of the build that published it. That
+    rerun refreshes the version; it ends with nothing published when it finds nothing new, and fails at
+    promotion (``published_by``) when it does.
+
+    A version of the same options that LATEST does not name yet, while LATEST still names the version that
+    build started from and no live build lease names it, is a publication that failed after promotion (the
+    disk filled as LATEST was written): LATEST is moved to it now, as that build would have, and True is
+    returned (the caller says so)."""
     data = _read(layout.join(output, version, layout.DATASET_JSON), files)
     if data is None:
-        return
+        return False
     try:
         recorded = json.loads(data)
     except ValueError:
         recorded = {}
-    if not (_same_build(recorded, options) and _latest_version(output, files) == version):
+    if not _same_build(recorded, options):
         raise UserError(f'version {version} already exists in {output}; pass another --version')
+    if _latest_version(output, files) == version:
+        return False
+    building = leases.live(leases.read_all(lease_files(output, files), output)).building
+    if version not in building and _finish_latest(output, version, files):
+        return True
+    raise UserError(f'version {version} already exists in {output}; pass another --version')
