@@ -80,7 +80,7 @@ def launch(config: BuildConfig, facts: RunFacts,
     job_endpoint.check(options)
     with internals.gcs_emulator() if local else contextlib.nullcontext():
         config, latest = preflight.check(config, options)
-        plan = refresh.plan(config, latest, options)
+        plan = refresh.verified(config, refresh.plan(config, latest, options), options)
         facts = dataclasses.replace(facts, previous=latest, refresh=plan)
         if plan.full_reason:
             print(f'build-dataset: full build: {plan.full_reason}', flush=True)

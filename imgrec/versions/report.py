@@ -626,7 +626,12 @@ def _changes_section(version, files=None):
     if before is None or not before.document.get('index') or not document.get('index'):
         return parts + [f'<p class="muted">Version <code>{_e(previous)}</code> or its record index is no longer '
                         'there (pruned?): no per-class changes.</p>']
-    changes = class_changes(version.path, document, before.path, before.document, files)
+    try:
+        changes = class_changes(version.path, document, before.path, before.document, files)
+    except Exception as error:  # pylint: disable=broad-except  # a damaged previous index (the build did not trust it)
+        cause = ' '.join(str(error).split())[:160]
+        return parts + [f'<p class="muted">Version <code>{_e(previous)}</code>\'s record index cannot be read '
+                        f'({_e(type(error).__name__)}: {_e(cause)}): no per-class changes.</p>']
     labels = [label for label in [*document['labels'], *before.document['labels']] if label in changes]
     labels = list(dict.fromkeys(labels))
     rows = []
