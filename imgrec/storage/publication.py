@@ -574,24 +574,29 @@ def shed(staging_dir: str, files: Storage | None = None) -> int:
 
 # -- after a failure: what readers can see ----------------------------------------------------------------
 
-UNPUBLISHED, LATEST_NAMES_IT, LATEST_MOVED_NOW, PUBLISHED_NOT_LATEST = 'unpublished', 'latest', 'moved', 'published'
+UNPUBLISHED, LATEST_NAMES_IT, LATEST_MOVED_NOW, PUBLISHED_NOT_LATEST, SUPERSEDED = (
+    'unpublished', 'latest', 'moved', 'published', 'superseded')
 
 
 def state_after_failure(output: str, version: str, created: str, files: Storage | None = None) -> str:
     """What a build that failed (or stopped) left readers: UNPUBLISHED (nothing of it is visible), LATEST_NAMES_IT
     (it published, and LATEST moved: only a later step failed), LATEST_MOVED_NOW (promoted, LATEST not moved by the
-    build, moved now as the build would have done: ``_finish_latest``'s rule), or PUBLISHED_NOT_LATEST (promoted,
-    and LATEST could not be moved now either: the disk is still full): judged by ``OUT/<version>/dataset.json``
+    build, moved now as the build would have done: ``_finish_latest``'s rule), PUBLISHED_NOT_LATEST (promoted,
+    and LATEST could not be moved now either: the disk is still full), or SUPERSEDED (promoted, but another build
+    moved LATEST first: the build's own line says so): judged by ``OUT/<version>/dataset.json``
     being this build's (its ``created``)."""
     data = _read(layout.join(output, version, layout.DATASET_JSON), files)
     try:
-        ours = data is not None and json.loads(data).get('created') == created
+        recorded = json.loads(data) if data is not None else {}
     except ValueError:
-        ours = False
-    if not ours:
+        recorded = {}
+    if recorded.get('created') != created:
         return UNPUBLISHED
-    if _latest_version(output, files) == version:
+    latest = _latest_version(output, files)
+    if latest == version:
         return LATEST_NAMES_IT
+    if latest != (recorded.get('refresh') or {}).get('previous'):
+        return SUPERSEDED  # another build moved LATEST first: this build lost the compare-and-swap
     with contextlib.suppress(Exception):  # the disk may still be full: then the rerun finishes it
         if _finish_latest(output, version, files):
             return LATEST_MOVED_NOW
