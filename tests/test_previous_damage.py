@@ -119,3 +119,70 @@ def test_a_refresh_on_gcs_of_a_truncated_index_is_a_full_build(gcs_emulator, ima
     assert f'build-dataset: full build: version v1 cannot be trusted: its index part {output}/v1/{part} is ' \
            f'unreadable (' in out, out
     assert gcs_emulator.read_bytes(f'{output}/{layout.LATEST}') == b'v2\n'
+
+
+# -- the facts a refresh copies from the index are checked (index.facts_checksum) -----------------------------
+
+def _copy_a_hash(data):
+    """The index part ``data`` (bytes) with its first row's perceptual hash and sizes copied from its second row."""
+    table = pq.read_table(pa.BufferReader(data))
+    rows = table.to_pylist()
+    for column in (index.PERCEPTUAL_HASH, index.SOURCE_WIDTH, index.SOURCE_HEIGHT):
+        rows[0][column] = rows[1][column]
+    sink = pa.BufferOutputStream()
+    pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), sink)
+    return sink.getvalue().to_pybytes(), rows[0][index.SOURCE]
+
+
+FACTS = (index.SOURCE, index.SHA256, index.LABEL, index.SPLIT, index.PERCEPTUAL_HASH, index.SOURCE_WIDTH,
+         index.SOURCE_HEIGHT, index.UPSCALED, index.DECISIONS, index.FACTS_CHECKSUM, index.SHARD, index.OFFSET,
+         index.LENGTH)
+
+
+def _index_rows(read, version_dir, document):
+    rows = []
+    for name in document['index']['files']:
+        rows += pq.read_table(pa.BufferReader(read(f'{version_dir}/{name}'))).to_pylist()
+    return sorted(tuple(row[column] for column in FACTS) for row in rows)
+
+
+def test_a_refresh_decodes_again_a_row_whose_facts_were_copied_from_another_and_says_how_many(
+        images, published, tmp_path, capsys):
+    output = tmp_path / 'out'
+    shutil.copytree(published, output)
+    part = output / 'v1' / _document(output)['index']['files'][0]
+    data, tampered = _copy_a_hash(part.read_bytes())
+    part.write_bytes(data)
+    capsys.readouterr()
+    status, out = _main(images, output, '--version', 'v2', '--max_error_rate', '1', capsys=capsys)
+    assert status == 0, out
+    assert '  1 index row of version v1 did not check (their facts were damaged or copied from another row): ' \
+           'decoded again' in out, out
+    assert 'nothing changed' not in out
+    status, out = _main(images, output, '--version', 'v3', '--full', '--max_error_rate', '1', capsys=capsys)
+    assert status == 0, out
+    read = lambda path: open(path, 'rb').read()  # noqa: E731
+    refreshed = _index_rows(read, output / 'v2', _document(output, 'v2'))
+    full = _index_rows(read, output / 'v3', _document(output, 'v3'))
+    assert refreshed == full  # the refresh's index is --full's, the tampered row's facts included
+    assert _document(output, 'v2')['counts'] == _document(output, 'v3')['counts']
+    assert tampered in {row[0] for row in refreshed}
+
+
+def test_a_refresh_on_gcs_decodes_again_a_row_whose_facts_do_not_check(gcs_emulator, images, capsys):
+    bucket = gcs_emulator.create_bucket('previous-facts')
+    output = f'{bucket}/out'
+    gcs_emulator.upload_folder(images, f'{bucket}/images')
+    assert _main(f'{bucket}/images', output, '--version', 'v1', '--max_error_rate', '1')[0] == 0
+    document = json.loads(gcs_emulator.read_bytes(f'{output}/v1/{layout.DATASET_JSON}'))
+    part = document['index']['files'][0]
+    data, _ = _copy_a_hash(gcs_emulator.read_bytes(f'{output}/v1/{part}'))
+    gcs_emulator.upload_bytes(f'{output}/v1/{part}', data)
+    capsys.readouterr()
+    status, out = _main(f'{bucket}/images', output, '--version', 'v2', '--max_error_rate', '1', capsys=capsys)
+    assert status == 0, out
+    assert '  1 index row of version v1 did not check (their facts were damaged or copied from another row): ' \
+           'decoded again' in out, out
+    refreshed = json.loads(gcs_emulator.read_bytes(f'{output}/v2/{layout.DATASET_JSON}'))
+    assert refreshed['refresh']['changed'] == 1 and refreshed['refresh']['reused'] == document['counts']['written'] - 1 + \
+        document['counts']['quarantined']
