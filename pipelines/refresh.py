@@ -99,6 +99,13 @@ def previous_problem(version_dir, document, files):
         return f'its dataset.json lacks {error} (it lists no index or lists)'
     if not isinstance(labels, list):
         return 'its dataset.json lists no labels'
+    labels_txt = layout.join(version_dir, layout.LABELS_TXT)
+    try:
+        written = files.read(labels_txt).decode('utf-8').splitlines()
+    except Exception as error:  # pylint: disable=broad-except  # missing, not UTF-8
+        return f'its {labels_txt} is unreadable ({_cause(error)})'
+    if written != labels:
+        return f'its {labels_txt} does not list the labels its dataset.json does'
     for path in parts:
         try:
             table = pyarrow.parquet.ParquetFile(io.BytesIO(files.read(path))).read()

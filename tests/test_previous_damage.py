@@ -67,6 +67,8 @@ DAMAGES = {
     'label out of range': (lambda out, doc: _label_out_of_range(out / 'v1' / doc['index']['files'][0]),
                            'holds label number 99, which labels.txt does not have'),
     'cut quarantine.jsonl': (lambda out, doc: _cut(out / 'v1' / doc['quarantine']['file']), 'quarantine.jsonl'),
+    'labels.txt not dataset.json\'s': (lambda out, doc: (out / 'v1' / layout.LABELS_TXT).write_text('x\ny\n'),
+                                       'labels.txt does not list the labels its dataset.json does'),
     'garbled dataset.json': (lambda out, doc: (out / 'v1' / layout.DATASET_JSON).write_text('{"format_version": 2, '),
                              'dataset.json of version v1'),
 }
