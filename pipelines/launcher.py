@@ -142,7 +142,8 @@ def shedding(config, facts, options):
                 staging = facts.staging_dir(config)
                 written = publication.staged_bytes(staging, files)
                 publication.shed(staging, files)
-                message = space_message(config, facts, files, written) if out_of_space(error) else None
+                full = out_of_space(error)
+                message = space_message(config, facts, files, written, full) if full else None
         except Exception:  # pylint: disable=broad-except  # the failure's own line matters more than the shedding
             logging.getLogger(__name__).info('could not shed the staging folder', exc_info=True)
         if message is None:
@@ -150,20 +151,25 @@ def shedding(config, facts, options):
         raise BuildFailed(message) from error
 
 
+_FULL = {errno.ENOSPC: 'No space left on device', errno.EDQUOT: 'Disk quota exceeded'}
+
+
 def out_of_space(error):
-    """Whether ``error`` (however a runner wrapped it) is a disk or a quota that is full."""
+    """What filled up, as the system says it ('No space left on device', 'Disk quota exceeded'), if ``error``
+    (however a runner wrapped it) is a full disk or quota; else None."""
     seen = set()
     while error is not None and id(error) not in seen:
         seen.add(id(error))
-        if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
-            return True
-        if 'No space left on device' in str(error) or 'Disk quota exceeded' in str(error):
-            return True
+        if isinstance(error, OSError) and error.errno in _FULL:
+            return _FULL[error.errno]
+        for said in _FULL.values():
+            if said in str(error):
+                return said
         error = error.__cause__ or error.__context__
-    return False
+    return None
 
 
-def space_message(config, facts, files, written):
+def space_message(config, facts, files, written, full='No space left on device'):
     """The line of a build that ran out of space: the output, the space it needs (estimated from what it had
     written when the disk filled, and the previous version's size), and the space free now that the bulk of
     its staging folder is gone."""
@@ -175,7 +181,7 @@ def space_message(config, facts, files, written):
     basis = f'{human_bytes(written)} written when it filled'
     if previous_size:
         basis += f', version {previous} takes {human_bytes(previous_size)}'
-    line = (f'out of space writing {config.output}: this build needs about {human_bytes(needed)} free ({basis}, '
+    line = (f'out of space writing {config.output} ({full}): this build needs about {human_bytes(needed)} free ({basis}, '
             f'{preflight.MIN_FREE_BYTES // 2**20} MB kept free)')
     if free is not None:
         line += f'; {human_bytes(free)} free now that it deleted what it wrote'

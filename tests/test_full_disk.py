@@ -89,7 +89,8 @@ def test_a_build_out_of_space_says_what_it_needs_gives_the_space_back_and_the_re
     before = _free(small_disk)
     assert build_dataset.main(argv) == 1
     err = capfd.readouterr().err.strip().splitlines()[-1]
-    match = re.fullmatch(rf'build-dataset: failed: out of space writing {re.escape(str(output))}: this build needs '
+    match = re.fullmatch(rf'build-dataset: failed: out of space writing {re.escape(str(output))} '
+                         r'\(No space left on device\): this build needs '
                          r'about ([\d.]+) MB free \(([\d.]+) (?:kB|MB) written when it filled, 1 MB kept free\); '
                          r'([\d.]+) MB free now that it deleted what it wrote; free space and run the same command '
                          r'again', err)
@@ -140,7 +141,8 @@ def test_a_disk_that_fills_as_latest_is_written_never_says_failed_and_the_rerun_
     try:
         build = subprocess.Popen([sys.executable, '-m', 'imgrec.pipelines.build_dataset', *argv, '--version', 'v2'],
                                  cwd=ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                 start_new_session=True, env={**os.environ, publication.PAUSE_AT: 'promote:after_rename'})
+                                 start_new_session=True,
+                                 env={**os.environ, publication.PAUSE_AT: 'promote:after_rename'})
         deadline = time.monotonic() + 300
         while not _stopped(build.pid):
             assert build.poll() is None and time.monotonic() < deadline, build.stderr.read()

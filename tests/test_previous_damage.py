@@ -186,5 +186,6 @@ def test_a_refresh_on_gcs_decodes_again_a_row_whose_facts_do_not_check(gcs_emula
     assert '  1 index row of version v1 did not check (their facts were damaged or copied from another row): ' \
            'decoded again' in out, out
     refreshed = json.loads(gcs_emulator.read_bytes(f'{output}/v2/{layout.DATASET_JSON}'))
-    assert refreshed['refresh']['changed'] == 1 and refreshed['refresh']['reused'] == document['counts']['written'] - 1 + \
-        document['counts']['quarantined']
+    counts = document['counts']
+    assert refreshed['refresh']['changed'] == 1
+    assert refreshed['refresh']['reused'] == counts['written'] - 1 + counts['quarantined']
