@@ -18,6 +18,7 @@ from PIL import Image
 from imgrec.contract import layout
 from imgrec.pipelines import build_dataset, preflight
 from imgrec.storage import publication
+from tests.gcs_emulator import gcs_emulator  # noqa: F401  (the fixture)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OPTIONS = ('--image_size', '256', '--direct_running_mode', 'in_memory', '--progress', 'off', '--near_duplicates',
@@ -112,7 +113,6 @@ def test_a_build_out_of_space_says_what_it_needs_gives_the_space_back_and_the_re
 
 def test_a_failed_build_keeps_only_its_report_and_quarantine_list(noisy, tmp_path, capfd):
     images = tmp_path / 'images'
-    os.symlink(noisy / 'a', tmp_path / 'a-link')
     (images / 'a').mkdir(parents=True)
     for i in range(3):
         os.symlink(noisy / 'a' / f'{i}.png', images / 'a' / f'{i}.png')
@@ -192,3 +192,20 @@ def test_a_version_published_whose_latest_could_not_move_is_finished_by_the_same
         assert (output / layout.LATEST).read_text() == 'v2\n'
     finally:
         os.remove(noisy / 'b' / 'new.png')
+
+
+def test_a_failed_build_on_gcs_keeps_only_its_report_and_quarantine_list(gcs_emulator, noisy, tmp_path, capfd):
+    bucket = gcs_emulator.create_bucket('failed-shed')
+    images = f'{bucket}/images'
+    gcs_emulator.upload_folder(noisy / 'a', f'{images}/a')
+    for i in range(8):
+        gcs_emulator.upload_bytes(f'{images}/a/bad_{i}.jpg', b'<html>not an image</html>')
+    output = f'{bucket}/out'
+    assert build_dataset.main(['--input', images, '--output', output, *OPTIONS, '--splits', 'train=100',
+                               '--num_shards', 'train=1', '--version', 'v1']) == 1
+    assert 'over --max_error_rate' in capfd.readouterr().err
+    names = {url[len(output) + 1:] for url in gcs_emulator.list(f'{output}/')}
+    [staging] = {name.split('/')[0] for name in names if layout.is_staging_name(name.split('/')[0])}
+    left = {name.split('/', 1)[1] for name in names if name.startswith(staging + '/')}
+    assert left <= {layout.REPORT_HTML, layout.QUARANTINE_JSONL, layout.DUPLICATES_JSONL, layout.BUILD_FAILURE_JSON}
+    assert {layout.REPORT_HTML, layout.QUARANTINE_JSONL} <= left
