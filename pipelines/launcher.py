@@ -136,7 +136,7 @@ def shedding(config, facts, options):
             raise
         message = None
         try:
-            files = preflight.job_storage(config.output, config, options)
+            files = after_failure_storage(config, options)
             if publication.state_after_failure(config.output, config.version, facts.created,
                                                files) == publication.UNPUBLISHED:
                 staging = facts.staging_dir(config)
@@ -149,6 +149,15 @@ def shedding(config, facts, options):
         if message is None:
             raise
         raise BuildFailed(message) from error
+
+
+def after_failure_storage(config, options):
+    """The output's storage for what a failed build checks and cleans: retried for at most
+    ``failed_build.WRITE_DEADLINE_S``, since the storage may be why it failed, and its line must not wait the
+    whole --retry_deadline again."""
+    files = preflight.job_storage(config.output, config, options)
+    return files.with_retry(files.retry._replace(deadline_s=min(failed_build.WRITE_DEADLINE_S,
+                                                               files.retry.deadline_s)))
 
 
 _FULL = {errno.ENOSPC: 'No space left on device', errno.EDQUOT: 'Disk quota exceeded'}
@@ -238,7 +247,7 @@ def after_publication(config, facts, options, error):
     when it had published nothing. Promoted, but LATEST not moved (the disk filled as it was written): moved
     now if it can be, else the rerun of the same command, same --version, moves it."""
     try:
-        files = preflight.job_storage(config.output, config, options)
+        files = after_failure_storage(config, options)
         state = publication.state_after_failure(config.output, config.version, facts.created, files)
     except Exception:  # pylint: disable=broad-except  # storage gone too: the failure's own line
         return None

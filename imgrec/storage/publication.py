@@ -36,6 +36,7 @@ import dataclasses
 import json
 import os
 import signal
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -657,6 +658,20 @@ def _finish_build(files: Storage, output: str, staging_name: str, lease: leases.
     return None
 
 
+# A staging folder that no lease names and that holds no failure report was left by a build stopped by Ctrl-C or
+# SIGTERM, or is a template job's (which takes no lease) still running: its bulk is shed only once nothing was
+# written to it for this long.
+QUIET_BEFORE_SHED_S = 3600.0
+
+
+def _finished(folder: str, last_written: float, files: Storage) -> bool:
+    """Whether the unleased staging ``folder`` is a build's that ended: it holds a failure report (a failed
+    build writes one as it ends), or nothing was written to it for QUIET_BEFORE_SHED_S."""
+    return (files.exists(layout.join(folder, layout.BUILD_FAILURE_JSON))
+            or files.exists(layout.join(folder, layout.REPORT_HTML))
+            or time.time() - last_written > QUIET_BEFORE_SHED_S)
+
+
 @dataclasses.dataclass(frozen=True)
 class Tidied:
     """What the cleanup before a build did: staging folders removed, versions whose interrupted pruning it
@@ -700,8 +715,8 @@ def tidy(output: str, clean: bool = False, files: Storage | None = None) -> Tidi
         if clean or (published_at is not None and last_written < published_at):
             delete_tree(folder, files)
             removed += 1
-        else:  # kept for its report: its bulk (spill files, shards) goes, so a full disk gets its space back
-            shed(folder, files)
+        elif _finished(folder, last_written, files):  # kept for its report: its bulk goes, so a full disk gets
+            shed(folder, files)                          # its space back
     if found:
         with files.locked(output):
             files.remove_empty_folder(leases.folder(output))
