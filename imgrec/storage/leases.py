@@ -347,8 +347,8 @@ def reader_lease(output: str, version: str, files: LeaseFiles | None = None, *,
     not write to (read-only, no permission) holds no lease: ``warn`` gets one line, and None is returned,
     since a reader that can read should still read. A folder without LATEST is no build's output (a version
     folder copied elsewhere): nothing prunes there, and no lease is written into it (None)."""
-    files = storage.storage_for(output) if files is None else files
     try:
+        files = storage.storage_for(output) if files is None else files  # a scheme it has none for: no lease
         if not files.exists(layout.join(output, layout.LATEST)):
             return None
         lease = hold_reader(files, output, version, on_lost=on_lost)
