@@ -22,6 +22,7 @@ entry as ``bad_manifest_line``, and a label holding a line break (a quoted field
 spreadsheet writes it) or another control character as ``bad_label``, each with its line number; the rest
 is built. A label is never cut at a line break.
 """
+import collections
 import csv
 import os
 import typing
@@ -211,27 +212,33 @@ def _decoded(raw: bytes) -> tuple[str, str | None]:
 
 
 def manifest_records(stream: Iterable[bytes]) -> Iterator[tuple[int, str, str | None]]:
-    """(line number, text, problem) of each record of a manifest (its bytes, as a binary stream gives them):
-    a record is one line, or the lines a quoted field with line breaks spans (numbered by its first).
-    ``problem`` names why the line cannot be read (not UTF-8, a NUL, an unterminated quote); None when it can."""
-    lines = list(_raw_lines(stream))
-    number = 0
-    while number < len(lines):
-        text, problem = _decoded(lines[number])
-        end = number + 1
+    """(line number, text, problem) of each record of a manifest (its bytes, as a binary stream gives them), one
+    line in memory at a time (a few more while a quote is open): a record is one line, or the lines a quoted
+    field with line breaks spans (numbered by its first). ``problem`` names why the line cannot be read (not
+    UTF-8, a NUL, an unterminated quote); None when it can."""
+    numbered = enumerate(_raw_lines(stream), 1)
+    put_back: collections.deque[tuple[int, bytes]] = collections.deque()
+
+    def take() -> tuple[int, bytes] | None:
+        return put_back.popleft() if put_back else next(numbered, None)
+
+    while (item := take()) is not None:
+        number, raw = item
+        text, problem = _decoded(raw)
         if problem is None and text.count('"') % 2:  # a quote left open: the field goes on on the next line
-            joined = text
-            while joined.count('"') % 2 and end < len(lines) and end - number < MAX_QUOTED_LINES:
-                more, more_problem = _decoded(lines[end])
+            joined, used = text, []
+            while joined.count('"') % 2 and len(used) < MAX_QUOTED_LINES - 1 and (more := take()) is not None:
+                used.append(more)
+                more_text, more_problem = _decoded(more[1])
                 if more_problem:
                     break
-                joined, end = joined + '\n' + more, end + 1
-            if joined.count('"') % 2:
-                problem, end = 'an unterminated quote', number + 1
+                joined += '\n' + more_text
+            if joined.count('"') % 2:  # never closed: this line alone is bad, the others are lines of their own
+                put_back.extendleft(reversed(used))
+                problem = 'an unterminated quote'
             else:
                 text = joined
-        yield number + 1, text, problem
-        number = end
+        yield number, text, problem
 
 
 def label_problem(label: str) -> str | None:
@@ -265,12 +272,12 @@ def manifest_entry(number: int, text: str, problem: str | None, manifest_dir: st
     return Rejected(source=f'{where}: {text[:200]}', reason=BAD_MANIFEST_LINE, message=f'{where}: {problem}')
 
 
-def read_manifest(manifest: str, storage) -> list[tuple[int, str, str | None]]:
+def read_manifest(manifest: str, storage) -> Iterator[tuple[int, str, str | None]]:
     """Every record of ``manifest`` (``manifest_records``), read as a stream through ``storage``; a manifest
     that cannot be read fails the build in one line."""
     try:
         with storage.for_path(manifest).open_read(manifest) as stream:
-            return list(manifest_records(stream))
+            yield from manifest_records(stream)
     except Exception as error:  # pylint: disable=broad-except  # every entry would go missing
         raise BuildFailed(f'cannot read the manifest {manifest}: {retries.describe(error)}') from error
 
