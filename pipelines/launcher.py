@@ -280,13 +280,19 @@ def left_behind(config, facts, options):
     through the job's storage: ``options``, the job's)."""
     try:
         files = preflight.job_storage(config.output, config, options)
-        published = publication.read_latest(config.output, files).version == config.version
+        latest = publication.read_latest(config.output, files).version
+        published = latest == config.version
         staging = facts.staging_dir(config)
         kept = any(files.for_path(staging).list_level(staging))
+        promoted = not published and publication.promoted_by(config.output, config.version, facts.created, files)
     except Exception:  # pylint: disable=broad-except  # storage gone too: say what is certain
         return f'LATEST and the staging folder of this build in {config.output} could not be checked'
-    line = f'published version {config.version} before it stopped' if published else \
-        'nothing was published (LATEST is as it was)'
+    if promoted:  # readers can see it by name: never 'nothing was published'
+        line = (f'version {config.version} is whole in {config.output}, but LATEST still names {latest or "nothing"}: '
+                f'run the same command again (same --version) to finish the publication')
+    else:
+        line = f'published version {config.version} before it stopped' if published else \
+            'nothing was published (LATEST is as it was)'
     if kept:
         return f'{line}; left the staging folder {staging} (a build with --clean removes it)'
     return f'{line}; no staging folder was left'

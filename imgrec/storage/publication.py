@@ -579,6 +579,16 @@ UNPUBLISHED, LATEST_NAMES_IT, LATEST_MOVED_NOW, PUBLISHED_NOT_LATEST, SUPERSEDED
     'unpublished', 'latest', 'moved', 'published', 'superseded')
 
 
+def promoted_by(output: str, version: str, created: str, files: Storage | None = None) -> bool:
+    """Whether ``OUT/<version>/dataset.json`` is the one the build that started at ``created`` wrote: that build
+    promoted the version, and readers can see it by name."""
+    data = _read(layout.join(output, version, layout.DATASET_JSON), files)
+    try:
+        return data is not None and json.loads(data).get('created') == created
+    except ValueError:
+        return False
+
+
 def state_after_failure(output: str, version: str, created: str, files: Storage | None = None) -> str:
     """What a build that failed (or stopped) left readers: UNPUBLISHED (nothing of it is visible), LATEST_NAMES_IT
     (it published, and LATEST moved: only a later step failed), LATEST_MOVED_NOW (promoted, LATEST not moved by the
