@@ -155,7 +155,10 @@ def test_a_refresh_decodes_again_a_row_whose_facts_were_copied_from_another_and_
     part = output / 'v1' / _document(output)['index']['files'][0]
     data, tampered = _copy_a_hash(part.read_bytes())
     part.write_bytes(data)
+    from imgrec.versions import verify  # pylint: disable=import-outside-toplevel  # TensorFlow: here only
     capsys.readouterr()
+    assert verify.main([str(output / 'v1')]) == 1
+    assert f'row of {tampered!r} does not check against its facts_checksum' in capsys.readouterr().err
     status, out = _main(images, output, '--version', 'v2', '--max_error_rate', '1', capsys=capsys)
     assert status == 0, out
     assert '  1 index row of version v1 did not check (their facts were damaged or copied from another row): ' \

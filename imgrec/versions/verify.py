@@ -288,6 +288,9 @@ def check_index(version, results):
             seen.add(source)
             if I.index_part(source, len(files)) != part:
                 problems.append(f'{name}: row of {source!r} belongs in part {I.index_part(source, len(files))}')
+            if row.get(I.FACTS_CHECKSUM) is not None and row[I.FACTS_CHECKSUM] != I.facts_checksum(row):
+                problems.append(f'{name}: row of {source!r} does not check against its {I.FACTS_CHECKSUM} (its '
+                                f'facts were damaged or copied from another row): a refresh decodes its image again')
             if placed.get(source) != where:
                 found = 'no record' if source not in placed else 'the record at {} offset {} length {}'.format(
                     *placed[source])
