@@ -7,7 +7,9 @@
 import contextlib
 import dataclasses
 import datetime
+import errno
 import logging
+import shutil
 import sys
 import typing
 
@@ -19,13 +21,16 @@ from apache_beam.options.pipeline_options import (
 )
 from apache_beam.runners.runner import PipelineResult
 
-from imgrec.console.command import Command, was_interrupted
+from imgrec.console.command import Command, failure_line, sigterm_as_interrupt, terminated, was_interrupted
 from imgrec.console.errors import (
     BuildFailed,
+    Incomplete,
     Interrupted,
+    Terminated,
     UserError,
     build_failure_message,
 )
+from imgrec.contract import layout
 from imgrec.pipelines import job_endpoint, preflight, progress, refresh
 from imgrec.pipelines.beam_options import (
     decoders,
@@ -41,6 +46,7 @@ from imgrec.pipelines.options import parse_args
 from imgrec.pipelines.summary import report
 from imgrec.storage import publication
 from imgrec.versions import failed_build
+from imgrec.versions.units import human_bytes
 
 
 def parse(argv: typing.Sequence[str] | None) -> tuple[BuildConfig, RunFacts, PipelineOptions]:
@@ -84,7 +90,7 @@ def launch(config: BuildConfig, facts: RunFacts,
     with internals.gcs_emulator() if local else contextlib.nullcontext():
         config, latest = preflight.check(
             config, options, settle=lambda config, latest: refresh.carry_over(config, latest, options))
-        plan = refresh.plan(config, latest, options)
+        plan = refresh.verified(config, refresh.plan(config, latest, options), options)
         facts = dataclasses.replace(facts, previous=latest, refresh=plan)
         if plan.full_reason:
             print(f'build-dataset: full build: {plan.full_reason}', flush=True)
@@ -99,7 +105,8 @@ def launch(config: BuildConfig, facts: RunFacts,
             except ValueError as error:  # Beam's own checks of the options (runner name, project id...)
                 raise UserError(' '.join(str(error).split())) from None
             build_pipeline(pipeline, config, facts)
-            with build_lease(config, facts, options), failure_report(config, facts, options), \
+            with build_lease(config, facts, options), shedding(config, facts, options), \
+                    failure_report(config, facts, options), \
                     progress.Progress(pipeline, options, config.progress, config.progress_interval) as watch:
                 result = pipeline.run()
                 if not options.view_as(StandardOptions).no_wait_until_finish:
@@ -124,6 +131,80 @@ def build_lease(config, facts, options):
     return publication.build_lease(config.output, facts.staging_dir(config),
                                    detached=options.view_as(StandardOptions).no_wait_until_finish,
                                    files=preflight.job_storage(config.output, config, options))
+
+
+@contextlib.contextmanager
+def shedding(config, facts, options):
+    """A build that fails gives back the bulk of its staging folder (``publication.shed``: spill files, partial
+    shards) while it still holds its lease, keeping its report and quarantine list; one that ran out of space
+    says so in one line naming the space it needs and the space free. A stopped build (Ctrl-C, SIGTERM) keeps
+    its folder as it is (the next build sheds it), and one that published already is left to ``main``."""
+    try:
+        yield
+    except BaseException as error:
+        if isinstance(error, KeyboardInterrupt) or was_interrupted(error) or terminated():
+            raise
+        message = None
+        try:
+            files = after_failure_storage(config, options)
+            if publication.state_after_failure(config.output, config.version, facts.created,
+                                               files) == publication.UNPUBLISHED:
+                staging = facts.staging_dir(config)
+                written = publication.staged_bytes(staging, files)
+                publication.shed(staging, files)
+                full = out_of_space(error)
+                message = space_message(config, facts, files, written, full) if full else None
+        except Exception:  # pylint: disable=broad-except  # the failure's own line matters more than the shedding
+            logging.getLogger(__name__).info('could not shed the staging folder', exc_info=True)
+        if message is None:
+            raise
+        raise BuildFailed(message) from error
+
+
+def after_failure_storage(config, options):
+    """The output's storage for what a failed build checks and cleans: retried for at most
+    ``failed_build.WRITE_DEADLINE_S``, since the storage may be why it failed, and its line must not wait the
+    whole --retry_deadline again."""
+    files = preflight.job_storage(config.output, config, options)
+    return files.with_retry(files.retry._replace(deadline_s=min(failed_build.WRITE_DEADLINE_S,
+                                                               files.retry.deadline_s)))
+
+
+_FULL = {errno.ENOSPC: 'No space left on device', errno.EDQUOT: 'Disk quota exceeded'}
+
+
+def out_of_space(error):
+    """What filled up, as the system says it ('No space left on device', 'Disk quota exceeded'), if ``error``
+    (however a runner wrapped it) is a full disk or quota; else None."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, OSError) and error.errno in _FULL:
+            return _FULL[error.errno]
+        for said in _FULL.values():
+            if said in str(error):
+                return said
+        error = error.__cause__ or error.__context__
+    return None
+
+
+def space_message(config, facts, files, written, full='No space left on device'):
+    """The line of a build that ran out of space: the output, the space it needs (estimated from what it had
+    written when the disk filled, and the previous version's size), and the space free now that the bulk of
+    its staging folder is gone."""
+    previous = facts.previous.version if facts.previous else None
+    previous_size = publication.staged_bytes(layout.join(config.output, previous), files) if previous else 0
+    needed = max(written, previous_size) + preflight.MIN_FREE_BYTES
+    on_disk = files.local_path(config.output)
+    free = shutil.disk_usage(on_disk).free if on_disk is not None else None
+    basis = f'{human_bytes(written)} written when it filled'
+    if previous_size:
+        basis += f', version {previous} takes {human_bytes(previous_size)}'
+    line = (f'out of space writing {config.output} ({full}): this build needs about {human_bytes(needed)} free ({basis}, '
+            f'{preflight.MIN_FREE_BYTES // 2**20} MB kept free)')
+    if free is not None:
+        line += f'; {human_bytes(free)} free now that it deleted what it wrote'
+    return line + '; free space and run the same command again'
 
 
 def failure_report(config, facts, options):
@@ -151,12 +232,16 @@ def main(argv: typing.Sequence[str] | None = None) -> int:
             internals.check(internals.needed(local_worker_count(options), config.progress))
         command.begin(verbose=config.verbose, hold=is_local(options))
         try:
-            config, facts, result = launch(config, facts, options)
+            with sigterm_as_interrupt():  # SIGTERM stops the build as Ctrl-C does, and says what it left
+                config, facts, result = launch(config, facts, options)
         except KeyboardInterrupt:
-            raise Interrupted(left_behind(config, facts, options)) from None
+            raise stopped(left_behind(config, facts, options)) from None
         except Exception as error:  # a runner wraps our BuildFailed, and a Ctrl-C, in its own exception types
-            if was_interrupted(error):
-                raise Interrupted(left_behind(config, facts, options)) from None
+            if was_interrupted(error) or terminated():
+                raise stopped(left_behind(config, facts, options)) from None
+            visible = after_publication(config, facts, options, error)
+            if visible is not None:
+                raise visible from error
             message = build_failure_message(error)
             if message is None:
                 raise
@@ -167,18 +252,57 @@ def main(argv: typing.Sequence[str] | None = None) -> int:
     return command.status
 
 
+def after_publication(config, facts, options, error):
+    """The ``Incomplete`` line of a build that failed once readers could see its version (never 'failed'); None
+    when it had published nothing. Promoted, but LATEST not moved (the disk filled as it was written): moved
+    now if it can be, else the rerun of the same command, same --version, moves it."""
+    try:
+        files = after_failure_storage(config, options)
+        state = publication.state_after_failure(config.output, config.version, facts.created, files)
+    except Exception:  # pylint: disable=broad-except  # storage gone too: the failure's own line
+        return None
+    cause = build_failure_message(error) or failure_line(error)
+    if state == publication.LATEST_MOVED_NOW:
+        return Incomplete(f'published version {config.version}: LATEST names it, moved after the build failed to move '
+                          f'it ({cause}); the steps after it (pruning, the summary) did not run: the next build '
+                          f'into {config.output} prunes')
+    if state == publication.LATEST_NAMES_IT:
+        return Incomplete(f'published version {config.version} (LATEST names it), then a later step failed: {cause}; '
+                          f'the next build into {config.output} finishes what is left')
+    if state == publication.PUBLISHED_NOT_LATEST:
+        try:
+            latest = publication.read_latest(config.output, files).version
+        except Exception:  # pylint: disable=broad-except  # unreadable now: named as such
+            latest = 'what it named'
+        return Incomplete(f'version {config.version} is whole in {config.output}, but LATEST still names '
+                          f'{latest or "nothing"}: {cause}; run the same command again (same --version) to '
+                          f'finish the publication')
+    return None
+
+
+def stopped(message):
+    """The one-line error of a build stopped by Ctrl-C (``interrupted``, 130) or SIGTERM (``terminated``, 143)."""
+    return Terminated(message) if terminated() else Interrupted(message)
+
+
 def left_behind(config, facts, options):
     """What an interrupted build leaves: whether it published, and its staging folder if it made one (read
     through the job's storage: ``options``, the job's)."""
     try:
         files = preflight.job_storage(config.output, config, options)
-        published = publication.read_latest(config.output, files).version == config.version
+        latest = publication.read_latest(config.output, files).version
+        published = latest == config.version
         staging = facts.staging_dir(config)
         kept = any(files.for_path(staging).list_level(staging))
+        promoted = not published and publication.promoted_by(config.output, config.version, facts.created, files)
     except Exception:  # pylint: disable=broad-except  # storage gone too: say what is certain
         return f'LATEST and the staging folder of this build in {config.output} could not be checked'
-    line = f'published version {config.version} before it stopped' if published else \
-        'nothing was published (LATEST is as it was)'
+    if promoted:  # readers can see it by name: never 'nothing was published'
+        line = (f'version {config.version} is whole in {config.output}, but LATEST still names {latest or "nothing"}: '
+                f'run the same command again (same --version) to finish the publication')
+    else:
+        line = f'published version {config.version} before it stopped' if published else \
+            'nothing was published (LATEST is as it was)'
     if kept:
         return f'{line}; left the staging folder {staging} (a build with --clean removes it)'
     return f'{line}; no staging folder was left'

@@ -7,6 +7,7 @@ is a compare-and-swap against it).
 from __future__ import annotations
 
 import dataclasses
+import errno
 import typing
 import itertools
 import os
@@ -65,12 +66,15 @@ def check(config: BuildConfig, options: PipelineOptions,
     if tidied.published:
         print(f"build-dataset: finished an interrupted publication: LATEST names {', '.join(tidied.published)}",
               flush=True)
+    check_free_space(config, options)
     latest = read_latest(config.output, files)
     # (BuildConfig.labels is declared a tuple, but None until pinned: pipelines/options.py)
     config = dataclasses.replace(config, labels=labels)  # type: ignore[arg-type]
     if settle is not None:
         config = settle(config, latest)
-    publication.refuse_published(config.output, config.version, config.recorded(), files)
+    if publication.refuse_published(config.output, config.version, config.recorded(), files):
+        print(f'build-dataset: finished an interrupted publication: LATEST names {config.version}', flush=True)
+        latest = read_latest(config.output, files)
     return config, latest
 
 
@@ -144,11 +148,11 @@ def check_input(config: BuildConfig, options: PipelineOptions | None = None) -> 
             raise UserError(f'manifest not found: {config.manifest}')
         with files.open_read(config.manifest) as stream:
             for text_line in stream:
-                for line in manifest_lines(text_line.decode('utf-8')):
+                for line in manifest_lines(text_line.decode('utf-8', 'replace')):  # a bad line is quarantined
                     try:
                         if parse_manifest_line(line, '.') is not None:
                             return
-                    except ValueError:
+                    except ValueError:  # not path,label (a NUL, one field): quarantined with its number
                         continue
         raise UserError(f'manifest lists no image: {config.manifest}')
     files = job_storage(config.input, config, options)
@@ -175,12 +179,18 @@ def _probe(files, folder, what):
         _accessible(files, folder)
         files.write(probe, b'probe')
         files.delete(probe)
+    except OSError as error:
+        if error.errno == errno.ENOSPC and what == '--output':
+            return  # writable, but full: the cleanup may free space, and check_free_space decides
+        raise
     except BuildFailed as failure:
         cause = failure.__cause__
         if isinstance(cause, (Forbidden, NotFound)):
             raise UserError(describe_error(folder, cause)) from None
         if isinstance(cause, (FileExistsError, NotADirectoryError)):
             raise UserError(f'{what} {folder} is not a folder (a file is in the way)') from None
+        if isinstance(cause, OSError) and cause.errno == errno.ENOSPC and what == '--output':
+            return  # writable, but full: the cleanup may free space, and check_free_space decides
         if isinstance(cause, OSError):
             raise UserError(f'cannot write to {what} {folder}: {cause.strerror or cause}') from None
         raise
@@ -214,8 +224,14 @@ def check_output(config: BuildConfig, options: PipelineOptions | None = None) ->
     what earlier builds left: ``publication.refuse_published``.)"""
     files = job_storage(config.output, config, options)
     _probe(files, config.output, '--output')
-    on_disk = files.local_path(config.output)
+
+
+def check_free_space(config: BuildConfig, options: PipelineOptions | None = None) -> None:
+    """Refuses a nearly full local disk: after ``publication.tidy``, which frees what failed and killed builds
+    left (so a rerun after a build that ran out of space counts the space it freed)."""
+    on_disk = job_storage(config.output, config, options).local_path(config.output)
     if on_disk is not None:
         free = shutil.disk_usage(on_disk).free
         if free < MIN_FREE_BYTES:
-            raise UserError(f'the disk of --output {config.output} is nearly full ({free // 2**20} MB free)')
+            raise UserError(f'the disk of --output {config.output} is nearly full ({free // 2**20} MB free; a build '
+                            f'needs {MIN_FREE_BYTES // 2**20} MB free besides what it writes)')

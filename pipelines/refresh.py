@@ -13,21 +13,24 @@ listing of the input against the previous version's index, by the rule the job a
 (``imgrec.transforms.previous``); the listing stops at the first difference.
 """
 import dataclasses
+import io
+import json
 import typing
+
+import pyarrow.parquet
 
 
 from imgrec.contract import index, layout, metadata, version_ref
 from imgrec.contract.reasons import LABEL_CONFLICT, NEAR_DUPLICATE_CONFLICT
 from imgrec.console.errors import UserError
 from imgrec.imaging import perceptual_hash, record_options
-from imgrec.storage import storage
 from imgrec.pipelines.config import CARRIED, pairs_text
 from imgrec.pipelines.preflight import job_storage
 from imgrec.pipelines.refresh_plan import RefreshPlan
 from imgrec.transforms import previous as previous_version
 from imgrec.transforms.elements import ImageRef
 from imgrec.transforms.labels import is_plain_label, unmatched_labels_message
-from imgrec.transforms.listing import class_folder_listing, list_top_level, manifest_refs, relative_source
+from imgrec.transforms.listing import class_folder_listing, list_top_level, manifest_entries, relative_source
 
 if typing.TYPE_CHECKING:  # for annotations only
     from apache_beam.options.pipeline_options import PipelineOptions
@@ -53,6 +56,7 @@ def _load(config, previous, options):
     the user's to fix: a UserError in one line, the same line every tool gives.
     """
     files = job_storage(config.output, config, options)
+    marker = layout.join(config.output, previous, layout.DATASET_JSON)
     try:
         return version_ref.read_version(config.output, previous, files.read, files.exists).document
     except version_ref.FormatVersionError as error:
@@ -60,7 +64,100 @@ def _load(config, previous, options):
             return None
         raise UserError(str(error)) from None
     except version_ref.VersionError as error:
+        if files.exists(marker):  # there, but unreadable: nothing of it is trusted, nothing of it is needed
+            raise UnreadablePrevious(f'the dataset.json of version {previous}, {marker}, is unreadable ({error}): '
+                                     f'nothing of it is reused, and its labels and splits are decided afresh '
+                                     f'(pass --resplit to say so)') from None
         raise UserError(str(error)) from None
+    except OSError as error:  # the read itself failed (a permanent error)
+        raise UnreadablePrevious(f'{marker} cannot be read ({error}): nothing of version {previous} is reused, and '
+                                 f'its labels and splits are decided afresh (pass --resplit to say so)') from None
+
+
+class UnreadablePrevious(Exception):
+    """The previous version's dataset.json is there but cannot be read: a full build, said in one line."""
+
+
+# What a refresh reads of each line of the previous version's lists (transforms.previous): a line without them
+# would fail the job.
+_LIST_KEYS = {'quarantine': ('source', 'reason', 'message', 'bytes'),
+              'duplicates': ('source', 'label', 'sha256', 'bytes')}
+# Index columns every row must hold for its record to be found, matched and placed in its split.
+_ROW_COLUMNS = (index.SOURCE, index.SOURCE_SIZE, index.LABEL, index.SHA256, index.SHARD, index.OFFSET, index.LENGTH,
+                index.SPLIT)
+
+
+def previous_problem(version_dir, document, files):
+    """Why the previous version's files a build would read (its index parts, quarantine.jsonl and
+    duplicates.jsonl, listed by ``document``, its dataset.json) cannot be trusted: one phrase naming the file
+    and the cause (unreadable, truncated, a label number out of range, a line that is not a whole JSON
+    object); None when every one reads. Read whole, as the job would: a damaged file is found before the
+    job, and the build falls back instead of failing."""
+    labels = document.get('labels')
+    try:
+        parts = [layout.join(version_dir, name) for name in document['index']['files']]
+        lists = {kind: layout.join(version_dir, document[kind]['file']) for kind in _LIST_KEYS}
+    except (KeyError, TypeError) as error:
+        return f'its dataset.json lacks {error} (it lists no index or lists)'
+    if not isinstance(labels, list):
+        return 'its dataset.json lists no labels'
+    labels_txt = layout.join(version_dir, layout.LABELS_TXT)
+    try:
+        written = files.read(labels_txt).decode('utf-8').splitlines()
+    except Exception as error:  # pylint: disable=broad-except  # missing, not UTF-8
+        return f'its {labels_txt} is unreadable ({_cause(error)})'
+    if written != labels:
+        return f'its {labels_txt} does not list the labels its dataset.json does'
+    for path in parts:
+        try:
+            table = pyarrow.parquet.ParquetFile(io.BytesIO(files.read(path))).read()
+        except Exception as error:  # pylint: disable=broad-except  # ArrowInvalid, OSError, a missing part
+            return f'its index part {path} is unreadable ({_cause(error)})'
+        missing = [column for column in _ROW_COLUMNS if column not in table.column_names]
+        if missing:
+            return f"its index part {path} has no {', '.join(missing)} column"
+        numbers = [number for number in table.column(index.LABEL).to_pylist()]
+        wrong = [number for number in numbers if not isinstance(number, int) or not 0 <= number < len(labels)]
+        if wrong:
+            return (f'its index part {path} holds label number {wrong[0]}, which labels.txt does not have '
+                    f'({len(labels)} labels)')
+    for kind, path in lists.items():
+        try:
+            with files.open_read(path) as stream:
+                for number, line in enumerate(stream, 1):
+                    if not line.strip():
+                        continue
+                    item = json.loads(line)
+                    if not isinstance(item, dict) or any(key not in item for key in _LIST_KEYS[kind]):
+                        return f'its {path} line {number} is not a whole entry'
+        except Exception as error:  # pylint: disable=broad-except  # a cut line, bytes that are not UTF-8
+            return f'its {path} is unreadable ({_cause(error)})'
+    return None
+
+
+def _cause(error):
+    text = ' '.join(str(error).split())
+    return f'{type(error).__name__}: {text[:160]}' if text else type(error).__name__
+
+
+def verified(config, refresh_plan, options):
+    """``refresh_plan`` once the previous version's files it would read are found readable
+    (``previous_problem``); else a full build that reads none of them, saying why in its ``full_reason``: the
+    file and the cause, and, where its images would have kept their splits, that they are dealt afresh."""
+    version_dir = refresh_plan.reuse_dir or refresh_plan.published_dir
+    if version_dir is None:
+        return refresh_plan
+    document = refresh_plan.document or refresh_plan.published_document
+    problem = previous_problem(version_dir, document, job_storage(version_dir, config, options))
+    if problem is None:
+        return refresh_plan
+    reason = f'version {refresh_plan.previous} cannot be trusted: {problem}'
+    if refresh_plan.full_reason:
+        reason = f'{refresh_plan.full_reason}; {reason}'
+    if refresh_plan.keeps_published:
+        reason += '; its images are dealt into splits afresh (pass --resplit to say so)'
+    return dataclasses.replace(refresh_plan, reuse_dir=None, document=None, published_dir=None,
+                               published_document=None, full_reason=reason)
 
 
 def carry_over(config: 'BuildConfig', latest: 'Latest | None',
@@ -170,7 +267,10 @@ def plan(config: 'BuildConfig', latest: 'Latest | None', options: 'PipelineOptio
     if previous is None:
         return RefreshPlan()
     previous_dir = layout.join(config.output, previous)
-    document = _load(config, previous, options)
+    try:
+        document = _load(config, previous, options)
+    except UnreadablePrevious as error:
+        return RefreshPlan(previous=previous, full_reason=str(error))
     if document is None:
         return RefreshPlan(previous=previous, full_reason=f'--full was given (version {previous} is of a format '
                                                           f'this code does not read)')
@@ -276,7 +376,5 @@ def _folder_refs(root, files, classes):
 
 
 def _manifest_refs(manifest, files):
-    manifest_dir = storage.folder_of(manifest)
-    for text_line in files.read(manifest).decode('utf-8').split('\n'):  # as ReadFromText splits it
-        yield from (found for found in manifest_refs(text_line.removesuffix('\r'), manifest_dir, files)
-                    if isinstance(found, ImageRef))  # a bad line names no image
+    """The ImageRefs of a manifest's records, as the job's listing reads them (a bad line names no image)."""
+    return (found for found in manifest_entries(manifest, files) if isinstance(found, ImageRef))

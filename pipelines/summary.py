@@ -42,6 +42,10 @@ def report(config, facts, result, options):
     kept = retention(result) if built else result.retention
     if kept:
         lines.append(f'  pruned to {kept.describe()}')
+    untrusted = counter(result, counters.FACTS_DAMAGED) if built and not unchanged(result) else 0
+    if untrusted:
+        lines.append(f'  {_count(untrusted, "index row")} of version {facts.refresh.previous} did not check (their '
+                     f'facts were damaged or copied from another row): decoded again')
     retried = retries.summary_line(result) if built else None
     if retried:
         lines.append(f'  {retried}')

@@ -94,3 +94,19 @@ def test_the_index_finds_a_record_on_gcs_with_one_ranged_read(gcs_emulator, flow
     # Published: no spill files or staging objects are left in the bucket.
     names = gcs_emulator.list(output + '/')
     assert not [name for name in names if layout.is_staging_name(name) or f'/{layout.SPILL_DIR}/' in name]
+
+
+def test_a_hostile_gcs_manifest_quarantines_each_bad_line_with_its_number(gcs_emulator, flowers, tmp_path):
+    from tests.test_manifest import _check_hostile, _hostile_manifest  # pylint: disable=import-outside-toplevel
+    local, prefix = flowers
+    bucket = prefix.rsplit('/', 1)[0]
+    circle, square = sorted((local / 'circle').glob('*.jpg'))[0].name, sorted((local / 'square').glob('*.jpg'))[0].name
+    data, expected = _hostile_manifest(f'{prefix}/circle/{circle}', f'{prefix}/square/{square}')
+    manifest = f'{bucket}/lists/hostile.csv'
+    gcs_emulator.upload_bytes(manifest, data)
+    output = f'{bucket}/from-hostile-manifest'
+    launcher.run(['--manifest', manifest, '--output', output, '--image_size', '32', '--version', 'm1',
+                  '--max_error_rate', '1', '--direct_running_mode', 'in_memory'])
+    document = json.loads(gcs_emulator.read_bytes(f'{output}/m1/{layout.DATASET_JSON}'))
+    quarantine = [json.loads(line) for line in gcs_emulator.read_bytes(f'{output}/m1/quarantine.jsonl').splitlines()]
+    _check_hostile(document, quarantine, expected)

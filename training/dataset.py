@@ -29,7 +29,8 @@ import random
 
 import tensorflow as tf
 
-from imgrec.console.errors import UserError
+from imgrec.console.errors import DataError, UserError
+from imgrec.storage import leases
 from imgrec.training import dataset_version, example_parsing, images
 from imgrec.training.dataset_info import DatasetInfo
 
@@ -230,9 +231,14 @@ def load(data, split='train', *, version=None, batch_size=None, image_size=None,
         raise UserError('crop_to_aspect_ratio and pad_to_aspect_ratio cannot both be set')
     if label_mode not in LABEL_MODES:
         raise UserError(f"label_mode must be one of {', '.join(LABEL_MODES)}, got {label_mode!r}")
-    source = dataset_version.open_version(data, version)
-    source.check_split(split)
-    source.check_shards([split])
+    source, lease = leased_version(data, version)
+    try:
+        source.check_split(split)
+        source.check_shards([split])
+    except Exception:
+        if lease is not None:
+            lease.release_quietly()
+        raise
     reader = InputReader(source, InputConfig(split=split, global_batch_size=batch_size or 1, is_training=False,
                                              augment=False))
     # A known length: len() works, Keras counts its steps, and a split with fewer records fails the pass.
@@ -254,7 +260,19 @@ def load(data, split='train', *, version=None, batch_size=None, image_size=None,
     if verbose:
         print(f'Found {reader.num_examples} images belonging to {len(source.labels)} classes in split {split!r} '
               f'of {source.directory}.')
+    leases.held_while(examples, lease)  # renewed while the dataset is alive: a pruning leaves the version alone
     return (examples, DatasetInfo.of(source)) if with_info else examples
+
+
+def leased_version(data, version=None):
+    """(``DatasetVersion``, its reader lease or None): the version opened as ``dataset_version.open_version``
+    opens it, with a reader lease on it (``imgrec.storage.leases.reader_lease``), so that a build's
+    --keep_versions does not delete it while it is read; opened again if a pruning got to it first."""
+    try:
+        return leases.resolve_leased(lambda: dataset_version.open_version(data, version),
+                                     lambda source: (source.root, source.version))
+    except leases.Pruned as error:
+        raise DataError(f'{error}, three times: run again') from None
 
 
 def _counted_records(path, records):

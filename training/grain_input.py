@@ -23,6 +23,7 @@ from PIL import Image
 from imgrec.contract import features as F, layout, metadata, version_ref
 from imgrec.contract.example import decode_example
 from imgrec.console.errors import UserError
+from imgrec.storage import leases
 
 
 def _read_text(path):
@@ -74,5 +75,16 @@ def grain_source(data, split='train', *, version=None, batch_size=32, seed=0, nu
 
     A mistake (no such version or split, no ArrayRecord shards) raises UserError with a one-line message.
     """
-    return batches(array_record_paths(open_version(data, version), split), batch_size=batch_size, seed=seed,
-                   num_epochs=num_epochs, drop_remainder=drop_remainder)
+    try:
+        ref, lease = leases.resolve_leased(lambda: open_version(data, version), lambda ref: (ref.output, ref.name))
+    except leases.Pruned as error:
+        raise UserError(f'{error}, three times: run again') from None
+    try:
+        paths = array_record_paths(ref, split)
+    except UserError:
+        if lease is not None:
+            lease.release_quietly()
+        raise
+    # The lease is renewed while the dataset is alive, so a build's --keep_versions leaves the version alone.
+    return leases.held_while(batches(paths, batch_size=batch_size, seed=seed, num_epochs=num_epochs,
+                                     drop_remainder=drop_remainder), lease)

@@ -178,30 +178,23 @@ def check_classes(source: dataset_version.DatasetVersion, split: str) -> None:
 @contextlib.contextmanager
 def reading(source):
     """Holds a reader's lease on the version ``source`` while the block runs, renewed every
-    ``leases.RENEW_EVERY_S``, so a build's --keep_versions does not delete it (docs/publication.md).
+    ``leases.RENEW_EVERY_S``, so a build's --keep_versions does not delete it (docs/publication.md): the
+    readers' one API, ``leases.reading``.
 
     An output this run may not write to gets a warning, and the run goes on without the lease.
     """
-    files = storage.storage_for(source.root)
-
     def lost(lease):
         log.warning('train-model: warning: the reader lease %s lapsed: a build with --keep_versions may now '
                     'delete version %s', lease.path, source.version)
 
     try:
-        lease = leases.hold_reader(files, source.root, source.version, on_lost=lost)
-    except Exception as error:  # pylint: disable=broad-except  # any file system's refusal: the run goes on
-        log.warning('train-model: warning: cannot hold a reader lease in %s (%s): a build with --keep_versions '
-                    'may delete version %s while this run reads it', leases.folder(source.root),
-                    str(error).splitlines()[0] if str(error) else type(error).__name__, source.version)
-        yield
-        return
-    if lease is None:
-        raise UserError(f'version {source.version!r} of {source.root} was pruned as this run started; run again')
-    try:
-        yield
-    finally:
-        lease.release_quietly()
+        with leases.reading(source.root, source.version, storage.storage_for(source.root), on_lost=lost,
+                            warn=lambda line: log.warning('train-model: warning: %s', line.replace(
+                                'while it is read', 'while this run reads it'))):
+            yield
+    except leases.Pruned:
+        raise UserError(f'version {source.version!r} of {source.root} was pruned as this run started; '
+                        f'run again') from None
 
 
 if __name__ == '__main__':

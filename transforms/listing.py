@@ -16,17 +16,24 @@ compares, docs/reuse.md) come from one ``os.stat``, symlinks followed. An entry 
 quarantines it at once, without opening it (``local_storage.read_local``).
 
 A manifest may come from Excel: a UTF-8 byte-order mark before the first line and CRLF or CR-only line
-ends are read as plain line ends.
+ends are read as plain line ends. It is read line by line with its line numbers (``manifest_records``), by
+one worker, as a stream: a line that is not UTF-8, holds a NUL, or is not ``path,label`` quarantines that
+entry as ``bad_manifest_line``, and a label holding a line break (a quoted field spanning lines, as a
+spreadsheet writes it) or another control character as ``bad_label``, each with its line number; the rest
+is built. A label is never cut at a line break.
 """
+import collections
 import csv
 import os
 import typing
+import unicodedata
+from collections.abc import Iterable, Iterator
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
 from imgrec.contract import counters, layout
-from imgrec.contract.reasons import BAD_MANIFEST_LINE
+from imgrec.contract.reasons import BAD_LABEL, BAD_MANIFEST_LINE
 from imgrec.console.errors import BuildFailed
 from imgrec.storage import retries, storage as storage_lib
 from imgrec.transforms.elements import ClassFolder, ImageRef, Rejected
@@ -176,36 +183,131 @@ def stat_file(path, storage):
     return ListedFile(path, -1) if found is None else listed_file(found)
 
 
-def manifest_refs(text_line, manifest_dir, storage):
-    """Yields the ImageRef, stat'ed, of each image one manifest text line names, and a Rejected for each bad
-    line: what the job's listing and a refresh's check before the job both read of a manifest."""
-    for line in manifest_lines(text_line):
+# A quoted field may span lines (a spreadsheet's label with a line break): at most this many are joined
+# while its quotes stay open; past it (or at the end) the first line is an unterminated quote on its own.
+MAX_QUOTED_LINES = 20
+
+
+def _raw_lines(stream: Iterable[bytes]) -> Iterator[bytes]:
+    """The lines of a manifest's bytes, split at LF, CRLF or a lone CR, without the line ends and without a
+    leading byte-order mark."""
+    first = True
+    for chunk in stream:
+        body = chunk[:-1] if chunk.endswith(b'\n') else chunk
+        body = body[:-1] if body.endswith(b'\r') else body
+        if first:
+            body, first = body.removeprefix(BYTE_ORDER_MARK.encode('utf-8')), False
+        yield from body.split(b'\r')
+
+
+def _decoded(raw: bytes) -> tuple[str, str | None]:
+    """(text, problem) of one raw line: the problem when it is not UTF-8 or holds a NUL."""
+    try:
+        text = raw.decode('utf-8')
+    except UnicodeDecodeError as error:
+        return raw.decode('utf-8', 'replace'), f'not UTF-8 text (byte {error.start + 1} of the line)'
+    if '\0' in text:
+        return text, 'holds a NUL byte'
+    return text, None
+
+
+def manifest_records(stream: Iterable[bytes]) -> Iterator[tuple[int, str, str | None]]:
+    """(line number, text, problem) of each record of a manifest (its bytes, as a binary stream gives them), one
+    line in memory at a time (a few more while a quote is open): a record is one line, or the lines a quoted
+    field with line breaks spans (numbered by its first). ``problem`` names why the line cannot be read (not
+    UTF-8, a NUL, an unterminated quote); None when it can."""
+    numbered = enumerate(_raw_lines(stream), 1)
+    put_back: collections.deque[tuple[int, bytes]] = collections.deque()
+
+    def take() -> tuple[int, bytes] | None:
+        return put_back.popleft() if put_back else next(numbered, None)
+
+    while (item := take()) is not None:
+        number, raw = item
+        text, problem = _decoded(raw)
+        if problem is None and text.count('"') % 2:  # a quote left open: the field goes on on the next line
+            joined, used = text, []  # type: tuple[str, list[tuple[int, bytes]]]
+            while joined.count('"') % 2 and len(used) < MAX_QUOTED_LINES - 1 and (more := take()) is not None:
+                used.append(more)
+                more_text, more_problem = _decoded(more[1])
+                if more_problem:
+                    break
+                joined += '\n' + more_text
+            if joined.count('"') % 2:  # never closed: this line alone is bad, the others are lines of their own
+                put_back.extendleft(reversed(used))
+                problem = 'an unterminated quote'
+            else:
+                text = joined
+        yield number, text, problem
+
+
+def label_problem(label: str) -> str | None:
+    """Why ``label`` cannot be a class name (one line of labels.txt, no control character); None when it can."""
+    if label.splitlines() != [label]:
+        return 'holds a line break'
+    if any(unicodedata.category(char) == 'Cc' for char in label):
+        return 'holds a control character'
+    return None
+
+
+def manifest_entry(number: int, text: str, problem: str | None, manifest_dir: str, storage):
+    """The ImageRef, stat'ed, of one manifest record (``manifest_records``), a Rejected naming its line number
+    and why, or None for a blank or header line."""
+    where = f'line {number}'
+    if problem is None:
         try:
-            ref = parse_manifest_line(line, manifest_dir)
+            ref = parse_manifest_line(text, manifest_dir)
         except ValueError as error:
-            yield Rejected(source=line, reason=BAD_MANIFEST_LINE, message=str(error))
-            continue
-        if ref is not None:
+            problem = str(error)
+        else:
+            if ref is None:
+                return None
+            wrong = label_problem(ref.label)
+            if wrong:
+                return Rejected(source=ref.source, reason=BAD_LABEL,
+                                message=f'{where}: the label {ref.label!r} {wrong}, which labels.txt cannot hold')
             listed = stat_file(ref.path, storage)
-            yield ref._replace(size=listed.size, mtime_ns=listed.mtime_ns, generation=listed.generation,
-                               ctime_ns=listed.ctime_ns, inode=listed.inode)
+            return ref._replace(size=listed.size, mtime_ns=listed.mtime_ns, generation=listed.generation,
+                                ctime_ns=listed.ctime_ns, inode=listed.inode)
+    return Rejected(source=f'{where}: {text[:200]}', reason=BAD_MANIFEST_LINE, message=f'{where}: {problem}')
 
 
-class _ParseManifestLine(beam.DoFn):
+def read_manifest(manifest: str, storage) -> Iterator[tuple[int, str, str | None]]:
+    """Every record of ``manifest`` (``manifest_records``), read as a stream through ``storage``; a manifest
+    that cannot be read fails the build in one line."""
+    try:
+        with storage.for_path(manifest).open_read(manifest) as stream:
+            yield from manifest_records(stream)
+    except Exception as error:  # pylint: disable=broad-except  # every entry would go missing
+        raise BuildFailed(f'cannot read the manifest {manifest}: {retries.describe(error)}') from error
+
+
+def manifest_entries(manifest: str, storage) -> Iterator[ImageRef | Rejected]:
+    """What the job's listing gives of a manifest, in order, without a pipeline (a refresh's check before
+    the job): an ImageRef or a Rejected per record."""
+    manifest_dir = storage_lib.folder_of(manifest)
+    for record in read_manifest(manifest, storage):
+        found = manifest_entry(*record, manifest_dir, storage)
+        if found is not None:
+            yield found
+
+
+class _ParseManifestRecord(beam.DoFn):
     def __init__(self, manifest_dir, storage):
         self._manifest_dir = manifest_dir
         self._storage = storage
         self.listed = Metrics.counter(*counters.IMAGES_LISTED)
         self.bad_lines = Metrics.counter(*counters.BAD_MANIFEST_LINES)
 
-    def process(self, text_line):
-        for found in manifest_refs(text_line, self._manifest_dir, self._storage):
-            if isinstance(found, Rejected):
-                self.bad_lines.inc()
-                yield beam.pvalue.TaggedOutput(REJECTED, found)
-            else:
-                self.listed.inc()
-                yield found
+    def process(self, record):
+        number, text, problem = record
+        found = manifest_entry(number, text, problem, self._manifest_dir, self._storage)
+        if isinstance(found, Rejected):
+            self.bad_lines.inc()
+            yield beam.pvalue.TaggedOutput(REJECTED, found)
+        elif found is not None:
+            self.listed.inc()
+            yield found
 
 
 class ListImages(beam.PTransform):
@@ -228,9 +330,13 @@ class ListImages(beam.PTransform):
     def expand(self, pbegin):
         if self._manifest is not None:
             manifest_dir = storage_lib.folder_of(self._manifest)
-            lines = pbegin | 'ReadManifest' >> beam.io.ReadFromText(self._manifest)
-            parsed = lines | 'ParseLines' >> beam.ParDo(_ParseManifestLine(manifest_dir, self._storage)).with_outputs(
-                REJECTED, main='images')
+            # One worker reads the lines with their numbers; the stats of the paths they name spread out.
+            records = (pbegin
+                       | 'Manifest' >> beam.Create([self._manifest])
+                       | 'ReadManifest' >> beam.FlatMap(read_manifest, self._storage)
+                       | 'SpreadLines' >> beam.Reshuffle())
+            parsed = records | 'ParseLines' >> beam.ParDo(
+                _ParseManifestRecord(manifest_dir, self._storage)).with_outputs(REJECTED, main='images')
             ignored = pbegin | 'NoIgnoredFiles' >> beam.Create([])
             return {'images': parsed.images, IGNORED: ignored, REJECTED: parsed[REJECTED]}
         root = self._input_root

@@ -48,7 +48,24 @@ _IMAGE_FACTS = (('perceptual_hash', I.PERCEPTUAL_HASH), ('source_width', I.SOURC
                 ('source_height', I.SOURCE_HEIGHT), ('upscaled', I.UPSCALED), ('thumbnail', I.THUMBNAIL))
 
 
+def facts_check(row):
+    """Whether the facts a refresh copies from index ``row`` (a dict) are the ones its build wrote: their
+    checksum (``index.facts_checksum``, bound to the record's sha256) recomputed. A row of an index older than the
+    checksum is taken as it is."""
+    recorded = row.get(I.FACTS_CHECKSUM)
+    return recorded is None or recorded == I.facts_checksum(row)
+
+
+# A row whose facts do not check is no fate: its image is listed as changed and decoded again.
+_UNTRUSTED_SIZE = -2
+
+
 def _written(row, version_dir, labels):
+    if not facts_check(row):
+        _LOG.warning('the index row of %s in %s does not check (its facts were damaged or copied from another '
+                     'row): decoding it again', row.get(I.SOURCE), version_dir)
+        Metrics.counter(*counters.FACTS_DAMAGED).inc()
+        row = dict(row, **{I.SOURCE_SIZE: _UNTRUSTED_SIZE})  # never a listed size: decoded again, as changed
     return row[I.SOURCE], (WRITTEN, {
         'size': row[I.SOURCE_SIZE],
         'stamp': (row[I.SOURCE_MTIME_NS], row.get(I.SOURCE_CTIME_NS), row.get(I.SOURCE_INODE), row[I.SOURCE_GENERATION]),

@@ -14,6 +14,7 @@ import contextlib
 import logging
 import os
 import re
+import signal
 import sys
 import tempfile
 import traceback
@@ -107,6 +108,41 @@ def was_interrupted(error):
             return True
         error = error.__cause__ or error.__context__
     return False
+
+
+class _Sigterm:
+    """SIGTERM turned into a KeyboardInterrupt in the main thread, so that the command stops as Ctrl-C stops it
+    and says what it left (``terminated``); ``received`` tells the two apart afterwards."""
+    received = False
+
+
+def _on_sigterm(number, frame):  # pylint: disable=unused-argument
+    if _Sigterm.received:  # a second SIGTERM: nothing more to wait for
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return
+    _Sigterm.received = True
+    raise KeyboardInterrupt('SIGTERM')
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt():
+    """While the block runs (in the main thread), SIGTERM raises KeyboardInterrupt, as Ctrl-C does; a second
+    SIGTERM ends the process at once. ``terminated()`` says afterwards whether SIGTERM came."""
+    try:
+        before = signal.signal(signal.SIGTERM, _on_sigterm)
+    except ValueError:  # not the main thread: SIGTERM keeps its default
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
+def terminated():
+    """Whether SIGTERM stopped the command (``sigterm_as_interrupt``)."""
+    return _Sigterm.received
 
 
 def write_log(prog, error, held_output=b''):

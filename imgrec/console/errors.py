@@ -1,7 +1,8 @@
 """The errors a command reports in one line, no traceback, and the exit status each one gives.
 
 ``UserError`` (status 2): the user can fix it, a bad flag, path or setting. ``DataError`` (status 1):
-the data or the run went wrong, a damaged dataset or a NaN loss. ``Interrupted`` (status 130): Ctrl-C.
+the data or the run went wrong, a damaged dataset or a NaN loss. ``Interrupted`` (status 130): Ctrl-C;
+``Terminated`` (status 143): SIGTERM.
 ``BuildFailed`` is the DataError a build raises on purpose; Beam's runners wrap it, so
 ``build_failure_message`` finds it again.
 """
@@ -32,6 +33,19 @@ class Interrupted(CommandError):
     shell gives a command ended by SIGINT."""
     exit_status = 130
     word = 'interrupted'
+
+
+class Terminated(Interrupted):
+    """SIGTERM stopped the command (a scheduler, ``kill``, a container stopping); the message says what was
+    left behind, as Ctrl-C's does. Exit status 143, as a shell gives a command ended by SIGTERM."""
+    exit_status = 143
+    word = 'terminated'
+
+
+class Incomplete(DataError):
+    """A build that published its version (readers can see it) but failed in a later step: never called
+    'failed'. The message says what readers see and what a rerun of the same command finishes. Status 1."""
+    word = 'incomplete'
 
 
 class BuildFailed(DataError):

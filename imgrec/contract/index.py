@@ -8,6 +8,9 @@ ArrayRecord shards, ``array_record_position`` is the record's position in the Ar
 same name (``layout.array_record_file_name``): ``reader.read([position])`` gives the same Example.
 Reading the index needs pyarrow (which Apache Beam brings), not TensorFlow.
 """
+import json
+import zlib
+
 from imgrec.contract import layout
 from imgrec.contract.hashing import stable_hash
 
@@ -35,6 +38,10 @@ SOURCE_HEIGHT = 'source_height'
 UPSCALED = 'upscaled'                    # the source was enlarged to reach the target size
 ARRAY_RECORD_POSITION = 'array_record_position'  # of the record in its ArrayRecord shard (null: none built)
 THUMBNAIL = 'thumbnail'                  # 8x8 RGB box averages of the decoded image, 192 bytes (docs/near-duplicates.md)
+# A checksum binding the facts a refresh copies from a row (FACTS) to the record's own sha256: a row whose facts
+# were damaged or copied from another row does not check, and its image is decoded again (docs/contract.md).
+FACTS_CHECKSUM = 'facts_checksum'
+FACTS = (SHA256, SOURCE_SIZE, LABEL, DECISIONS, PERCEPTUAL_HASH, SOURCE_WIDTH, SOURCE_HEIGHT, UPSCALED)
 
 # Column -> type; the source stamps (mtime, ctime and inode; generation) are null where they do not apply, the hash where the build did
 # not hash (--near_duplicates off).
@@ -43,12 +50,23 @@ COLUMNS = {
     SOURCE_CTIME_NS: 'int64', SOURCE_INODE: 'int64', SOURCE_GENERATION: 'int64', SPLIT: 'string', LABEL: 'int64', SHARD: 'string', OFFSET: 'int64',
     LENGTH: 'int64', DECISIONS: 'string', PERCEPTUAL_HASH: 'string', SOURCE_WIDTH: 'int64',
     SOURCE_HEIGHT: 'int64', UPSCALED: 'bool', ARRAY_RECORD_POSITION: 'int64', THUMBNAIL: 'binary',
+    FACTS_CHECKSUM: 'int64',
 }
 
 
 def row(values):
-    """``values`` ({column: value}, every column) as a row: a tuple in ``COLUMNS`` order."""
+    """``values`` ({column: value}, every column but FACTS_CHECKSUM, which is computed) as a row: a tuple in
+    ``COLUMNS`` order."""
+    values = {**values, FACTS_CHECKSUM: facts_checksum(values)}
     return tuple(values[name] for name in COLUMNS)
+
+
+def facts_checksum(values):
+    """CRC-32 of the FACTS of a row (a mapping: a dict row, or ``row``'s values), in a fixed text form: what a
+    refresh recomputes before it reuses them (``imgrec.transforms.previous``)."""
+    text = json.dumps([values.get(name) for name in FACTS], separators=(',', ':'), ensure_ascii=True,
+                      default=lambda value: value.item())  # numpy's scalars, as their Python values
+    return zlib.crc32(text.encode('ascii'))
 
 
 def source_of(row_):

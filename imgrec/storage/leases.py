@@ -30,6 +30,7 @@ import socket
 import threading
 import time
 import uuid
+import weakref
 from collections.abc import Callable, Container, Iterable, Iterator
 from typing import Any, ContextManager, Protocol
 
@@ -324,6 +325,83 @@ def hold_reader(files: LeaseFiles, output: str, version: str,
             lease.release()
             return None
     return lease.start()
+
+
+# -- the readers' one API ---------------------------------------------------------------------------------
+
+class Pruned(Exception):
+    """The version was unpublished by a pruning as the reader started: resolve it (LATEST) again."""
+
+
+def _lost_warning(lease: Lease) -> None:
+    _LOG.warning('the reader lease %s lapsed: a build with --keep_versions may now delete version %s',
+                 lease.path, lease.target)
+
+
+def reader_lease(output: str, version: str, files: LeaseFiles | None = None, *,
+                 on_lost: Callable[[Lease], None] | None = _lost_warning,
+                 warn: Callable[[str], None] | None = None) -> Lease | None:
+    """Takes a reader's lease on ``version`` of ``output`` and renews it from a heartbeat thread until it is
+    released (``release_quietly``), or its process ends (then it is dead at once on this machine, after TTL_S
+    elsewhere). Raises ``Pruned`` when a pruning unpublished the version first. An output this process may
+    not write to (read-only, no permission) holds no lease: ``warn`` gets one line, and None is returned,
+    since a reader that can read should still read. A folder without LATEST is no build's output (a version
+    folder copied elsewhere): nothing prunes there, and no lease is written into it (None)."""
+    try:
+        files = storage.storage_for(output) if files is None else files  # a scheme it has none for: no lease
+        if not files.exists(layout.join(output, layout.LATEST)):
+            return None
+        lease = hold_reader(files, output, version, on_lost=on_lost)
+    except Exception as error:  # pylint: disable=broad-except  # any file system's refusal: reading goes on
+        cause = str(error).splitlines()[0] if str(error) else type(error).__name__
+        (warn or _LOG.warning)(f'cannot hold a reader lease in {folder(output)} ({cause}): a build with '
+                               f'--keep_versions may delete version {version} while it is read')
+        return None
+    if lease is None:
+        raise Pruned(f'version {version!r} of {output} was pruned as it was opened')
+    return lease
+
+
+@contextlib.contextmanager
+def reading(output: str, version: str, files: LeaseFiles | None = None, *,
+            on_lost: Callable[[Lease], None] | None = _lost_warning,
+            warn: Callable[[str], None] | None = None) -> Iterator[Lease | None]:
+    """A reader's lease on ``version`` of ``output`` while the block runs (``reader_lease``): what any reader
+    of a version wraps its reading in, a user's own tf.data pipeline too (docs/publication.md)."""
+    lease = reader_lease(output, version, files, on_lost=on_lost, warn=warn)
+    try:
+        yield lease
+    finally:
+        if lease is not None:
+            lease.release_quietly()
+
+
+def held_while(reader: Any, lease: Lease | None) -> Any:
+    """Ties ``lease`` to ``reader`` (a tf.data.Dataset, a Grain dataset: an object read lazily, after the call
+    that made it returned): released once ``reader`` is garbage collected, or when the process ends.
+    Returns ``reader``; ``reader.reader_lease`` is the lease, for a caller that wants to release it early."""
+    if lease is not None:
+        weakref.finalize(reader, lease.release_quietly)
+    try:
+        reader.reader_lease = lease
+    except AttributeError:  # an object without a __dict__: the finalizer alone
+        pass
+    return reader
+
+
+def resolve_leased(resolve: Callable[[], Any], where: Callable[[Any], tuple[str, str]], *, attempts: int = 3,
+                   warn: Callable[[str], None] | None = None) -> tuple[Any, Lease | None]:
+    """(what ``resolve()`` found, its reader lease): ``where(found)`` is its (output, version). A version
+    pruned as it was opened is resolved again (LATEST moved on meanwhile), up to ``attempts`` times."""
+    for attempt in range(attempts):
+        found = resolve()
+        output, version = where(found)
+        try:
+            return found, reader_lease(output, version, warn=warn)
+        except Pruned:
+            if attempt == attempts - 1:
+                raise
+    raise AssertionError('unreachable')
 
 
 def take_over(files: LeaseFiles, output: str, entry: Found) -> Lease | None:

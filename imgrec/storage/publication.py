@@ -36,6 +36,7 @@ import dataclasses
 import json
 import os
 import signal
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -536,6 +537,79 @@ def keep_newest(output: str, keep_count: int, files: Storage | None = None) -> R
     return Retention(keep_count, tuple(kept), tuple(deleted))
 
 
+# -- a failed build's staging folder ---------------------------------------------------------------------
+
+# What a failed build's staging folder keeps for its user (the report and the lists it names); the rest (spill
+# files, shards, partial shards, the index) is the bulk that filled the disk, and goes (``shed``).
+FAILURE_KEEPS = frozenset((layout.REPORT_HTML, layout.QUARANTINE_JSONL, layout.DUPLICATES_JSONL,
+                           layout.BUILD_FAILURE_JSON))
+
+
+def staged_bytes(staging_dir: str, files: Storage | None = None) -> int:
+    """The bytes below ``staging_dir`` now: the work a build had written when it stopped."""
+    return sum(_objects(staging_dir, files).values())
+
+
+def shed(staging_dir: str, files: Storage | None = None) -> int:
+    """Deletes the bulk of a failed or stopped build's staging folder, keeping what explains the failure
+    (``FAILURE_KEEPS``, at its top): so a build that ran out of space gives its space back, and the user keeps
+    its report and quarantine list. Returns the bytes freed. Run again, it finds nothing more to delete."""
+    files = storage.given_or_default(staging_dir, files)
+    bulk = {name: size for name, size in _objects(staging_dir, files).items() if name not in FAILURE_KEEPS}
+
+    def delete(path: str) -> None:
+        local = files.local_path(path)
+        if local is not None:  # a writer of the failed run may hold it open still: its blocks go now all the same
+            with contextlib.suppress(OSError):
+                os.truncate(local, 0)
+        files.delete(path)
+    _each(delete, [layout.join(staging_dir, name) for name in sorted(bulk)])
+    for folder in sorted({name.split('/', 1)[0] for name in bulk if '/' in name}):
+        files.delete_tree(layout.join(staging_dir, folder))  # local: the folders left empty (spill/)
+    return sum(bulk.values())
+
+
+# -- after a failure: what readers can see ----------------------------------------------------------------
+
+UNPUBLISHED, LATEST_NAMES_IT, LATEST_MOVED_NOW, PUBLISHED_NOT_LATEST, SUPERSEDED = (
+    'unpublished', 'latest', 'moved', 'published', 'superseded')
+
+
+def promoted_by(output: str, version: str, created: str, files: Storage | None = None) -> bool:
+    """Whether ``OUT/<version>/dataset.json`` is the one the build that started at ``created`` wrote: that build
+    promoted the version, and readers can see it by name."""
+    data = _read(layout.join(output, version, layout.DATASET_JSON), files)
+    try:
+        return data is not None and json.loads(data).get('created') == created
+    except ValueError:
+        return False
+
+
+def state_after_failure(output: str, version: str, created: str, files: Storage | None = None) -> str:
+    """What a build that failed (or stopped) left readers: UNPUBLISHED (nothing of it is visible), LATEST_NAMES_IT
+    (it published, and LATEST moved: only a later step failed), LATEST_MOVED_NOW (promoted, LATEST not moved by the
+    build, moved now as the build would have done: ``_finish_latest``'s rule), PUBLISHED_NOT_LATEST (promoted,
+    and LATEST could not be moved now either: the disk is still full), or SUPERSEDED (promoted, but another build
+    moved LATEST first: the build's own line says so): judged by ``OUT/<version>/dataset.json``
+    being this build's (its ``created``)."""
+    data = _read(layout.join(output, version, layout.DATASET_JSON), files)
+    try:
+        recorded = json.loads(data) if data is not None else {}
+    except ValueError:
+        recorded = {}
+    if recorded.get('created') != created:
+        return UNPUBLISHED
+    latest = _latest_version(output, files)
+    if latest == version:
+        return LATEST_NAMES_IT
+    if latest != (recorded.get('refresh') or {}).get('previous'):
+        return SUPERSEDED  # another build moved LATEST first: this build lost the compare-and-swap
+    with contextlib.suppress(Exception):  # the disk may still be full: then the rerun finishes it
+        if _finish_latest(output, version, files):
+            return LATEST_MOVED_NOW
+    return PUBLISHED_NOT_LATEST
+
+
 # -- cleanup before a build -------------------------------------------------------------------------------
 
 def staging_folders(output: str, files: Storage | None = None) -> list[tuple[float, str]]:
@@ -590,6 +664,20 @@ def _finish_build(files: Storage, output: str, staging_name: str, lease: leases.
     return None
 
 
+# A staging folder that no lease names and that holds no failure report was left by a build stopped by Ctrl-C or
+# SIGTERM, or is a template job's (which takes no lease) still running: its bulk is shed only once nothing was
+# written to it for this long.
+QUIET_BEFORE_SHED_S = 3600.0
+
+
+def _finished(folder: str, last_written: float, files: Storage) -> bool:
+    """Whether the unleased staging ``folder`` is a build's that ended: it holds a failure report (a failed
+    build writes one as it ends), or nothing was written to it for QUIET_BEFORE_SHED_S."""
+    return (files.exists(layout.join(folder, layout.BUILD_FAILURE_JSON))
+            or files.exists(layout.join(folder, layout.REPORT_HTML))
+            or time.time() - last_written > QUIET_BEFORE_SHED_S)
+
+
 @dataclasses.dataclass(frozen=True)
 class Tidied:
     """What the cleanup before a build did: staging folders removed, versions whose interrupted pruning it
@@ -633,6 +721,8 @@ def tidy(output: str, clean: bool = False, files: Storage | None = None) -> Tidi
         if clean or (published_at is not None and last_written < published_at):
             delete_tree(folder, files)
             removed += 1
+        elif _finished(folder, last_written, files):  # kept for its report: its bulk goes, so a full disk gets
+            shed(folder, files)                          # its space back
     if found:
         with files.locked(output):
             files.remove_empty_folder(leases.folder(output))
@@ -640,17 +730,28 @@ def tidy(output: str, clean: bool = False, files: Storage | None = None) -> Tidi
 
 
 def refuse_published(output: str, version: str, recorded: Mapping[str, Any],
-                     files: Storage | None = None) -> None:
-    """Before a build, after ``tidy``: refuses a --version that is published already, unless LATEST names it
-    and it is the same build (``recorded``: ``BuildConfig.recorded()``): a rerun of the build that published it.
-    That rerun refreshes the version; it ends with nothing published when it finds nothing new, and
-    fails at promotion (``published_by``) when it does."""
+                     files: Storage | None = None) -> bool:
+    """Before a build, after ``tidy``: refuses a --version that is published already, unless it is the same
+    build (``recorded``: ``BuildConfig.recorded()``) and LATEST names it: a rerun of the build that published
+    it. That rerun refreshes the version; it ends with nothing published when it finds nothing new, and fails
+    at promotion (``published_by``) when it does.
+
+    A version of the same options that LATEST does not name yet, while LATEST still names the version that
+    build started from and no live build lease names it, is a publication that failed after promotion (the
+    disk filled as LATEST was written): LATEST is moved to it now, as that build would have, and True is
+    returned (the caller says so)."""
     data = _read(layout.join(output, version, layout.DATASET_JSON), files)
     if data is None:
-        return
+        return False
     try:
         published = json.loads(data)
     except ValueError:
         published = {}
-    if not (_same_build(published, recorded) and _latest_version(output, files) == version):
+    if not _same_build(published, recorded):
         raise UserError(f'version {version} already exists in {output}; pass another --version')
+    if _latest_version(output, files) == version:
+        return False
+    building = leases.live(leases.read_all(lease_files(output, files), output)).building
+    if version not in building and _finish_latest(output, version, files):
+        return True
+    raise UserError(f'version {version} already exists in {output}; pass another --version')

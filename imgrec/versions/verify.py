@@ -292,6 +292,9 @@ def check_index(version, results):
             seen.add(source)
             if I.index_part(source, len(files)) != part:
                 problems.append(f'{name}: row of {source!r} belongs in part {I.index_part(source, len(files))}')
+            if row.get(I.FACTS_CHECKSUM) is not None and row[I.FACTS_CHECKSUM] != I.facts_checksum(row):
+                problems.append(f'{name}: row of {source!r} does not check against its {I.FACTS_CHECKSUM} (its '
+                                f'facts were damaged or copied from another row): a refresh decodes its image again')
             if placed.get(source) != where:
                 found = 'no record' if source not in placed else 'the record at {} offset {} length {}'.format(
                     *placed[source])
@@ -309,8 +312,13 @@ def check_index(version, results):
 
 
 def verify(path, sample=None, workers=DEFAULT_WORKERS):
-    """(problems, summary line) for the version at ``path`` (OUT or OUT/VERSION)."""
-    version = version_lib.load(path)
+    """(problems, summary line) for the version at ``path`` (OUT or OUT/VERSION), read under a reader lease,
+    so a build's --keep_versions does not delete it mid-check (``version_lib.reading``)."""
+    with version_lib.reading(path) as version:
+        return _verify(version, sample, workers)
+
+
+def _verify(version, sample, workers):
     if version.labels is None:
         raise version_lib.InspectionError(f'{layout.join(version.path, layout.LABELS_TXT)} not found')
     import tensorflow as tf  # pylint: disable=import-outside-toplevel  # only once the arguments and the version are good

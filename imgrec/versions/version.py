@@ -1,12 +1,13 @@
 """Finds a version folder from what a user types (OUT or OUT/VERSION), by the contract's rules
 (``imgrec.contract.version_ref``), and reads its metadata files."""
+import contextlib
 import json
 import typing
 from collections.abc import Iterator
 from typing import Any
 
 from imgrec.contract import layout, version_ref
-from imgrec.storage import storage
+from imgrec.storage import leases, storage
 
 
 class InspectionError(Exception):
@@ -33,13 +34,29 @@ def resolve(path: str) -> str:
     return _ref(path).directory
 
 
-def load(path: str, files: storage.Storage | None = None) -> Version:
-    """The Version at ``path`` (OUT or OUT/VERSION), read through ``files`` (the job's storage) when given."""
-    ref = _ref(path, files)
+def load(path: str, files: storage.Storage | None = None, ref: version_ref.VersionRef | None = None) -> Version:
+    """The Version at ``path`` (OUT or OUT/VERSION), read through ``files`` (the job's storage) when given;
+    ``ref``: its VersionRef, resolved already."""
+    ref = ref or _ref(path, files)
     labels_path = layout.join(ref.directory, layout.LABELS_TXT)
     files = storage.given_or_default(labels_path, files)
     labels = files.read(labels_path).decode('utf-8').splitlines() if files.exists(labels_path) else None
     return Version(ref.directory, ref.document, labels)
+
+
+@contextlib.contextmanager
+def reading(path: str) -> Iterator[Version]:
+    """The Version at ``path`` with a reader lease on it while the block runs (``leases.reader_lease``), so a
+    build's --keep_versions does not delete it under a command that reads it (verify-dataset, dataset-report)."""
+    try:
+        ref, lease = leases.resolve_leased(lambda: _ref(path), lambda ref: (ref.output, ref.name))
+    except leases.Pruned as error:
+        raise InspectionError(f'{error}, three times: run again') from None
+    try:
+        yield load(path, ref=ref)
+    finally:
+        if lease is not None:
+            lease.release_quietly()
 
 
 def iter_jsonl(version_dir: str, name: str, files: storage.Storage | None = None) -> Iterator[Any]:

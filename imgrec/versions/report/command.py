@@ -18,9 +18,10 @@ def main(argv=None):
                             help='build time to show; default: what the existing report recorded')
         args = parser.parse_args(argv)
         try:
-            version_dir = version_lib.resolve(args.path)
-            seconds = args.build_seconds if args.build_seconds is not None else recorded_build_seconds(version_dir)
-            path = write_report(version_dir, seconds, pruning=recorded_pruning(version_dir))
+            with version_lib.reading(args.path) as version:  # a reader lease: --keep_versions leaves it alone
+                version_dir = version.path
+                seconds = args.build_seconds if args.build_seconds is not None else recorded_build_seconds(version_dir)
+                path = write_report(version_dir, seconds, pruning=recorded_pruning(version_dir))
         except version_lib.InspectionError as error:
             raise UserError(str(error)) from None
         print(f'dataset-report: wrote {path}')

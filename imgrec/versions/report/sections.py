@@ -385,7 +385,12 @@ def changes_section(version, files=None):
                         f'<p class="muted">Version <code>{escape(previous)}</code> or its record index is no longer '
                         'there (pruned?): no per-class changes.</p>']
     parts.append(head + (f'. Inputs {escape(work)}.' if work else '.') + '</p>')
-    changes = class_changes(version.path, document, before.path, before.document, files)
+    try:
+        changes = class_changes(version.path, document, before.path, before.document, files)
+    except Exception as error:  # pylint: disable=broad-except  # a damaged previous index (the build did not trust it)
+        cause = ' '.join(str(error).split())[:160]
+        return parts + [f'<p class="muted">Version <code>{escape(previous)}</code>\'s record index cannot be read '
+                        f'({escape(type(error).__name__)}: {escape(cause)}): no per-class changes.</p>']
     labels = [label for label in [*document['labels'], *before.document['labels']] if label in changes]
     labels = list(dict.fromkeys(labels))
     rows = []
