@@ -168,7 +168,10 @@ def carry_over(config: 'BuildConfig', latest: 'Latest | None',
     previous = latest.version if latest else None
     if previous is None:
         return config
-    document = _load(config, previous, options)
+    try:
+        document = _load(config, previous, options)
+    except UnreadablePrevious:  # nothing of it is trusted: ``plan`` makes it a full build and says so
+        return config
     if document is None:
         return config
     config = carried_over(config, document)

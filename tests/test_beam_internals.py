@@ -270,10 +270,10 @@ def _build_as_users_do(images, output, switch):
 
 def _version_files(output):
     """{name: bytes} of every file of the version but dataset.json (``_outputs`` compares it less what names the
-    run) and report.html (it shows the build's time, duration and path)."""
+    run) and the report with its sidecar (they show the build's time, duration and path)."""
     version_dir = output / 'v'
     return {str(path.relative_to(version_dir)): path.read_bytes() for path in sorted(version_dir.rglob('*'))
-            if path.is_file() and path.name not in (layout.DATASET_JSON, 'report.html')}
+            if path.is_file() and path.name not in (layout.DATASET_JSON, layout.REPORT_HTML, layout.REPORT_STATE_JSON)}
 
 
 def test_a_build_with_every_feature_off_writes_the_same_bytes(tmp_path):

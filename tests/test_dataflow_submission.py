@@ -57,7 +57,7 @@ def test_the_project_package_is_staged_with_worker_requirements_only(template):
         requires = next(sdist.extractfile(n) for n in sdist.getnames() if n.endswith('egg-info/requires.txt'))
         install_requires = requires.read().decode().split('\n[', 1)[0].split()
     assert {'setup.py', 'requirements/worker.txt', 'imgrec/pipelines/build_dataset.py', 'imgrec/transforms/listing.py',
-            'imgrec/storage/gcs_storage.py', 'imgrec/contract/example.py', 'imgrec/versions/report.py'} <= names
+            'imgrec/storage/gcs_storage.py', 'imgrec/contract/example.py', 'imgrec/versions/report/page.py'} <= names
     assert sorted(r.split('==')[0] for r in install_requires) == ['apache-beam[gcp]', 'array_record',
                                                                   'google-cloud-storage', 'matplotlib', 'pillow']
 

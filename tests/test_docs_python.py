@@ -42,7 +42,9 @@ def _placeholders(version):
     """(docs' text, replacement) pairs, ``version`` the newest version of ``ARRAYS``."""
     return [("'OUT/<version>'", repr(f'{ARRAYS}/{version}')),  # docs/contract.md
             ("data_dir='OUT'", f'data_dir={ARRAYS!r}'),  # docs/versions.md
-            (f"'{ARRAYS}/20261201T090000Z'", repr(f'{ARRAYS}/{version}'))]  # docs/array-record.md
+            (f"'{ARRAYS}/20261201T090000Z'", repr(f'{ARRAYS}/{version}')),  # docs/array-record.md
+            ("leases.reading('OUT', 'v3')", f'leases.reading({ARRAYS!r}, {version!r})'),  # docs/publication.md
+            ("'OUT/v3/train-*.tfrecord'", repr(f'{ARRAYS}/{version}/train-*.tfrecord'))]
 
 
 GIVEN = '''

@@ -213,16 +213,17 @@ def test_a_failed_build_on_gcs_keeps_only_its_report_and_quarantine_list(gcs_emu
 
 def test_the_next_build_frees_the_bulk_a_failed_build_left_before_it_checks_the_disk(small_disk, noisy, capfd,
                                                                                      monkeypatch):
-    """A disk filled to the last byte by what a failed build left (here: as an older release left it, with its
-    spill files): the cleanup runs before the disk check, sheds that bulk, and the build goes on."""
+    """A disk filled to the last byte by what a failed build left (here: with its spill files, as an older release
+    left them): the cleanup runs before the disk check, sheds that bulk, and the build goes on."""
     monkeypatch.setattr(preflight, 'MIN_FREE_BYTES', 2**20)
     output = small_disk / 'out'
     staging = output / layout.staging_name('v0', 'failed000001')
     (staging / layout.SPILL_DIR).mkdir(parents=True)
     (staging / layout.REPORT_HTML).write_text('<p>why it failed</p>')
+    (staging / layout.BUILD_FAILURE_JSON).write_text('{}')
     _fill(staging / layout.SPILL_DIR, 0)  # the spill files of the failed build fill the disk
     assert _free(small_disk) < 2**16
     assert build_dataset.main(['--input', str(noisy), '--output', str(output), *OPTIONS, '--version', 'v1']) == 0, \
         capfd.readouterr().err
-    assert sorted(os.listdir(staging)) == [layout.REPORT_HTML]  # its report is kept until a newer version
+    assert sorted(os.listdir(staging)) == [layout.BUILD_FAILURE_JSON, layout.REPORT_HTML]  # kept until a newer version
     assert (output / layout.LATEST).read_text().strip() == 'v1'

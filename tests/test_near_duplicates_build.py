@@ -234,7 +234,7 @@ def test_two_builds_give_identical_bytes(planted, grouped, tmp_path):
         found = {}
         for folder, _, names in os.walk(version_dir):
             for name in names:
-                if name not in (layout.DATASET_JSON, layout.REPORT_HTML):
+                if name not in (layout.DATASET_JSON, layout.REPORT_HTML, layout.REPORT_STATE_JSON):
                     with open(os.path.join(folder, name), 'rb') as stream:
                         found[os.path.relpath(os.path.join(folder, name), version_dir)] = stream.read()
         return found

@@ -19,14 +19,14 @@ OPTIONS = ('--image_size', '32', '--splits', 'train=80,validation=20', '--num_sh
 # The DirectRunner in one process: the bytes of its default, a worker process per core (tests/test_determinism.py).
 DEFAULT = ('--direct_running_mode', 'in_memory')
 PORTABLE = ('--runner', 'PortableRunner', '--job_endpoint', 'embed', '--environment_type', 'LOOPBACK')
-RUN_SPECIFIC = 'report.html'  # it shows the build's time, duration and output path
+RUN_SPECIFIC = (layout.REPORT_HTML, layout.REPORT_STATE_JSON)  # they show the build's time, duration and output path
 
 
 def _version_files(output):
     """{path in the version: bytes} of every file but the report, with dataset.json less what names the run."""
     version_dir = output / 'v'
     files = {str(path.relative_to(version_dir)): path.read_bytes() for path in sorted(version_dir.rglob('*'))
-             if path.is_file() and path.name != RUN_SPECIFIC}
+             if path.is_file() and path.name not in RUN_SPECIFIC}
     document = json.loads(files.pop(layout.DATASET_JSON))
     document.pop('created')
     document['options'].pop('output')

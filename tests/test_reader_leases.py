@@ -13,7 +13,8 @@ import pytest
 from imgrec.contract import layout
 from imgrec.storage import leases, publication, storage
 from imgrec.samples.generate import write_images
-from imgrec.versions import report, verify
+from imgrec.versions import verify
+from imgrec.versions.report import command as report_command
 from tests.conftest import SMALL, listing, run_build
 from tests.gcs_emulator import gcs_emulator  # noqa: F401  (the fixture)
 
@@ -86,8 +87,8 @@ def test_verify_dataset_and_dataset_report_hold_a_lease_while_they_read(publishe
     seen = []
     _pruned_midway(monkeypatch, verify, '_verify', str(output), seen)
     assert verify.main([str(output / 'v1')]) == 0
-    _pruned_midway(monkeypatch, report, 'write_report', str(output), seen)
-    assert report.main([str(output / 'v1')]) == 0
+    _pruned_midway(monkeypatch, report_command, 'write_report', str(output), seen)
+    assert report_command.main([str(output / 'v1')]) == 0
     assert [retention.deleted for retention in seen] == [(), ()]
     assert _readers(output) == []
     assert publication.keep_newest(str(output), 1).deleted == ('v1',)

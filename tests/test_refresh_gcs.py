@@ -27,7 +27,8 @@ def _downloads(log, prefix):
 def _version_files(emulator, version_dir):
     prefix = version_dir + '/'
     return {url[len(prefix):]: emulator.read_bytes(url) for url in emulator.list(prefix)
-            if not url.endswith((layout.DATASET_JSON, layout.REPORT_HTML, layout.TFDS_DATASET_INFO))}
+            if not url.endswith((layout.DATASET_JSON, layout.REPORT_HTML, layout.REPORT_STATE_JSON,
+                                 layout.TFDS_DATASET_INFO))}
 
 
 def test_a_gcs_refresh_reads_only_what_changed_and_matches_a_full_build(gcs_emulator, faulty_gcs, tmp_path):

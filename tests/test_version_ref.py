@@ -175,7 +175,7 @@ def _command(tool, output, sample_images, model_dir):
     if tool == 'verify':
         return ['imgrec.versions.verify', output]
     if tool == 'report':
-        return ['imgrec.versions.report', output]
+        return ['imgrec.versions.report.command', output]
     return ['imgrec.training.train', '--data', output, '--epochs', '1', '--model_dir', model_dir]
 
 

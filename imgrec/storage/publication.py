@@ -671,10 +671,10 @@ QUIET_BEFORE_SHED_S = 3600.0
 
 
 def _finished(folder: str, last_written: float, files: Storage) -> bool:
-    """Whether the unleased staging ``folder`` is a build's that ended: it holds a failure report (a failed
-    build writes one as it ends), or nothing was written to it for QUIET_BEFORE_SHED_S."""
+    """Whether the unleased staging ``folder`` is a build's that ended: it holds the mark a failed build leaves
+    with its report (``layout.BUILD_FAILURE_JSON``; a report.html alone is also every build's before promotion),
+    or nothing was written to it for QUIET_BEFORE_SHED_S."""
     return (files.exists(layout.join(folder, layout.BUILD_FAILURE_JSON))
-            or files.exists(layout.join(folder, layout.REPORT_HTML))
             or time.time() - last_written > QUIET_BEFORE_SHED_S)
 
 

@@ -48,12 +48,17 @@ def read_known(staging_dir, files=None):
 
 def write_report(staging_dir, failure, files=None):
     """Renders the failed build's report into ``staging_dir``; returns its path. ``failure``: the
-    ``report.page.render_failed`` fields but ``known``."""
+    ``report.page.render_failed`` fields but ``known``. Leaves ``layout.BUILD_FAILURE_JSON`` there too (empty
+    when the failing step left nothing): the mark by which a later cleanup knows the folder's build ended
+    (``publication.tidy``), as a version's own report.html, written before promotion, cannot say."""
     from imgrec.versions.report import page  # pylint: disable=import-outside-toplevel  (its imports, only on a failure)
 
     path = layout.join(staging_dir, layout.REPORT_HTML)
     files = storage.given_or_default(staging_dir, files)
-    text = page.render_failed(staging_dir, dict(failure, known=read_known(staging_dir, files)), files)
+    known = read_known(staging_dir, files)
+    text = page.render_failed(staging_dir, dict(failure, known=known), files)
+    if not known:
+        files.write(layout.join(staging_dir, layout.BUILD_FAILURE_JSON), b'{}')
     files.write(path, text.encode('utf-8'))
     return path
 
