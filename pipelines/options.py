@@ -18,7 +18,7 @@ import uuid
 
 from imgrec.contract import layout, version_ref
 from imgrec.contract.layout import MAX_SHARDS
-from imgrec.contract.metadata import NEAR_DUPLICATE_MODES
+from imgrec.contract.metadata import NEAR_DUPLICATE_CONFLICTS, NEAR_DUPLICATE_MODES
 from imgrec.console.arguments import Parser, is_number
 from imgrec.console.errors import UserError
 from imgrec.imaging import image_ops
@@ -74,6 +74,7 @@ class BuildConfig:
     name: str = ''
     allow_unknown_labels: bool = False  # with --labels: drop images of other classes instead of failing
     near_duplicates: str = 'group'  # group: keep each group of near-duplicates in one split; report; off
+    near_duplicate_conflicts: str = 'keep'  # keep: write both images of a pair under two labels (listed); quarantine
     stratify: bool = False  # deal each class's images to the splits by their weights
     formats: tuple[str, ...] = (layout.TFRECORD,)  # shard formats written (layout.FORMATS order); TFRecord always
     split_tolerance: float = _run_option(1.0)  # percentage points a split's share may miss its weight by
@@ -245,6 +246,12 @@ def _parser():
                         help='group: find near-duplicate images (re-saved, resized, cropped, brightened, '
                              'captioned copies) and keep each group in one split; report: only list them in '
                              'near_duplicates.jsonl; off: do not look')
+    parser.add_argument('--near_duplicate_conflicts', choices=NEAR_DUPLICATE_CONFLICTS, default='keep',
+                        help='what to do with a near-duplicate pair filed under two labels (not the same bytes: '
+                             'those are label_conflict, always quarantined). keep: write both images, in one '
+                             'split, and list the pair in dataset.json, the summary and the report\'s Warnings; '
+                             'quarantine: remove BOTH images of every such pair from the dataset (quarantined as '
+                             'near_duplicate_label_conflict, counted by --max_error_rate)')
     parser.add_switch('--stratify',
                       help="give each split its share of every class, within one image (or one group); "
                            'adding images can then move others to another split')
@@ -383,7 +390,8 @@ def parse_args(argv: typing.Sequence[str] | None, now: datetime.datetime | None 
         record_options=record_options, splits=splits, target_shard_mb=args.target_shard_mb,
         num_shards=num_shards, labels_file=args.labels_file,
         max_error_rate=args.max_error_rate, allow_unknown_labels=args.allow_unknown_labels,
-        near_duplicates=args.near_duplicates, stratify=args.stratify, formats=formats,
+        near_duplicates=args.near_duplicates,
+        near_duplicate_conflicts=args.near_duplicate_conflicts, stratify=args.stratify, formats=formats,
         split_tolerance=args.split_tolerance, resplit=args.resplit,
         name=args.name or os.path.basename(source.rstrip('/')).rsplit('.', 1)[0] or 'dataset',
         full=args.full, force=args.force, keep_versions=args.keep_versions, clean=args.clean,

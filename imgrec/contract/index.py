@@ -34,7 +34,6 @@ SOURCE_WIDTH = 'source_width'            # of the source image, upright (after i
 SOURCE_HEIGHT = 'source_height'
 UPSCALED = 'upscaled'                    # the source was enlarged to reach the target size
 ARRAY_RECORD_POSITION = 'array_record_position'  # of the record in its ArrayRecord shard (null: none built)
-THUMBNAIL = 'thumbnail'                  # 8x8 RGB box averages of the decoded image, 192 bytes (docs/near-duplicates.md)
 
 # Column -> type; the source stamps (mtime, ctime and inode; generation) are null where they do not apply, the hash where the build did
 # not hash (--near_duplicates off).
@@ -42,7 +41,7 @@ COLUMNS = {
     SOURCE: 'string', SHA256: 'string', SOURCE_SIZE: 'int64', SOURCE_MTIME_NS: 'int64',
     SOURCE_CTIME_NS: 'int64', SOURCE_INODE: 'int64', SOURCE_GENERATION: 'int64', SPLIT: 'string', LABEL: 'int64', SHARD: 'string', OFFSET: 'int64',
     LENGTH: 'int64', DECISIONS: 'string', PERCEPTUAL_HASH: 'string', SOURCE_WIDTH: 'int64',
-    SOURCE_HEIGHT: 'int64', UPSCALED: 'bool', ARRAY_RECORD_POSITION: 'int64', THUMBNAIL: 'binary',
+    SOURCE_HEIGHT: 'int64', UPSCALED: 'bool', ARRAY_RECORD_POSITION: 'int64',
 }
 
 

@@ -35,6 +35,7 @@ MAX_BARS = 40  # past this many classes or shards, a chart shows their distribut
 EXTREMES = 10  # past MAX_BARS, tables show this many of the smallest and the largest
 NEAR_DUPLICATE_PAIRS = 8  # pairs shown of each kind: across splits, the farthest and the nearest
 PAIR_THUMBNAIL = 48
+CONFLICT_THUMBNAIL = 96  # a near-duplicate pair under two labels, side by side in the Warnings
 MAX_RECORDS_SCANNED = 5000  # stop looking for samples of rare classes after this many records
 QUARANTINE_EXAMPLES = 5  # first sources shown per reason
 MAX_SOURCE_BYTES = 20_000_000  # quarantined inputs larger than this get no thumbnail
@@ -54,6 +55,8 @@ vertical-align:top;font-size:.9em}th{background:#f4f4f4}td.n{text-align:right}
 .grid{display:flex;flex-wrap:wrap;gap:4px;margin:.2em 0 .8em}.grid img{height:64px;border:1px solid #ccc}
 figure{display:inline-block;margin:0 1em 1em 0}img.chart{max-width:100%}.muted{color:#777}
 nav ol{columns:3;margin:.3em 0}#class-problems li,#failure{color:#9a3b00}
+.conflict-pair{display:flex;align-items:flex-end;gap:.5em;margin:.4em 0;color:#222}
+figure.conflict{margin:0}figure.conflict img{height:96px;border:1px solid #ccc}
 """
 
 
@@ -533,13 +536,55 @@ def class_warnings(document):
     return found
 
 
-def _warnings_section(document):
-    """The ``class_warnings`` as a list, or a line saying there are none (and what was checked)."""
+# Near-duplicate pairs under two labels shown side by side in the Warnings (dataset.json lists more).
+CONFLICT_PAIRS_SHOWN = 12
+
+
+def conflict_pairs(document):
+    """dataset.json's near-duplicate pairs under two labels that were kept (written), the first
+    CONFLICT_PAIRS_SHOWN: [{'source', 'label', 'split', 'other', 'other_label', 'other_split'}]."""
+    near = document.get('near_duplicates') or {}
+    if near.get('conflicts', 'quarantine') == 'quarantine':  # before the rule, or asked: quarantined, not written
+        return []
+    return list(near.get('label_conflict_pairs') or [])[:CONFLICT_PAIRS_SHOWN]
+
+
+def _conflicts_warning(document, version, facts, files=None):
+    """The near-duplicate pairs under two labels, both thumbnails of each side by side: for the user to decide."""
+    pairs = conflict_pairs(document)
+    if not pairs:
+        return []
+    total = (document.get('near_duplicates') or {}).get('pairs_across_labels') or len(pairs)
+    rows = []
+    for pair in pairs:
+        cells = []
+        for source, label in ((pair['source'], pair['label']), (pair['other'], pair['other_label'])):
+            url = (record_thumbnail(version.path, facts.where[source], side=CONFLICT_THUMBNAIL, files=files)
+                   if source in facts.where else None)
+            cells.append(f'<figure class="conflict">{_img(url, source, "pair") if url else ""}'
+                         f'<figcaption><code>{_e(source)}</code><br>{_e(label)}</figcaption></figure>')
+        split = pair['split'] if pair['split'] == pair['other_split'] else f"{pair['split']} / {pair['other_split']}"
+        rows.append(f'<div class="conflict-pair">{"".join(cells)}<span class="muted">in {_e(split)}</span></div>')
+    return [('near-duplicate-conflicts', (
+        f'<span id="conflict-count">{_e(total)}</span> near-duplicate pairs are filed under two labels. Both images '
+        f'of each are written, in one split; decide which label is right (or that they differ), or build with '
+        f'<code>--near_duplicate_conflicts quarantine</code> to leave both out. '
+        f'{"The first " + str(len(pairs)) + ": " if total > len(pairs) else ""}'
+        f'every pair in {_link(layout.NEAR_DUPLICATES_JSONL)}.'
+        f'<div id="conflict-pairs">{"".join(rows)}</div>'))]
+
+
+def _warnings_section(document, version=None, facts=None, files=None):
+    """The ``class_warnings`` and the near-duplicate pairs under two labels as a list, or a line saying there
+    are none (and what was checked)."""
     warnings = class_warnings(document)
+    if version is not None and facts is not None:
+        warnings += _conflicts_warning(document, version, facts, files)
     parts = ['<h2 id="warnings">Warnings</h2>']
     if not warnings:
-        return parts + [f'<p id="no-warnings">None: no class is empty, every class is in every split, and the '
-                        f'largest class holds at most {IMBALANCE_RATIO} times the images of the smallest.</p>']
+        return parts + [f'<p id="no-warnings">None: no class is empty, every class is in every split, the '
+                        f'largest class holds at most {IMBALANCE_RATIO} times the images of the smallest, and no '
+                        f'near-duplicate pair was written under two labels.</p>']
     return parts + ['<ul id="class-problems">' + ''.join(f'<li id="{_e(key)}">{text}</li>' for key, text in warnings)
                     + '</ul>']
 
@@ -733,12 +778,13 @@ def render(version, build_seconds=None, pruning=None, files=None):
         ['inputs', 'written', 'quarantined', 'duplicates', 'non-image files ignored', 'bytes written'],
         [[counts['inputs'], counts['written'], counts['quarantined'], counts['duplicates'], counts['ignored'],
           human_bytes(total_bytes)]], numeric=range(6))]
-    parts += _warnings_section(document)
+    near = near_duplicate_pairs(version.path, files=files)
+    conflicting = {source for pair in conflict_pairs(document) for source in (pair['source'], pair['other'])}
+    facts = image_facts(version.path, document, {row['source'] for pair in near[1] for row in pair[3:]} | conflicting,
+                        files)
+    parts += _warnings_section(document, version, facts, files)
     parts += _shares_section(document)
     parts += _options_section(options)
-
-    near = near_duplicate_pairs(version.path, files=files)
-    facts = image_facts(version.path, document, {row['source'] for pair in near[1] for row in pair[3:]}, files)
     parts += _class_table_section(document, labels)
     parts.append('<h2 id="splits">Splits</h2>')
     for name, info in document['splits'].items():

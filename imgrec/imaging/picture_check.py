@@ -1,0 +1,160 @@
+"""The confirmation of a near-duplicate candidate on the two images' own pixels: plain functions (Pillow
+and numpy, which every worker has; no scikit-image, docs/near-duplicates.md says why).
+
+The perceptual hash only proposes candidates: it keeps the signs of the grey layout's lowest waves, so
+on a plain background with one small subject it sees "a blob about here" whatever the blob is (a 0 and
+a 6, a circle and a square). A candidate is a near-duplicate only if the pictures themselves agree at a
+resolution that sees shape (``SIDE`` pixels a side, grey), once what a near-duplicate may change is
+allowed for:
+- a **border crop or a scale** (2-5% cut from the borders, the rest enlarged): each image is compared
+  with the other zoomed by each of ``ZOOMS`` (the central part resized back), the best kept;
+- a **brightness or contrast change**: the grey images are compared by normalised correlation, which
+  ignores a gain and an offset;
+- a **caption or watermark strip**: the ``DROPPED_ROWS`` rows that disagree most are left out (a bar
+  of up to ~15% of the height, at the top, the bottom or across);
+- **colour**: a grey match of two pictures of other colours (two gradients of one direction) is not a
+  copy: the mean chroma of the kept cells must agree within ``MAX_CHROMA``.
+Flat pictures (little grey structure) have no shape to correlate: they must agree in their colour
+cells, in levels, as the old thumbnail check asked (``MAX_FLAT_LEVELS``).
+
+Read by reference: a ``Picture`` is made from the JPEG the build wrote (``from_jpeg``), decoded with
+Pillow's ``draft`` (the JPEG decoder scales by 1/2 to 1/8 as it decodes), so a candidate costs a ranged
+read and a fraction of a millisecond, and nothing is carried on the records.
+"""
+import io
+import typing
+
+import numpy as np
+from PIL import Image
+
+# Grey pixels a side compared: enough to tell a 0 from a 6 or a page's lines from another's.
+SIDE = 32
+# A picture is decoded to at least this many pixels a side (JPEG draft) before the zooms are cut from it.
+_DECODED = 2 * SIDE
+# Zooms undone: a crop of c from every border enlarges the rest by 1 / (1 - 2c) (2-5%: 1.04-1.11); a
+# one-sided crop shifts as well as zooms, which the nearest zoom absorbs at 32 pixels.
+ZOOMS = (1.0, 1.04, 1.08, 1.12)
+# Rows of SIDE left out, those that disagree most: a caption or watermark bar of up to ~15% of the height.
+DROPPED_ROWS = 5
+# Colour cells a side for the colour term and for flat pictures.
+CELLS = 8
+# The thresholds (chosen on the zoo's tuning styles, checked on its check styles: docs/near-duplicates.md).
+MIN_CORRELATION = 0.90   # normalised correlation of the kept grey rows, best alignment
+MAX_LAYOUT = 99.0        # colour layout (``_colour_layout``): mean absolute difference of the kept cells, 3 channels
+MAX_HUE = 0.20           # mean colour's chromaticity (r, g, b over their sum): absolute difference, summed
+FLAT_STD = 4.0           # grey standard deviation (levels) under which a picture is flat: no shape to compare
+MAX_FLAT_LEVELS = 8.0    # flat pictures: mean absolute difference of the colour cells, in levels
+# Recorded in dataset.json (near_duplicates.check): a change of rule or threshold changes the groups.
+ALGORITHM = f'ncc-grey-{SIDE}-zoom{len(ZOOMS)}-rows{DROPPED_ROWS}+chroma/1'
+
+
+class Picture(typing.NamedTuple):
+    """What the check keeps of one image: its grey at each zoom, and its colour cells."""
+    grey: np.ndarray    # len(ZOOMS) x SIDE x SIDE, float32 levels
+    cells: np.ndarray   # len(ZOOMS) x CELLS x CELLS x 3, float32 levels
+    flat: bool          # grey standard deviation under FLAT_STD
+
+
+def from_image(image: Image.Image) -> Picture:
+    """A Picture of a Pillow image (any mode)."""
+    rgb = image if image.mode == 'RGB' else image.convert('RGB')
+    width, height = rgb.size
+    greys, cells = [], []
+    grey_image = rgb.convert('L')
+    for zoom in ZOOMS:
+        w, h = width / zoom, height / zoom
+        box = ((width - w) / 2, (height - h) / 2, (width + w) / 2, (height + h) / 2)
+        greys.append(np.asarray(grey_image.resize((SIDE, SIDE), Image.Resampling.BOX, box=box), dtype=np.float32))
+        cells.append(np.asarray(rgb.resize((CELLS, CELLS), Image.Resampling.BOX, box=box), dtype=np.float32))
+    grey = np.stack(greys)
+    return Picture(grey, np.stack(cells), bool(grey[0].std() < FLAT_STD))
+
+
+def from_jpeg(data: bytes) -> Picture:
+    """A Picture of JPEG (or any Pillow format's) bytes, decoded small: Pillow's draft lets the JPEG decoder
+    scale down as it decodes, the whole of the check's decoding cost."""
+    image = Image.open(io.BytesIO(data))
+    image.draft('RGB', (_DECODED, _DECODED))
+    return from_image(image)
+
+
+def _standardised_rows(x: np.ndarray) -> np.ndarray:
+    centred = x - x.mean(axis=(-1, -2), keepdims=True)
+    return centred / (np.sqrt((centred ** 2).mean(axis=(-1, -2), keepdims=True)) + 1e-6)
+
+
+def _kept_correlation(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For alignments x, y (n x SIDE x SIDE): (correlation over the rows kept, the rows' kept mask), the
+    DROPPED_ROWS rows that disagree most left out and both re-standardised over the rest."""
+    xs, ys = _standardised_rows(x), _standardised_rows(y)
+    row_error = ((xs - ys) ** 2).mean(axis=2)  # n x SIDE
+    worst = np.argsort(-row_error, axis=1, kind='stable')[:, :DROPPED_ROWS]
+    keep = np.ones(row_error.shape, dtype=bool)
+    np.put_along_axis(keep, worst, False, axis=1)
+    mask = keep[:, :, None]
+    count = mask.sum(axis=(1, 2)) * SIDE
+    mx = (x * mask).sum(axis=(1, 2)) / count
+    my = (y * mask).sum(axis=(1, 2)) / count
+    cx, cy = (x - mx[:, None, None]) * mask, (y - my[:, None, None]) * mask
+    denominator = np.sqrt((cx ** 2).sum(axis=(1, 2)) * (cy ** 2).sum(axis=(1, 2))) + 1e-6
+    return (cx * cy).sum(axis=(1, 2)) / denominator, keep
+
+
+def _alignments(a: Picture, b: Picture) -> tuple[np.ndarray, np.ndarray]:
+    """(x, y): a against b zoomed by each ZOOMS, then b against a zoomed (zoom 1 once)."""
+    zooms = len(ZOOMS)
+    x = np.concatenate((np.broadcast_to(a.grey[0], (zooms, SIDE, SIDE)), a.grey[1:]))
+    y = np.concatenate((b.grey, np.broadcast_to(b.grey[0], (zooms - 1, SIDE, SIDE))))
+    return x, y
+
+
+def _chroma(cells: np.ndarray) -> np.ndarray:
+    """The mean colour's chromaticity (r, g, b over their sum): its hue and saturation, not its light."""
+    mean = cells.reshape(-1, 3).mean(axis=0)
+    return mean / (mean.sum() + 24.0)  # + 8 levels a channel: a dark picture has no hue
+
+
+def _colour_layout(cells: np.ndarray) -> np.ndarray:
+    """Colour cells (n x 3) with each channel's mean taken out, over one scale for all three: where each
+    colour lies, unchanged by a brightness or contrast change (which scales every channel's deviations alike)."""
+    centred = cells - cells.mean(axis=0)
+    return centred / (np.sqrt((centred ** 2).mean()) + 1e-6)
+
+
+def _zoom_pair(alignment: int) -> tuple[int, int]:
+    """(zoom of a, zoom of b) of an alignment of ``_alignments``."""
+    return (0, alignment) if alignment < len(ZOOMS) else (alignment - len(ZOOMS) + 1, 0)
+
+
+def compare(a: Picture, b: Picture) -> tuple[float, float, float]:
+    """(correlation, colour layout difference, hue difference) of two pictures at their best alignment:
+    what ``same_picture`` judges. Flat pictures: (1 - levels / 255, 0, hue difference) of their colour
+    cells instead (no shape to correlate)."""
+    if a.flat or b.flat:
+        levels = float(np.abs(a.cells[0] - b.cells[0]).mean())
+        return 1.0 - levels / 255.0, 0.0, float(np.abs(_chroma(a.cells[0]) - _chroma(b.cells[0])).sum())
+    x, y = _alignments(a, b)
+    correlation, keep = _kept_correlation(x, y)
+    best = int(np.argmax(correlation))
+    za, zb = _zoom_pair(best)
+    kept = keep[best].reshape(CELLS, SIDE // CELLS).all(axis=1)  # colour rows free of dropped grey rows
+    cells_a, cells_b = a.cells[za][kept].reshape(-1, 3), b.cells[zb][kept].reshape(-1, 3)
+    if not len(cells_a):
+        return float(correlation[best]), 0.0, 0.0
+    layout = float(np.abs(_colour_layout(cells_a) - _colour_layout(cells_b)).sum(axis=-1).mean())
+    hue = float(np.abs(_chroma(cells_a) - _chroma(cells_b)).sum())
+    return float(correlation[best]), layout, hue
+
+
+def same_picture(a: Picture, b: Picture) -> bool:
+    """Whether two candidates are near-duplicates: their grey pictures agree in shape, aligned, and their
+    colours agree (flat pictures: their colour cells agree in levels)."""
+    correlation, layout, hue = compare(a, b)
+    if a.flat or b.flat:
+        return (1.0 - correlation) * 255.0 <= MAX_FLAT_LEVELS and hue <= MAX_HUE
+    return correlation >= MIN_CORRELATION and layout <= MAX_LAYOUT and hue <= MAX_HUE
+
+
+def similarity(a: Picture, b: Picture) -> float:
+    """The correlation ``compare`` gives, rounded to 4 places: near_duplicates.jsonl's ``similarity``."""
+    return round(compare(a, b)[0], 4)
