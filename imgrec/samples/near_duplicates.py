@@ -12,6 +12,7 @@ originals also get a near-duplicate in the same class, made by one of ``TRANSFOR
 - ``brightness``: brightened or darkened by 8-12%;
 - ``caption``: a caption bar of text across the bottom (the image's size unchanged);
 - ``png``: re-saved as PNG.
+(``make_twin`` also knows ``contrast`` and ``watermark``, and takes other strengths: ``imgrec.samples.zoo``'s.)
 Twins get names of their own, unrelated to their original's, so nothing but their pixels ties them.
 ``write_corpus`` returns the planted pairs; ``--output`` also gets them in ``<output>.pairs.json``.
 """
@@ -67,34 +68,61 @@ def draw_photo(width, height, rng):
     return Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8), 'RGB')
 
 
-def make_twin(image, kind, rng):
-    """(twin image, file extension, JPEG quality to save it at) of ``image`` by transform ``kind``."""
+# How strong each transform is: (low, high) drawn uniformly; ``min_side`` and ``min_bar`` (pixels) floor a
+# scaled image's sides and a caption bar's height. This corpus's own; ``imgrec.samples.zoo`` passes the
+# strengths issue 39 names (``zoo_edits.ZOO_RANGES``).
+TWIN_RANGES = {'jpeg': (25, 45), 'scale': (0.45, 0.70), 'crop': (0.02, 0.05), 'brightness': (0.08, 0.12),
+               'contrast': (0.08, 0.12), 'caption': (0.08, 0.12), 'min_side': 8, 'min_bar': 6}
+
+
+def make_twin(image, kind, rng, ranges=None):
+    """(twin image, file extension, JPEG quality to save it at) of ``image`` by transform ``kind``.
+
+    ``kind``: one of ``TRANSFORMS``, or ``contrast`` (contrast raised or lowered) or ``watermark`` (a
+    translucent bar of text across the image). ``ranges``: the strengths, ``TWIN_RANGES`` by default."""
+    ranges = TWIN_RANGES if ranges is None else ranges
     width, height = image.size
     if kind == 'jpeg':
-        return image, 'jpg', rng.randint(25, 45)
+        return image, 'jpg', rng.randint(*ranges['jpeg'])
     if kind == 'scale':
-        factor = rng.uniform(0.45, 0.70)
-        return image.resize((max(8, round(width * factor)), max(8, round(height * factor))),
+        factor = rng.uniform(*ranges['scale'])
+        least = ranges['min_side']
+        return image.resize((max(least, round(width * factor)), max(least, round(height * factor))),
                             Image.Resampling.LANCZOS), 'jpg', 90
     if kind == 'crop':
-        cut = rng.uniform(0.02, 0.05)
-        dx, dy = round(width * cut), round(height * cut)
+        cut = rng.uniform(*ranges['crop'])
+        dx, dy = max(1, round(width * cut)), max(1, round(height * cut))
         return image.crop((dx, dy, width - dx, height - dy)), 'jpg', 90
-    if kind == 'brightness':
-        factor = 1 + rng.choice((-1, 1)) * rng.uniform(0.08, 0.12)
-        return ImageEnhance.Brightness(image).enhance(factor), 'jpg', 90
+    if kind in ('brightness', 'contrast'):
+        factor = 1 + rng.choice((-1, 1)) * rng.uniform(*ranges[kind])
+        enhancer = ImageEnhance.Brightness if kind == 'brightness' else ImageEnhance.Contrast
+        return enhancer(image).enhance(factor), 'jpg', 90
     if kind == 'caption':
         twin = image.copy()
         draw = ImageDraw.Draw(twin)
-        bar = max(6, round(height * rng.uniform(0.08, 0.12)))
+        bar = max(ranges['min_bar'], round(height * rng.uniform(*ranges['caption'])))
         draw.rectangle((0, height - bar, width, height), fill=_colour(rng, 0, 60))
-        words = ' '.join(rng.choice(('summer', 'view', 'from', 'the', 'hill', 'my', 'trip', '2019', 'photo'))
-                         for _ in range(rng.randint(2, 5)))
-        draw.text((max(2, width // 30), height - bar + max(1, (bar - 10) // 2)), words, fill=_colour(rng, 200, 255))
+        draw.text((max(2, width // 30), height - bar + max(1, (bar - 10) // 2)), _words(rng), fill=_colour(rng, 200, 255))
         return twin, 'jpg', 90
+    if kind == 'watermark':
+        overlay = Image.new('RGBA', image.size, (0, 0, 0, 0))
+        draw = ImageDraw.Draw(overlay)
+        bar = max(ranges['min_bar'], round(height * rng.uniform(*ranges['caption'])))
+        top = round(rng.uniform(0.1, 0.9) * (height - bar))
+        shade = rng.choice((0, 255))
+        draw.rectangle((0, top, width, top + bar), fill=(shade, shade, shade, rng.randint(70, 120)))
+        words, ink = _words(rng), (255 - shade, 255 - shade, 255 - shade, rng.randint(120, 180))
+        if bar >= 10:  # a bar too thin for the font gets no text: text would cover a small image
+            draw.text((max(2, width // 30), top + max(1, (bar - 10) // 2)), words, fill=ink)
+        return Image.alpha_composite(image.convert('RGBA'), overlay).convert('RGB'), 'jpg', 90
     if kind == 'png':
         return image, 'png', None
     raise ValueError(f'unknown twin transform {kind!r}')
+
+
+def _words(rng):
+    return ' '.join(rng.choice(('summer', 'view', 'from', 'the', 'hill', 'my', 'trip', '2019', 'photo'))
+                    for _ in range(rng.randint(2, 5)))
 
 
 def _photo(image_seed, min_side, max_side, aspect):
