@@ -10,8 +10,8 @@ allowed for:
   with the other zoomed by each of ``ZOOMS`` (the central part resized back), the best kept;
 - a **brightness or contrast change**: the grey images are compared by normalised correlation, which
   ignores a gain and an offset;
-- a **caption or watermark strip**: the ``DROPPED_ROWS`` rows that disagree most are left out (a bar
-  of up to ~15% of the height, at the top, the bottom or across);
+- a **caption or watermark strip**: the strip of ``DROPPED_ROWS`` rows that disagrees most is left out
+  (a bar of up to ~15% of the height, at the top, the bottom or across);
 - **colour**: a grey match of two pictures of other colours (two gradients of one direction) is not a
   copy: the mean chroma of the kept cells must agree within ``MAX_CHROMA``.
 Flat pictures (little grey structure) have no shape to correlate: they must agree in their colour
@@ -34,14 +34,15 @@ _DECODED = 2 * SIDE
 # Zooms undone: a crop of c from every border enlarges the rest by 1 / (1 - 2c) (2-5%: 1.04-1.11); a
 # one-sided crop shifts as well as zooms, which the nearest zoom absorbs at 32 pixels.
 ZOOMS = (1.0, 1.04, 1.08, 1.12)
-# Rows of SIDE left out, those that disagree most: a caption or watermark bar of up to ~15% of the height.
+# Rows of SIDE left out: the strip of them that disagrees most, a caption or watermark bar of up to ~15% of
+# the height, at the top, the bottom or across.
 DROPPED_ROWS = 5
 # Colour cells a side for the colour term and for flat pictures.
 CELLS = 8
 # The thresholds (chosen on the zoo's tuning styles, checked on its check styles: docs/near-duplicates.md).
-MIN_CORRELATION = 0.90   # normalised correlation of the kept grey rows, best alignment
+MIN_CORRELATION = 0.95   # normalised correlation of the kept grey rows, best alignment
 MAX_LAYOUT = 99.0        # colour layout (``_colour_layout``): mean absolute difference of the kept cells, 3 channels
-MAX_HUE = 0.20           # mean colour's chromaticity (r, g, b over their sum): absolute difference, summed
+MAX_HUE = 0.04           # mean colour's chromaticity (r, g, b over their sum): absolute difference, summed
 FLAT_STD = 4.0           # grey standard deviation (levels) under which a picture is flat: no shape to compare
 MAX_FLAT_LEVELS = 8.0    # flat pictures: mean absolute difference of the colour cells, in levels
 # Recorded in dataset.json (near_duplicates.check): a change of rule or threshold changes the groups.
@@ -88,9 +89,11 @@ def _kept_correlation(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndar
     DROPPED_ROWS rows that disagree most left out and both re-standardised over the rest."""
     xs, ys = _standardised_rows(x), _standardised_rows(y)
     row_error = ((xs - ys) ** 2).mean(axis=2)  # n x SIDE
-    worst = np.argsort(-row_error, axis=1, kind='stable')[:, :DROPPED_ROWS]
-    keep = np.ones(row_error.shape, dtype=bool)
-    np.put_along_axis(keep, worst, False, axis=1)
+    running = np.concatenate((np.zeros((len(x), 1)), np.cumsum(row_error, axis=1)), axis=1)
+    band = running[:, DROPPED_ROWS:] - running[:, :-DROPPED_ROWS]  # n x (SIDE - DROPPED_ROWS + 1)
+    start = np.argmax(band, axis=1)  # the strip of DROPPED_ROWS rows that disagrees most
+    rows = np.arange(SIDE)[None, :]
+    keep = (rows < start[:, None]) | (rows >= start[:, None] + DROPPED_ROWS)
     mask = keep[:, :, None]
     count = mask.sum(axis=(1, 2)) * SIDE
     mx = (x * mask).sum(axis=(1, 2)) / count
