@@ -41,12 +41,14 @@ import sys
 import time
 
 import numpy as np
+from PIL import Image
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from imgrec.imaging import perceptual_hash as ph  # noqa: E402
-from imgrec.transforms.near_duplicate_groups import join_labels, pairs_in_bucket, star_groups  # noqa: E402
+from imgrec.imaging import picture_check  # noqa: E402
+from imgrec.transforms.near_duplicate_groups import bounded_groups, join_labels, pairs_in_bucket  # noqa: E402
 
 PLANTED_SHARE = 0.01
 # Hamming distances from planted copies to their originals, docs/near-duplicates.md ("Measured on planted
@@ -61,6 +63,9 @@ PLANTED_DISTANCES = {
     'caption': (8, 16, 18),
 }
 TRANSFORMS = tuple(PLANTED_DISTANCES)
+# The synthetic images' colour field: 8x8 cells, RGB, enlarged for the check (``_picture``).
+_SIDE = 8
+_BYTES = _SIDE * _SIDE * 3
 _GRID = 3           # control points a side of a synthetic thumbnail's smooth colour field
 _TEXTURE = 6.0      # sd of a synthetic thumbnail's pixel noise (levels of 255)
 _RECOMPRESSED = 3.0  # sd of the noise a re-compressed copy adds to its thumbnail
@@ -86,7 +91,7 @@ def _weights(coordinates, points=_GRID):
     return weights
 
 
-_CENTRES = (np.arange(ph.THUMBNAIL_SIDE) + 0.5) / ph.THUMBNAIL_SIDE
+_CENTRES = (np.arange(_SIDE) + 0.5) / _SIDE
 
 
 def _field(grid, ys=_CENTRES, xs=_CENTRES):
@@ -105,11 +110,11 @@ def synthetic(count, seed, planted_share=PLANTED_SHARE):
     rng = np.random.default_rng(seed)
     hashes = rng.integers(0, np.iinfo(np.uint64).max, size=count, dtype=np.uint64, endpoint=True)
     grids = np.empty((count, _GRID, _GRID, 3), dtype=np.float32)
-    thumbnails = np.empty((count, ph.THUMBNAIL_BYTES), dtype=np.uint8)
+    thumbnails = np.empty((count, _BYTES), dtype=np.uint8)
     for start in range(0, count, 50_000):  # bounded temporaries
         stop = min(count, start + 50_000)
         grids[start:stop] = rng.uniform(0, 255, size=(stop - start, _GRID, _GRID, 3))
-        noise = rng.normal(0, _TEXTURE, size=(stop - start, ph.THUMBNAIL_SIDE, ph.THUMBNAIL_SIDE, 3))
+        noise = rng.normal(0, _TEXTURE, size=(stop - start, _SIDE, _SIDE, 3))
         smooth = _field(grids[start:stop].astype(np.float64))
         thumbnails[start:stop] = _as_bytes(smooth + noise).reshape(stop - start, -1)
     sources = [f'img/{i:07d}.jpg' for i in range(count)]
@@ -127,7 +132,7 @@ def synthetic(count, seed, planted_share=PLANTED_SHARE):
 
 def _copied_thumbnail(thumbnail, grid, kind, rng):
     """The thumbnail of a copy made by ``kind`` of the image whose field is ``grid``."""
-    values = thumbnail.reshape(ph.THUMBNAIL_SIDE, ph.THUMBNAIL_SIDE, 3).astype(np.float64)
+    values = thumbnail.reshape(_SIDE, _SIDE, 3).astype(np.float64)
     if kind == 'crop':  # the same field seen 2-5% further in from every border, its texture kept
         cut = rng.uniform(0.02, 0.05)
         inner = cut + (1 - 2 * cut) * _CENTRES
@@ -135,7 +140,7 @@ def _copied_thumbnail(thumbnail, grid, kind, rng):
     elif kind == 'brightness':
         values = values * (1 + rng.choice((-1, 1)) * rng.uniform(0.08, 0.12))
     elif kind == 'caption':  # a dark bar over 8-12% of the height: most of the bottom row
-        share = rng.uniform(0.08, 0.12) * ph.THUMBNAIL_SIDE
+        share = rng.uniform(0.08, 0.12) * _SIDE
         values[-1] = values[-1] * (1 - share) + rng.uniform(0, 60, size=3) * share
     return _as_bytes(values + rng.normal(0, _RECOMPRESSED, size=values.shape)).ravel()
 
@@ -157,7 +162,8 @@ def one_style(count, seed, planted_share=PLANTED_SHARE, min_side=96, max_side=32
         image = image_ops.decode(data, target)[0]
         sources.append(source)
         hashes.append(ph.perceptual_hash(image))
-        thumbnails.append(np.frombuffer(ph.colour_thumbnail(image), dtype=np.uint8))
+        thumbnails.append(np.frombuffer(image.convert('RGB').resize((_SIDE, _SIDE), Image.Resampling.BOX).tobytes(),
+                                        dtype=np.uint8))
 
     for i in range(originals):
         kind = CLASSES[i % len(CLASSES)]
@@ -223,23 +229,28 @@ def group_in_memory(sources, hashes, thumbnails, threshold, timings=None):
         timings[phase] = timings.get(phase, 0.0) + seconds
 
     clock = time.process_time()
-    links = [pair for pair in candidates
-             if ph.same_picture(_thumbnail(thumbnails, index_of[pair[0]]), _thumbnail(thumbnails, index_of[pair[1]]))]
-    timings['confirm (same_picture)'] = timings.get('confirm (same_picture)', 0.0) + time.process_time() - clock
+    pictures, links = {}, []
+    for a, b, distance in candidates:
+        first, second = (_picture(pictures, thumbnails, index_of[source]) for source in (a, b))
+        if picture_check.same_picture(first, second):
+            links.append((a, b, distance, picture_check.similarity(first, second)))
+    timings['confirm (picture_check.same_picture)'] = (timings.get('confirm (picture_check.same_picture)', 0.0)
+                                                       + time.process_time() - clock)
+    timings['confirmed candidates'] = len(candidates)
 
     clock = time.process_time()
     neighbours = collections.defaultdict(set)
-    for a, b, distance in links:
-        neighbours[a].add((b, distance))
-        neighbours[b].add((a, distance))
-    relabel = join_labels((a, b) for a, b, _ in links)
+    for a, b, distance, similarity in links:
+        neighbours[a].add((b, distance, similarity))
+        neighbours[b].add((a, distance, similarity))
+    relabel = join_labels((a, b) for a, b, *_ in links)
     components = collections.defaultdict(dict)
     for source in sorted(neighbours):
         components[relabel.get(source, source)][source] = tuple(sorted(neighbours[source]))
     leader_of = {}
     for component in components.values():
-        leader_of.update(star_groups(component))
-    timings['components and stars'] = timings.get('components and stars', 0.0) + time.process_time() - clock
+        leader_of.update(bounded_groups(component)[0])
+    timings['components and groups'] = timings.get('components and groups', 0.0) + time.process_time() - clock
     return dict(leader_of=leader_of, candidates=candidates, links=links,
                 components=[sorted(component) for component in components.values()], compared=compared)
 
@@ -247,6 +258,15 @@ def group_in_memory(sources, hashes, thumbnails, threshold, timings=None):
 def _thumbnail(thumbnails, index):
     thumbnail = thumbnails[index]
     return thumbnail.tobytes() if isinstance(thumbnail, np.ndarray) else thumbnail
+
+
+def _picture(pictures, thumbnails, index):
+    """The check's Picture of image ``index``: its 8x8 colour field enlarged (bilinear) to what a build would
+    decode; made once, for candidates only (a build reads and decodes the record instead)."""
+    if index not in pictures:
+        field = Image.frombytes('RGB', (_SIDE, _SIDE), _thumbnail(thumbnails, index))
+        pictures[index] = picture_check.from_image(field.resize((2 * picture_check.SIDE,) * 2, Image.Resampling.BILINEAR))
+    return pictures[index]
 
 
 # -- what is measured ------------------------------------------------------------------------------------
