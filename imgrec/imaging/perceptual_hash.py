@@ -40,15 +40,18 @@ ALGORITHM = 'dct-sign-64/3'
 # Earlier names of the same hash (they named the colour thumbnail kept beside it, which is gone): a refresh
 # from a version recorded so reuses its hashes.
 SAME_HASH = frozenset((ALGORITHM, 'dct-sign-64+rgb-8x8/2'))
-# The threshold for small collections: it finds 98-100% of planted crops and captions, whose hashes move
-# most (docs/near-duplicates.md); the strangers it lets in are for the pixel check to refuse. It falls
-# as the collection grows (``threshold_for``).
-MAX_THRESHOLD = 16
+# The threshold for small collections: crops and captions move the hash most (up to 20 bits and more on the
+# zoo's styles, docs/near-duplicates.md); the strangers it lets in are for the pixel check to refuse. It
+# falls as the collection grows (``threshold_for``).
+MAX_THRESHOLD = 20
 # Pairs of unrelated images expected within the threshold, per image, by chance alone (hash bits as
 # independent coin flips: the measured spread of unrelated photos' distances matches). Ten times what
 # the hash alone could afford (0.005): these are only candidates, for the pixel check to refuse;
 # what bounds it is the cost of the band buckets, which a looser threshold fills.
 CHANCE_PAIRS_PER_IMAGE = 0.05
+# Chance candidates in the whole collection the pixel check may be given (a fraction of a millisecond each):
+# what lets a small collection use a looser threshold than the per-image budget would.
+CHANCE_CHECKS = 20_000
 _HEX_DIGITS = BITS // 4
 # An image is first shrunk by a whole factor (``Image.reduce``: one fast pass of box averages) while
 # its short side stays at least this long; the 32x32 grid averages many pixels either way.
@@ -114,12 +117,16 @@ def chance(threshold):
 
 
 def threshold_for(images):
-    """The threshold for ``images`` hashes: the largest up to MAX_THRESHOLD whose chance pairs per image,
-    (images - 1) x chance, stay within CHANCE_PAIRS_PER_IMAGE. 16 up to about 1,300 images, 15 to
-    4,100, 14 to 14,000, 12 at 100,000, 10 at 1.28 M."""
+    """The threshold for ``images`` hashes: the largest up to MAX_THRESHOLD whose chance candidates stay
+    within one of two budgets: CHANCE_PAIRS_PER_IMAGE an image ((images - 1) x chance), or CHANCE_CHECKS in
+    all (images x (images - 1) / 2 x chance): a small collection can afford a few thousand pixel checks,
+    and a looser threshold finds the crops and captions whose hashes move most. 20 up to about 4,000
+    images, 16 at 20,000, 14 at 100,000, 10 at 1.28 M."""
     found = 0
+    pairs = images * (images - 1) / 2
     for threshold in range(MAX_THRESHOLD + 1):
-        if (images - 1) * chance(threshold) <= CHANCE_PAIRS_PER_IMAGE:
+        if ((images - 1) * chance(threshold) <= CHANCE_PAIRS_PER_IMAGE
+                or pairs * chance(threshold) <= CHANCE_CHECKS):
             found = threshold
     return found
 

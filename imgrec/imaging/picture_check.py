@@ -33,7 +33,7 @@ SIDE = 32
 _DECODED = 2 * SIDE
 # Zooms undone: a crop of c from every border enlarges the rest by 1 / (1 - 2c) (2-5%: 1.04-1.11); a
 # one-sided crop shifts as well as zooms, which the nearest zoom absorbs at 32 pixels.
-ZOOMS = (1.0, 1.04, 1.08, 1.12)
+ZOOMS = (1.0, 1.02, 1.04, 1.06, 1.08, 1.10, 1.12)
 # Rows of SIDE left out: the strip of them that disagrees most, a caption or watermark bar of up to ~15% of
 # the height, at the top, the bottom or across.
 DROPPED_ROWS = 5
@@ -42,7 +42,8 @@ CELLS = 8
 # The thresholds (chosen on the zoo's tuning styles, checked on its check styles: docs/near-duplicates.md).
 MIN_CORRELATION = 0.95   # normalised correlation of the kept grey rows, best alignment
 MAX_LAYOUT = 99.0        # colour layout (``_colour_layout``): mean absolute difference of the kept cells, 3 channels
-MAX_HUE = 0.04           # mean colour's chromaticity (r, g, b over their sum): absolute difference, summed
+MAX_HUE = 0.04           # mean colour's chroma (``_hue_difference``): absolute difference, summed over r, g, b
+MAX_SATURATION = 1.5     # a contrast change of 20% either way scales the chroma by up to this (``_hue_difference``)
 FLAT_STD = 4.0           # grey standard deviation (levels) under which a picture is flat: no shape to compare
 MAX_FLAT_LEVELS = 8.0    # flat pictures: mean absolute difference of the colour cells, in levels
 # Recorded in dataset.json (near_duplicates.check): a change of rule or threshold changes the groups.
@@ -95,7 +96,7 @@ def _kept_correlation(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndar
     rows = np.arange(SIDE)[None, :]
     keep = (rows < start[:, None]) | (rows >= start[:, None] + DROPPED_ROWS)
     mask = keep[:, :, None]
-    count = mask.sum(axis=(1, 2)) * SIDE
+    count = mask.sum(axis=(1, 2)) * x.shape[2]
     mx = (x * mask).sum(axis=(1, 2)) / count
     my = (y * mask).sum(axis=(1, 2)) / count
     cx, cy = (x - mx[:, None, None]) * mask, (y - my[:, None, None]) * mask
@@ -106,15 +107,25 @@ def _kept_correlation(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndar
 def _alignments(a: Picture, b: Picture) -> tuple[np.ndarray, np.ndarray]:
     """(x, y): a against b zoomed by each ZOOMS, then b against a zoomed (zoom 1 once)."""
     zooms = len(ZOOMS)
-    x = np.concatenate((np.broadcast_to(a.grey[0], (zooms, SIDE, SIDE)), a.grey[1:]))
-    y = np.concatenate((b.grey, np.broadcast_to(b.grey[0], (zooms - 1, SIDE, SIDE))))
+    x = np.concatenate((np.broadcast_to(a.grey[0], (zooms, *a.grey.shape[1:])), a.grey[1:]))
+    y = np.concatenate((b.grey, np.broadcast_to(b.grey[0], (zooms - 1, *b.grey.shape[1:]))))
     return x, y
 
 
 def _chroma(cells: np.ndarray) -> np.ndarray:
-    """The mean colour's chromaticity (r, g, b over their sum): its hue and saturation, not its light."""
+    """The mean colour's chroma: its chromaticity (r, g, b over their sum) less grey's (1/3 each), a vector
+    whose direction is the hue and whose length the saturation; nothing of its light."""
     mean = cells.reshape(-1, 3).mean(axis=0)
-    return mean / (mean.sum() + 24.0)  # + 8 levels a channel: a dark picture has no hue
+    return mean / (mean.sum() + 24.0) - 1 / 3  # + 8 levels a channel: a dark picture has no hue
+
+
+def _hue_difference(a: np.ndarray, b: np.ndarray) -> float:
+    """How far apart two chroma vectors are once a contrast change is allowed for: a contrast change scales
+    the chroma (saturation) by up to MAX_SATURATION either way, so each is scaled towards the other first."""
+    def towards(x, y):
+        scale = float(np.clip(x @ y / (y @ y + 1e-9), 1 / MAX_SATURATION, MAX_SATURATION))
+        return float(np.abs(x - scale * y).sum())
+    return min(towards(a, b), towards(b, a))
 
 
 def _colour_layout(cells: np.ndarray) -> np.ndarray:
@@ -135,7 +146,7 @@ def compare(a: Picture, b: Picture) -> tuple[float, float, float]:
     cells instead (no shape to correlate)."""
     if a.flat or b.flat:
         levels = float(np.abs(a.cells[0] - b.cells[0]).mean())
-        return 1.0 - levels / 255.0, 0.0, float(np.abs(_chroma(a.cells[0]) - _chroma(b.cells[0])).sum())
+        return 1.0 - levels / 255.0, 0.0, _hue_difference(_chroma(a.cells[0]), _chroma(b.cells[0]))
     x, y = _alignments(a, b)
     correlation, keep = _kept_correlation(x, y)
     best = int(np.argmax(correlation))
@@ -145,7 +156,7 @@ def compare(a: Picture, b: Picture) -> tuple[float, float, float]:
     if not len(cells_a):
         return float(correlation[best]), 0.0, 0.0
     layout = float(np.abs(_colour_layout(cells_a) - _colour_layout(cells_b)).sum(axis=-1).mean())
-    hue = float(np.abs(_chroma(cells_a) - _chroma(cells_b)).sum())
+    hue = _hue_difference(_chroma(cells_a), _chroma(cells_b))
     return float(correlation[best]), layout, hue
 
 

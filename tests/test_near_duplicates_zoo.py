@@ -1,0 +1,112 @@
+"""Issue 39's targets on every style of the zoo (``imgrec.samples.zoo``), at small scale, with default options:
+no distinct image quarantined, the build succeeds, planted pairs under two labels written (not removed);
+and, on the styles that meet them, the grouping and recall targets (``zoo_scores.failures``). The styles
+that miss a recall or grouping target today are marked (``SHORT``): docs/near-duplicates.md says where
+each falls short and why (hash candidates, not the pixel check). One build a style, shared by its tests.
+Also: the explicit quarantine option removes the cross-label pairs, and a refresh writes what an earlier
+version quarantined as a near-duplicate label conflict and says so in one line."""
+import glob
+import json
+import os
+
+import pytest
+
+from imgrec.pipelines import build_dataset
+from imgrec.samples import zoo, zoo_scores
+
+# Styles whose small-scale build misses a recall or grouping target (measured 2026-12-05; the safety targets,
+# nothing quarantined and a build that succeeds, hold on every style).
+SHORT = {
+    'pages': 'a 5% crop of a page of text moves the hash past 16 bits',
+    'scans': 'two grey blobs on black correlate at 0.98 at 32 px; a crop+caption copy is past the hash threshold',
+    'icons': 'a combined copy is past the hash threshold',
+    'gradients': 'smooth gradients: the DCT hash signs of a gradient are unstable under brightness and captions',
+    'textures': 'high-frequency textures: the hash of a copy moves past 16 bits',
+    'renders': 'combined copies of flat renders are past the hash threshold',
+    'tiny': '16-pixel images: a copy moves the hash past 16 bits',
+    'photos': 'one caption+scale copy is past the hash threshold',
+}
+SIZE = '64'
+
+
+def _build(folder, output, *extra):
+    build_dataset.run(['--input', folder, '--output', output, '--image_size', SIZE, '--direct_running_mode',
+                       'in_memory', '--no_progress', *extra])
+
+
+@pytest.fixture(scope='module')
+def built(tmp_path_factory):
+    """{style: (corpus, Score, dataset.json)}: one build of every style, 2 classes of 16 distinct images,
+    24 planted copies (each single edit twice, each combined edit once) and 2 under another label, built
+    lazily as asked."""
+    cache = {}
+
+    def get(style):
+        if style not in cache:
+            root = tmp_path_factory.mktemp(style)
+            corpus = zoo.write_corpus(style, str(root / 'in'), classes=2, per_class=16, planted=16, combined=8,
+                                      cross_label=2)
+            ok = True
+            try:
+                _build(str(root / 'in'), str(root / 'out'))
+            except Exception:  # pylint: disable=broad-except  # scored as a failed build
+                ok = False
+            version = zoo_scores.latest_version(str(root / 'out')) if ok else None
+            score = zoo_scores.score(corpus, version, ok) if ok else None
+            document = json.load(open(os.path.join(version, 'dataset.json'), encoding='utf-8')) if ok else None
+            cache[style] = corpus, score, document
+        return cache[style]
+    return get
+
+
+@pytest.mark.parametrize('style', sorted(zoo.STYLES))
+def test_the_default_never_removes_a_distinct_image_and_succeeds(built, style):
+    corpus, score, document = built(style)
+    assert score is not None and score.build_succeeded
+    assert score.quarantined == 0 and score.copies_quarantined == 0, score.quarantine_reasons
+    assert document['counts']['quarantined'] == 0
+    near = document['near_duplicates']
+    assert near['conflicts'] == 'keep' and near['label_conflicts'] == 0
+    assert len(near['label_conflict_pairs']) == near['pairs_across_labels'] <= 100
+
+
+@pytest.mark.parametrize('style', sorted(zoo.STYLES))
+def test_the_targets_per_style(built, style, request):
+    if style in SHORT:
+        request.applymarker(pytest.mark.xfail(reason=SHORT[style], strict=False))
+    _, score, _ = built(style)
+    assert score.failures() == []
+
+
+def test_cross_label_pairs_are_kept_listed_and_quarantined_only_when_asked(built, tmp_path):
+    corpus, score, document = built('digits')
+    assert score.cross_label_found == score.cross_label_total == 2
+    listed = {frozenset((p['source'], p['other'])) for p in document['near_duplicates']['label_conflict_pairs']}
+    planted = {frozenset((p['original'], p['copy'])) for p in corpus.pairs if p['cross_label']}
+    assert planted <= listed
+    for pair in document['near_duplicates']['label_conflict_pairs']:
+        assert pair['split'] == pair['other_split'] and pair['label'] != pair['other_label']
+    out = str(tmp_path / 'out')
+    _build(corpus.folder, out, '--near_duplicate_conflicts', 'quarantine', '--max_error_rate', '0.5')
+    version = zoo_scores.latest_version(out)
+    quarantined = {json.loads(line)['source'] for line in open(os.path.join(version, 'quarantine.jsonl'))}
+    assert set().union(*planted) <= quarantined
+    quarantined_document = json.load(open(os.path.join(version, 'dataset.json'), encoding='utf-8'))
+    assert quarantined_document['near_duplicates']['label_conflicts'] == len(quarantined)
+
+
+def test_a_refresh_writes_what_an_earlier_version_quarantined_as_a_near_duplicate_conflict(built, tmp_path, capsys):
+    corpus, _, _ = built('objects')
+    out = str(tmp_path / 'out')
+    _build(corpus.folder, out, '--version', 'v1', '--near_duplicate_conflicts', 'quarantine', '--max_error_rate', '0.5')
+    quarantined = {json.loads(line)['source'] for line in open(os.path.join(out, 'v1', 'quarantine.jsonl'))}
+    assert quarantined
+    assert build_dataset.main(['--input', corpus.folder, '--output', out, '--version', 'v2', '--image_size', SIZE,
+                               '--direct_running_mode', 'in_memory', '--no_progress']) == 0
+    printed = capsys.readouterr()
+    document = json.load(open(os.path.join(out, 'v2', 'dataset.json'), encoding='utf-8'))
+    assert document['near_duplicates']['conflicts_written_again'] == len(quarantined)
+    assert document['counts']['quarantined'] == 0
+    assert (f'{len(quarantined)} images the previous version quarantined as near-duplicate label conflicts were '
+            f'decided again and written') in printed.out + printed.err
+    assert glob.glob(os.path.join(out, 'v2', 'index', '*.parquet'))
