@@ -13,9 +13,11 @@ allowed for:
 - a **caption or watermark strip**: the strip of ``DROPPED_ROWS`` rows that disagrees most is left out
   (a bar of up to ~15% of the height, at the top, the bottom or across);
 - **colour**: a grey match of two pictures of other colours (two gradients of one direction) is not a
-  copy: the mean chroma of the kept cells must agree within ``MAX_CHROMA``.
+  copy: the kept cells' chroma layouts must correlate (``MIN_COLOUR_CORRELATION``: where the hues lie,
+  unmoved by brightness or contrast) and their mean chroma agree (``MAX_HUE``, allowing the saturation a
+  contrast change moves).
 Flat pictures (little grey structure) have no shape to correlate: they must agree in their colour
-cells, in levels, as the old thumbnail check asked (``MAX_FLAT_LEVELS``).
+cells, in levels, once a brightness gain is taken out (``MAX_FLAT_LEVELS``).
 
 Read by reference: a ``Picture`` is made from the JPEG the build wrote (``from_jpeg``), decoded with
 Pillow's ``draft`` (the JPEG decoder scales by 1/2 to 1/8 as it decodes), so a candidate costs a ranged
@@ -41,13 +43,15 @@ DROPPED_ROWS = 5
 CELLS = 8
 # The thresholds (chosen on the zoo's tuning styles, checked on its check styles: docs/near-duplicates.md).
 MIN_CORRELATION = 0.95   # normalised correlation of the kept grey rows, best alignment
-MAX_LAYOUT = 99.0        # colour layout (``_colour_layout``): mean absolute difference of the kept cells, 3 channels
+MIN_COLOUR_CORRELATION = 0.7  # of the kept cells' chroma layouts (``_colour_correlation``): where the hues lie
+CHROMA_SPREAD = 6.0      # levels: a picture's chroma layout counts only past this spread (``_colour_correlation``)
 MAX_HUE = 0.04           # mean colour's chroma (``_hue_difference``): absolute difference, summed over r, g, b
 MAX_SATURATION = 1.5     # a contrast change of 20% either way scales the chroma by up to this (``_hue_difference``)
 FLAT_STD = 4.0           # grey standard deviation (levels) under which a picture is flat: no shape to compare
-MAX_FLAT_LEVELS = 8.0    # flat pictures: mean absolute difference of the colour cells, in levels
+MAX_FLAT_LEVELS = 8.0    # flat pictures: mean absolute difference of the colour cells, in levels, after a gain
+MAX_GAIN = 1.25          # the brightness gain allowed for flat pictures (a 20% brightening; 1/1.25 darkening)
 # Recorded in dataset.json (near_duplicates.check): a change of rule or threshold changes the groups.
-ALGORITHM = f'ncc-grey-{SIDE}-zoom{len(ZOOMS)}-rows{DROPPED_ROWS}+chroma/1'
+ALGORITHM = f'ncc-grey{SIDE}-zoom{len(ZOOMS)}-strip{DROPPED_ROWS}+chroma-layout+hue/1'
 
 
 class Picture(typing.NamedTuple):
@@ -128,11 +132,29 @@ def _hue_difference(a: np.ndarray, b: np.ndarray) -> float:
     return min(towards(a, b), towards(b, a))
 
 
-def _colour_layout(cells: np.ndarray) -> np.ndarray:
-    """Colour cells (n x 3) with each channel's mean taken out, over one scale for all three: where each
-    colour lies, unchanged by a brightness or contrast change (which scales every channel's deviations alike)."""
-    centred = cells - cells.mean(axis=0)
-    return centred / (np.sqrt((centred ** 2).mean()) + 1e-6)
+def _chroma_layout(cells: np.ndarray) -> np.ndarray:
+    """Colour cells (n x 3) less each cell's grey, each channel centred on its mean: where the hues lie."""
+    chroma = cells - cells.mean(axis=1, keepdims=True)
+    return chroma - chroma.mean(axis=0)
+
+
+def _colour_correlation(a: np.ndarray, b: np.ndarray) -> float:
+    """Correlation of the two pictures' chroma layouts (``_chroma_layout``), or 1.0 when either has too little
+    colour spread (CHROMA_SPREAD levels) for its layout to say anything. A brightness or contrast change
+    scales every chroma deviation alike: the correlation does not move."""
+    ca, cb = _chroma_layout(a), _chroma_layout(b)
+    spread_a, spread_b = np.sqrt((ca ** 2).mean()), np.sqrt((cb ** 2).mean())
+    if min(spread_a, spread_b) < CHROMA_SPREAD:
+        return 1.0
+    return float((ca * cb).mean() / (spread_a * spread_b))
+
+
+def _flat_levels(a: np.ndarray, b: np.ndarray) -> float:
+    """Mean absolute difference in levels of two flat pictures' colour cells, after the gain (brightness,
+    up to MAX_GAIN either way) that brings them closest, half applied to each: symmetric."""
+    gain = float(np.clip(np.median((a.sum(axis=-1) + 8) / (b.sum(axis=-1) + 8)), 1 / MAX_GAIN, MAX_GAIN))
+    root = np.sqrt(gain)
+    return float(np.abs(a / root - b * root).mean())
 
 
 def _zoom_pair(alignment: int) -> tuple[int, int]:
@@ -141,12 +163,12 @@ def _zoom_pair(alignment: int) -> tuple[int, int]:
 
 
 def compare(a: Picture, b: Picture) -> tuple[float, float, float]:
-    """(correlation, colour layout difference, hue difference) of two pictures at their best alignment:
-    what ``same_picture`` judges. Flat pictures: (1 - levels / 255, 0, hue difference) of their colour
-    cells instead (no shape to correlate)."""
+    """(grey correlation, chroma layout correlation, hue difference) of two pictures at their best alignment:
+    what ``same_picture`` judges. Flat pictures: (1 - levels / 255, 1, hue difference) of their colour cells
+    instead (no shape to correlate; ``_flat_levels``)."""
     if a.flat or b.flat:
-        levels = float(np.abs(a.cells[0] - b.cells[0]).mean())
-        return 1.0 - levels / 255.0, 0.0, _hue_difference(_chroma(a.cells[0]), _chroma(b.cells[0]))
+        return 1.0 - _flat_levels(a.cells[0], b.cells[0]) / 255.0, 1.0, _hue_difference(_chroma(a.cells[0]),
+                                                                                         _chroma(b.cells[0]))
     x, y = _alignments(a, b)
     correlation, keep = _kept_correlation(x, y)
     best = int(np.argmax(correlation))
@@ -155,7 +177,7 @@ def compare(a: Picture, b: Picture) -> tuple[float, float, float]:
     cells_a, cells_b = a.cells[za][kept].reshape(-1, 3), b.cells[zb][kept].reshape(-1, 3)
     if not len(cells_a):
         return float(correlation[best]), 0.0, 0.0
-    layout = float(np.abs(_colour_layout(cells_a) - _colour_layout(cells_b)).sum(axis=-1).mean())
+    layout = _colour_correlation(cells_a, cells_b)
     hue = _hue_difference(_chroma(cells_a), _chroma(cells_b))
     return float(correlation[best]), layout, hue
 
@@ -163,10 +185,10 @@ def compare(a: Picture, b: Picture) -> tuple[float, float, float]:
 def same_picture(a: Picture, b: Picture) -> bool:
     """Whether two candidates are near-duplicates: their grey pictures agree in shape, aligned, and their
     colours agree (flat pictures: their colour cells agree in levels)."""
-    correlation, layout, hue = compare(a, b)
+    correlation, colour, hue = compare(a, b)
     if a.flat or b.flat:
         return (1.0 - correlation) * 255.0 <= MAX_FLAT_LEVELS and hue <= MAX_HUE
-    return correlation >= MIN_CORRELATION and layout <= MAX_LAYOUT and hue <= MAX_HUE
+    return correlation >= MIN_CORRELATION and colour >= MIN_COLOUR_CORRELATION and hue <= MAX_HUE
 
 
 def similarity(a: Picture, b: Picture) -> float:
