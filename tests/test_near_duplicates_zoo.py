@@ -13,6 +13,7 @@ import pytest
 
 from imgrec.pipelines import build_dataset
 from imgrec.samples import zoo, zoo_scores
+from tests.chromium import open_page, requires_chromium
 
 # Styles whose small-scale build misses a recall or grouping target (measured 2026-12-05; the safety targets,
 # nothing quarantined and a build that succeeds, hold on every style).
@@ -110,3 +111,35 @@ def test_a_refresh_writes_what_an_earlier_version_quarantined_as_a_near_duplicat
     assert (f'{len(quarantined)} images the previous version quarantined as near-duplicate label conflicts were '
             f'decided again and written') in printed.out + printed.err
     assert glob.glob(os.path.join(out, 'v2', 'index', '*.parquet'))
+
+
+# What the report's Warnings show of the near-duplicate pairs under two labels, measured by the browser.
+CONFLICTS_PROBE = """JSON.stringify({
+  pairs: Array.from(document.querySelectorAll('#conflict-pairs .conflict-pair')).map(pair =>
+    Array.from(pair.querySelectorAll('figure.conflict')).map(figure => {
+      const image = figure.querySelector('img');
+      const box = image ? image.getBoundingClientRect() : null;
+      return {source: image ? image.alt : null, shown: !!image && image.complete && image.naturalWidth > 0,
+              top: box ? Math.round(box.top) : null, left: box ? Math.round(box.left) : null,
+              caption: figure.querySelector('figcaption').innerText};
+    })),
+  warnings: document.querySelector('#warnings').nextElementSibling.innerText,
+})"""
+
+
+@requires_chromium
+def test_the_report_warnings_show_both_thumbnails_of_each_cross_label_pair_side_by_side(built, tmp_path):
+    corpus, _, document = built('digits')
+    version = zoo_scores.latest_version(os.path.join(os.path.dirname(corpus.folder), 'out'))
+    page = open_page(os.path.join(version, 'report.html'), CONFLICTS_PROBE, str(tmp_path / 'chromium-profile'))
+    assert page.errors == [] and page.requests == []
+    shown = json.loads(page.evaluated)
+    listed = document['near_duplicates']['label_conflict_pairs']
+    assert len(shown['pairs']) == len(listed) >= 2
+    for pair, row in zip(shown['pairs'], listed):
+        assert [figure['source'] for figure in pair] == [row['source'], row['other']]
+        assert all(figure['shown'] for figure in pair)  # both thumbnails decoded and drawn
+        first, second = pair
+        assert first['top'] == second['top'] and first['left'] < second['left']  # side by side
+        assert row['label'] in first['caption'] and row['other_label'] in second['caption']
+    assert 'near-duplicate pairs are filed under two labels' in shown['warnings']
