@@ -79,7 +79,8 @@ def test_each_planted_copy_stays_within_the_threshold(kind):
 def test_unrelated_photos_are_far_apart():
     hashes = [ph.perceptual_hash(_decoded(_photo(seed))) for seed in range(60)]
     distances = [ph.distance(a, b) for a, b in itertools.combinations(hashes, 2)]
-    assert min(distances) > THRESHOLD
+    # About half their bits differ; the few within the threshold are candidates the pixel check refuses.
+    assert sum(d <= THRESHOLD for d in distances) <= 0.01 * len(distances)
     assert 26 <= sum(distances) / len(distances) <= 38
 
 
@@ -118,13 +119,15 @@ def test_pigeonhole_every_pair_within_the_threshold_shares_a_band():
 
 
 def test_the_threshold_falls_as_chance_pairs_grow_with_the_collection():
-    assert ph.threshold_for(2) == ph.threshold_for(1200) == ph.MAX_THRESHOLD == 16
-    assert (ph.threshold_for(2_000), ph.threshold_for(10_000), ph.threshold_for(100_000),
-            ph.threshold_for(1_281_167)) == (15, 14, 12, 10)
+    assert ph.threshold_for(2) == ph.threshold_for(4_000) == ph.MAX_THRESHOLD == 20
+    assert (ph.threshold_for(10_000), ph.threshold_for(20_000), ph.threshold_for(100_000),
+            ph.threshold_for(1_281_167)) == (18, 16, 14, 10)
     for images in (2, 700, 10_000, 100_000, 1_281_167, 10 ** 8):
-        threshold = ph.threshold_for(images)
-        assert (images - 1) * ph.chance(threshold) <= ph.CHANCE_PAIRS_PER_IMAGE
-        assert threshold == ph.MAX_THRESHOLD or (images - 1) * ph.chance(threshold + 1) > ph.CHANCE_PAIRS_PER_IMAGE
+        threshold, pairs = ph.threshold_for(images), images * (images - 1) / 2
+        within = lambda t: ((images - 1) * ph.chance(t) <= ph.CHANCE_PAIRS_PER_IMAGE  # noqa: E731
+                            or pairs * ph.chance(t) <= ph.CHANCE_CHECKS)
+        assert within(threshold)
+        assert threshold == ph.MAX_THRESHOLD or not within(threshold + 1)
     assert ph.chance(64) == 1 and ph.chance(0) == 2 ** -64
 
 
