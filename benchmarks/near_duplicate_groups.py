@@ -7,24 +7,25 @@ The grouping is ``imgrec.transforms.near_duplicate_groups``'s rule, run here wit
 functions and no Beam: every hash is cut into ``threshold + 1`` bands (``perceptual_hash.band_edges``);
 for each band the hashes are bucketed by band value (a numpy sort); each bucket of two or more goes to
 ``pairs_in_bucket`` (its all-pairs compare is ``perceptual_hash.pairs_within``); each candidate is a
-link only if ``perceptual_hash.same_picture`` agrees on the two colour thumbnails; links are joined into
-connected components (``join_labels``, the module's union-find) and each component is cut into stars
-(``star_groups``). ``group_in_memory`` is that, and gives the same groups as ``FindGroups`` on Beam
-(``tests/test_near_duplicate_groups.py``).
+link only if ``picture_check.same_picture`` agrees on the two pictures (here each image's colour field,
+enlarged: ``_picture``; a build reads and decodes the written records instead); links are joined into
+connected components (``join_labels``, the module's union-find), each component a group unless it is
+larger than ``MAX_GROUP`` (``bounded_groups``). ``group_in_memory`` is that rule, with the module's own
+functions. The table gives the pixel check's cost per candidate.
 
 Inputs, each size in a process of its own (``harness.measure``: the peak memory of its process tree):
 - ``hashes`` N: N 64-bit hashes of independent fair bits (unrelated photos' distances match coin flips,
-  docs/near-duplicates.md: mean 32, sd 4.1 against 4.0), each with a colour thumbnail drawn as a smooth
+  docs/near-duplicates.md: mean 32, sd 4.1 against 4.0), each with a colour field drawn as a smooth
   random 8x8 RGB field (a random 3x3 grid of colours, bilinear, plus pixel noise). 1% of the N are planted
   copies of another hash: bits flipped as many as the planted copies of docs/near-duplicates.md's table
   show (``PLANTED_DISTANCES``: each transform in turn, its distance drawn through the table's median, 95th
-  percentile and maximum), and a thumbnail perturbed as that transform would (re-compression noise; ±8-12%
+  percentile and maximum), and a field perturbed as that transform would (re-compression noise; ±8-12%
   brightness; a 2-5% border crop; a dark caption bar over the bottom row).
 - ``one_style`` N: N small images drawn in memory by ``imgrec.samples.generate.draw_image`` (one shape on a
   noisy gradient, random colours, sizes and positions: the style in which issue 24 saw one group take
   1,765 of 2,000 images), saved as JPEG and decoded as a build decodes them; 1% of them planted copies
-  made by ``imgrec.samples.near_duplicates.make_twin`` (each transform in turn) and saved as it says. Hashed and
-  thumbnailed by ``imgrec.imaging.perceptual_hash``.
+  made by ``imgrec.samples.near_duplicates.make_twin`` (each transform in turn) and saved as it says. Hashed by
+  ``imgrec.imaging.perceptual_hash``; their pictures are their 8x8 colour fields (``_picture``).
 
 Printed: a table (hashes, threshold, comparisons, candidates, links, false pairs per image, recall, the
 largest group and component, groups, images grouped that are not planted, CPU seconds per 1,000 images,
@@ -236,7 +237,7 @@ def group_in_memory(sources, hashes, thumbnails, threshold, timings=None):
             links.append((a, b, distance, picture_check.similarity(first, second)))
     timings['confirm (picture_check.same_picture)'] = (timings.get('confirm (picture_check.same_picture)', 0.0)
                                                        + time.process_time() - clock)
-    timings['confirmed candidates'] = len(candidates)
+    timings['candidates checked'] = timings.get('candidates checked', 0) + len(candidates)
 
     clock = time.process_time()
     neighbours = collections.defaultdict(set)
@@ -288,7 +289,7 @@ def measure_grouping(kind, count, seed):
     grouped = {source for source, leader in leader_of.items() if members[leader] > 1}
     in_planted = {source for pair in planted for source in pair}
     false_candidates = sum(1 for a, b, _ in result['candidates'] if (a, b) not in planted)
-    false_links = sum(1 for a, b, _ in result['links'] if (a, b) not in planted)
+    false_links = sum(1 for a, b, *_ in result['links'] if (a, b) not in planted)
     found = [pair for pair in planted if pair[0] in leader_of and leader_of[pair[0]] == leader_of.get(pair[1])]
     candidate_pairs = {(a, b) for a, b, _ in result['candidates']}
     missed = collections.Counter(planted[pair] for pair in planted if pair not in set(found))
@@ -358,7 +359,12 @@ def report(runs):
         print(f"{run['kind']} {run['hashes']:,}: {run['compared']:,} comparisons "
               f"({run['compared'] / run['hashes']:.0f} an image), grouping {run['cpu_seconds']:.1f} s CPU / {run['wall_seconds']:.1f} s wall "
               f"(inputs {run['inputs_cpu_seconds']:.1f} s CPU): "
-              + ', '.join(f'{name} {seconds:.1f}' for name, seconds in run['timings'].items()))
+              + ', '.join(f'{name} {seconds:.1f}' for name, seconds in run['timings'].items()
+                          if name != 'candidates checked'))
+        checked = run['timings'].get('candidates checked', 0)
+        confirming = run['timings'].get('confirm (picture_check.same_picture)', 0.0)
+        print(f"    pixel check: {checked:,} candidates, {confirming / max(checked, 1) * 1e6:.0f} us CPU each "
+              f"(pictures made once an image, included)")
         print(f"    planted pairs within the threshold {run['planted_candidates']}/{run['planted']}, "
               f"missed by transform {run['missed'] or 'none'}; false candidates {run['false_candidates']:,} "
               f"(coin flips: {run['chance_per_image'] * run['hashes'] / 2:,.0f}), false links {run['false_links']:,}; "
