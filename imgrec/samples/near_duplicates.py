@@ -109,7 +109,8 @@ def make_twin(image, kind, rng, ranges=None):
         draw = ImageDraw.Draw(overlay)
         bar = max(ranges['min_bar'], round(height * rng.uniform(*ranges['caption'])))
         top = round(rng.uniform(0.1, 0.9) * (height - bar))
-        shade = rng.choice((0, 255))
+        # Dark on a light image, light on a dark one: a watermark that shows.
+        shade = 0 if np.asarray(image.convert('L').crop((0, top, width, top + bar))).mean() > 128 else 255
         draw.rectangle((0, top, width, top + bar), fill=(shade, shade, shade, rng.randint(70, 120)))
         words, ink = _words(rng), (255 - shade, 255 - shade, 255 - shade, rng.randint(120, 180))
         if bar >= 10:  # a bar too thin for the font gets no text: text would cover a small image

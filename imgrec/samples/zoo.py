@@ -39,6 +39,7 @@ class Style:
     size: int
     extension: str
     about: str
+    capacity: Callable[[str, int, int], int] | None = None  # (label, seed, size) -> distinct images; None: any
 
 
 _HALF = len(zoo_photos.PHOTOS) // 2
@@ -53,15 +54,17 @@ STYLES = {style.name: style for style in (
     Style('renders', zoo_flat.draw_render, zoo_flat.RENDERS, 96, 'jpg', 'one shape on a plain colour, one flat style'),
     Style('tiny', zoo_flat.draw_tiny, zoo_flat.TINY, 16, 'png', 'very small pictures, 16 pixels or fewer a side'),
     Style('photos', zoo_photos.draw_photo_tile, zoo_photos.PHOTOS[0::2], 96, 'jpg',
-          'tiles of real photos (skimage.data), one photo a class'),
+          'tiles of real photos (skimage.data), one photo a class', zoo_photos.capacity),
     Style('photos_check', zoo_photos.draw_photo_tile, zoo_photos.PHOTOS[1::2], 96, 'jpg',
-          'tiles of the other real photos (skimage.data), one photo a class'),
+          'tiles of the other real photos (skimage.data), one photo a class', zoo_photos.capacity),
 )}
 # Tune on one half, check on the other: each half has digit-like strokes or shapes on a plain ground,
 # smooth or textured fields, and photos.
 TUNING_STYLES = ('digits', 'objects', 'scans', 'gradients', 'photos')
 CHECK_STYLES = ('pages', 'icons', 'textures', 'renders', 'tiny', 'photos_check')
 TRUTH_FORMAT = 'imgrec-zoo-truth/1'
+# Raise whenever a style or an edit draws differently, so that cached corpora (benchmarks/zoo_builds.py) are made anew.
+DRAWING = 3
 
 
 @dataclasses.dataclass
@@ -145,6 +148,11 @@ def write_corpus(style: str, folder: str, *, classes: int | Sequence[str] | None
     spec = STYLES[style]
     size = size or spec.size
     labels = _classes(spec, classes)
+    short = {label: spec.capacity(label, seed, size) for label in labels} if spec.capacity else {}
+    short = {label: count for label, count in short.items() if count < per_class}
+    if short:
+        raise ValueError(f'style {style!r} has fewer than {per_class} distinct images in '
+                         + ', '.join(f'{label} ({count})' for label, count in short.items()))
     copies = planted + combined + cross_label
     if copies > per_class * len(labels):
         raise ValueError(f'{copies} planted copies need as many originals; the corpus has {per_class * len(labels)}')

@@ -20,37 +20,59 @@ RENDERS = ('circle', 'square', 'cross', 'triangle')
 TINY = ('warm', 'cool', 'grey', 'vivid')
 
 
+def _blob(draw, rng, centre, rx, ry, fill):
+    """An irregular blob about ``centre``: an ellipse whose radius wobbles by a few random waves, so no
+    two blobs have one outline."""
+    waves = [(k, rng.uniform(0, 0.12), rng.uniform(0, 2 * math.pi)) for k in range(2, 6)]
+    points = []
+    for step in range(48):
+        angle = step * 2 * math.pi / 48
+        wobble = 1 + sum(size * math.sin(k * angle + phase) for k, size, phase in waves)
+        points.append((centre[0] + rx * wobble * math.cos(angle), centre[1] + ry * wobble * math.sin(angle)))
+    draw.polygon(points, fill=fill)
+
+
 def draw_scan(label: str, index: int, seed: int, size: int) -> Image.Image:
-    """Grey blobs on black, as in a medical or microscope scan: grey, ``size`` square, blurred and noisy."""
+    """Grey blobs on black, as in a medical or microscope scan: grey, ``size`` square. Blobs of uneven
+    outline and mottled inside, faint specks about them, blurred and noisy."""
     rng = image_rng('scans', seed, label, index)
     x, y, scale, bright, turn = spread('scans', seed, label, index, 5)
     big = 2 * size
-    image = Image.new('L', (big, big), rng.randint(0, 25))
+    image = Image.new('L', (big, big), 0)
     draw = ImageDraw.Draw(image)
+    for _ in range(rng.randint(6, 20)):  # debris: a pattern of its own in every scan
+        speck = (rng.uniform(0, big), rng.uniform(0, big))
+        small = big * rng.uniform(0.008, 0.025)
+        draw.ellipse(_box(speck, small, small), fill=rng.randint(50, 140))
     centre = (big * (0.2 + 0.6 * x), big * (0.2 + 0.6 * y))
     radius = big * (0.08 + 0.17 * scale)
     level = round(90 + 150 * bright)
     if label == 'one_blob':
-        draw.ellipse(_box(centre, radius, radius * rng.uniform(0.6, 1.0)), fill=level)
+        _blob(draw, rng, centre, radius, radius * rng.uniform(0.6, 1.0), level)
     elif label == 'two_blobs':
-        draw.ellipse(_box(centre, radius, radius * rng.uniform(0.6, 1.0)), fill=level)
+        _blob(draw, rng, centre, radius, radius * rng.uniform(0.6, 1.0), level)
         angle = turn * 2 * math.pi
         other = (centre[0] + math.cos(angle) * radius * 2.2, centre[1] + math.sin(angle) * radius * 2.2)
-        draw.ellipse(_box(other, radius * rng.uniform(0.4, 0.8), radius * rng.uniform(0.4, 0.8)), fill=level // 2 + 60)
+        _blob(draw, rng, other, radius * rng.uniform(0.4, 0.8), radius * rng.uniform(0.4, 0.8), level // 2 + 60)
     elif label == 'ring':
         draw.ellipse(_box(centre, radius * 1.3, radius * 1.3), outline=level, width=max(2, round(radius * rng.uniform(0.15, 0.4))))
+        _blob(draw, rng, centre, radius * rng.uniform(0.2, 0.5), radius * rng.uniform(0.2, 0.5), level // 2)
     elif label == 'cluster':
         for _ in range(rng.randint(4, 9)):
             spot = (centre[0] + rng.gauss(0, radius), centre[1] + rng.gauss(0, radius))
             small = radius * rng.uniform(0.15, 0.4)
-            draw.ellipse(_box(spot, small, small), fill=rng.randint(level // 2, level))
+            _blob(draw, rng, spot, small, small * rng.uniform(0.6, 1), rng.randint(level // 2, level))
     elif label == 'streak':
         angle = turn * math.pi
         dx, dy = math.cos(angle) * radius * 2.5, math.sin(angle) * radius * 2.5
-        draw.line((centre[0] - dx, centre[1] - dy, centre[0] + dx, centre[1] + dy), fill=level,
-                  width=max(2, round(radius * rng.uniform(0.2, 0.5))))
+        bend = (rng.uniform(-0.5, 0.5) * radius, rng.uniform(-0.5, 0.5) * radius)
+        draw.line((centre[0] - dx, centre[1] - dy, centre[0] + bend[0], centre[1] + bend[1], centre[0] + dx,
+                   centre[1] + dy), fill=level, width=max(2, round(radius * rng.uniform(0.2, 0.5))), joint='curve')
     else:
         raise ValueError(f'unknown scan kind {label!r}')
+    coarse = np.random.default_rng(rng.getrandbits(64)).uniform(0.45, 1.0, (8, 8)).astype(np.float32)
+    mottle = np.asarray(Image.fromarray(coarse, 'F').resize((big, big), Image.Resampling.BICUBIC))
+    image = Image.fromarray(np.clip(np.asarray(image) * mottle + rng.randint(0, 25), 0, 255).astype(np.uint8), 'L')
     image = image.filter(ImageFilter.GaussianBlur(big * rng.uniform(0.01, 0.03)))
     return noisy(image.resize((size, size), Image.Resampling.LANCZOS), rng, 6)
 
@@ -103,10 +125,24 @@ def draw_icons(label: str, index: int, seed: int, size: int) -> Image.Image:
     return image.resize((size, size), Image.Resampling.LANCZOS)
 
 
+_GRADIENT_NAMES = ('hue', 'other', 'angle', 'x', 'y', 'value', 'strong', 'light')
+# The parameters each kind's look depends on: only these are spread apart (one a kind does not use
+# would let two images differ in it alone, i.e. not at all).
+_GRADIENT_PARAMETERS = {
+    'linear': ('hue', 'other', 'angle', 'value', 'strong', 'light'),
+    'three_stop': ('hue', 'other', 'angle', 'value', 'strong', 'light'),
+    'banded': ('hue', 'other', 'angle', 'value', 'strong', 'light'),
+    'radial': ('hue', 'other', 'x', 'y', 'value', 'strong', 'light'),
+    'corner': ('hue', 'other', 'angle', 'x', 'y', 'value', 'strong', 'light'),
+}
+
+
 def draw_gradient(label: str, index: int, seed: int, size: int) -> Image.Image:
     """A smooth gradient of kind ``label`` between colours of its own, RGB, ``size`` square."""
     rng = image_rng('gradients', seed, label, index)
-    hue, other, angle, x, y, value = spread('gradients', seed, label, index, 6)
+    names = _GRADIENT_PARAMETERS[label] if label in _GRADIENT_PARAMETERS else ()
+    drawn = dict(zip(names, spread('gradients', seed, label, index, len(names))))
+    hue, other, angle, x, y, value, strong, light = (drawn.get(name, 0.5) for name in _GRADIENT_NAMES)
     rows, columns = np.mgrid[0:size, 0:size] / max(1, size - 1)
     theta = angle * 2 * math.pi
     if label in ('linear', 'three_stop', 'banded'):
@@ -114,14 +150,20 @@ def draw_gradient(label: str, index: int, seed: int, size: int) -> Image.Image:
     elif label == 'radial':
         t = np.hypot(columns - x, rows - y) * (0.8 + value)
     elif label == 'corner':
-        t = columns ** (0.5 + x) * rows ** (0.5 + y) * (1 + value)
+        corner = int(angle * 4)  # which corner the first colour grows from
+        across = columns if corner % 2 else 1 - columns
+        down = rows if corner // 2 else 1 - rows
+        t = across ** (0.5 + x) * down ** (0.5 + y) * (1 + value)
     else:
         raise ValueError(f'unknown gradient kind {label!r}')
     t = np.clip(t, 0, 1)
     if label == 'banded':
-        t = np.floor(t * (3 + round(7 * value))) / (3 + round(7 * value))
-    a = np.array(hue_colour(hue, rng.uniform(0.4, 1), rng.uniform(0.3, 1)), dtype=np.float64)
-    b = np.array(hue_colour(hue + 0.2 + 0.6 * other, rng.uniform(0.4, 1), rng.uniform(0.3, 1)), dtype=np.float64)
+        bands = 3 + round(3 * value)  # few: stepped, not smooth
+        t = np.floor(t * bands) / bands
+    # Saturated and not dark: where colours are dull or dark, a change of hue hardly shows.
+    a = np.array(hue_colour(hue, 0.5 + 0.5 * strong, 0.45 + 0.55 * light), dtype=np.float64)
+    b = np.array(hue_colour(hue + 0.2 + 0.6 * other, 1.0 - 0.5 * strong * value, 1.0 - 0.55 * light * value),
+                 dtype=np.float64)
     if label == 'three_stop':
         c = np.array(hue_colour(hue + 0.5 * other, rng.uniform(0.2, 1), rng.uniform(0.5, 1)), dtype=np.float64)
         t2 = t[..., None]

@@ -6,10 +6,12 @@ white, a product is a coloured blob on white. Each draw function is ``(label, in
 (``imgrec.samples.zoo``); what makes two images of a class differ is drawn from ``zoo_draw.spread`` and
 the image's own random stream.
 """
+import functools
+
 import numpy as np
 from PIL import Image, ImageDraw
 
-from imgrec.samples.zoo_draw import font, hue_colour, image_rng, noisy, spread, warp, words
+from imgrec.samples.zoo_draw import WORDS, font, hue_colour, image_rng, noisy, spread, warp, words
 
 DIGITS = tuple('0123456789')
 PAGES = ('letter', 'invoice', 'form', 'article', 'memo', 'table')
@@ -28,7 +30,7 @@ def draw_digit(label: str, index: int, seed: int, size: int) -> Image.Image:
                                stroke_width=round(stroke * big / 22), stroke_fill=255)
     room = (big - 0.75 * height) / 2
     glyph = glyph.rotate((turn - 0.5) * 30, Image.Resampling.BILINEAR,
-                         translate=((x - 0.5) * 1.6 * room, (y - 0.5) * 1.6 * room))
+                         translate=(round((x - 0.5) * 1.6 * room), round((y - 0.5) * 1.6 * room)))
     shear = (slant - 0.5) * 0.7
     glyph = glyph.transform(glyph.size, Image.Transform.AFFINE, (1, shear, -shear * big / 2, 0, 1, 0),
                             Image.Resampling.BILINEAR)
@@ -36,6 +38,22 @@ def draw_digit(label: str, index: int, seed: int, size: int) -> Image.Image:
     ink = np.asarray(Image.fromarray(mask).resize((size, size), Image.Resampling.LANCZOS), dtype=np.float64) / 255
     paper, dark = rng.uniform(215, 250), rng.uniform(0, 70)
     return noisy(Image.fromarray((paper * (1 - ink) + dark * ink).round().astype(np.uint8), 'L'), rng, 3)
+
+
+def _fitting(rng, width, type_):
+    """Random words that fill about ``width`` pixels in font ``type_`` (measured by its mean letter)."""
+    letters = width / _letter_width(type_)
+    text = ''
+    while True:
+        word = rng.choice(WORDS)
+        if len(text) + len(word) + 1 > letters:
+            return text
+        text = f'{text} {word}' if text else word
+
+
+@functools.lru_cache(maxsize=64)
+def _letter_width(type_):
+    return type_.getlength('the quick brown fox jumps over a lazy dog ') / 42
 
 
 def _lines(draw, rng, box, line, ragged=True):
@@ -48,10 +66,7 @@ def _lines(draw, rng, box, line, ragged=True):
             if y + line > bottom:
                 break
             end = x1 if not ragged or rng.random() < 0.7 else x0 + (x1 - x0) * rng.uniform(0.3, 0.9)
-            text = words(rng, 40)
-            while text and draw.textlength(text, font=type_) > end - x0:
-                text = text.rsplit(' ', 1)[0] if ' ' in text else ''
-            draw.text((x0, y), text, fill=rng.randint(20, 90), font=type_)
+            draw.text((x0, y), _fitting(rng, end - x0, type_), fill=rng.randint(20, 90), font=type_)
             y += line
         y += line * rng.uniform(0.4, 1.2)
     return y
@@ -110,10 +125,10 @@ def draw_page(label: str, index: int, seed: int, size: int) -> Image.Image:
         draw.line((left, rule, right, rule), fill=0, width=3)
         _lines(draw, rng, (left, rule + line, right, round(height * (0.5 + 0.45 * split))), line)
     elif label == 'table':
-        rows, columns = rng.randint(5, 16), rng.randint(2, 6)
-        cell_w, cell_h = (right - left) / columns, line * 1.6
+        rows, cells = rng.randint(5, 16), rng.randint(2, 6)
+        cell_w, cell_h = (right - left) / cells, line * 1.6
         for r in range(rows):
-            for c in range(columns):
+            for c in range(cells):
                 box = (left + c * cell_w, top + r * cell_h, left + (c + 1) * cell_w, top + (r + 1) * cell_h)
                 draw.rectangle(box, outline=90, fill=220 if r == 0 else None)
                 draw.text((box[0] + 3, box[1] + 2), str(rng.randint(0, 10 ** rng.randint(1, 5))), fill=30,

@@ -108,7 +108,7 @@ def read_quarantine(version_dir: str) -> dict[str, str]:
 def read_splits(version_dir: str) -> dict[str, str]:
     """{source: split} of the written records, from the record index (empty if it has none)."""
     import pyarrow.parquet as pq  # pylint: disable=import-outside-toplevel
-    splits = {}
+    splits: dict[str, str] = {}
     for path in sorted(glob.glob(os.path.join(version_dir, layout.INDEX_DIR, '*.parquet'))):
         table = pq.read_table(path, columns=[index.SOURCE, index.SPLIT])
         splits.update(zip(table.column(index.SOURCE).to_pylist(), table.column(index.SPLIT).to_pylist()))
@@ -134,7 +134,10 @@ def score(corpus: Corpus, version_dir: str, build_succeeded: bool = True) -> Sco
     grouped = {family.get(source, source) for sources in mixed for source in sources} & {i['source'] for i in corpus.images}
     originals = {image['source'] for image in corpus.images}
     reasons = collections.Counter(reason for source, reason in quarantine.items() if source in originals)
-    found, total, missed, across = collections.Counter(), collections.Counter(), collections.Counter(), []
+    found: collections.Counter[str] = collections.Counter()
+    total: collections.Counter[str] = collections.Counter()
+    missed: collections.Counter[str] = collections.Counter()
+    across: list[list[str]] = []
     for pair in corpus.pairs:
         kind = 'cross_label' if pair['cross_label'] else pair['kind']
         total[kind] += 1
