@@ -12,10 +12,12 @@ allowed for:
   ignores a gain and an offset;
 - a **caption or watermark strip**: the strip of ``DROPPED_ROWS`` rows that disagrees most is left out
   (a bar of up to ~15% of the height, at the top, the bottom or across);
-- **colour**: a grey match of two pictures of other colours (two gradients of one direction) is not a
-  copy: the kept cells' chroma layouts must correlate (``MIN_COLOUR_CORRELATION``: where the hues lie,
-  unmoved by brightness or contrast) and their mean chroma agree (``MAX_HUE``, allowing the saturation a
-  contrast change moves).
+- **a local difference**: a whole-picture correlation averages away a stroke one picture has and the
+  other lacks (a 3 and a 0 on the same paper correlate at 0.96), so no block of ``BLOCK`` x ``BLOCK``
+  pixels of the kept rows may differ by more than ``MAX_LOCAL`` (standardised);
+- **colour**: a grey match of two pictures of other colours (two gradients of one direction, one bottle
+  purple and one green) is not a copy: the kept colour cells' chroma (hue and saturation, not light) must
+  agree cell by cell within ``MAX_CHROMA``, allowing the saturation a contrast change moves.
 Flat pictures (little grey structure) have no shape to correlate: they must agree in their colour
 cells, in levels, once a brightness gain is taken out (``MAX_FLAT_LEVELS``).
 
@@ -42,16 +44,17 @@ DROPPED_ROWS = 5
 # Colour cells a side for the colour term and for flat pictures.
 CELLS = 8
 # The thresholds (chosen on the zoo's tuning styles, checked on its check styles: docs/near-duplicates.md).
-MIN_CORRELATION = 0.95   # normalised correlation of the kept grey rows, best alignment
-MIN_COLOUR_CORRELATION = 0.7  # of the kept cells' chroma layouts (``_colour_correlation``): where the hues lie
-CHROMA_SPREAD = 6.0      # levels: a picture's chroma layout counts only past this spread (``_colour_correlation``)
-MAX_HUE = 0.04           # mean colour's chroma (``_hue_difference``): absolute difference, summed over r, g, b
-MAX_SATURATION = 1.5     # a contrast change of 20% either way scales the chroma by up to this (``_hue_difference``)
+MIN_CORRELATION = 0.92   # normalised correlation of the kept grey rows, best alignment
+MAX_LOCAL = 0.4          # the largest block's mean squared difference, standardised grey (``_local_difference``)
+BLOCK = 4                # pixels a side of those blocks, of SIDE
+MAX_CHROMA = 0.022       # mean chroma difference of the kept colour cells (``_chroma_difference``)
+MAX_SATURATION = 1.5     # a contrast change of 20% either way scales the chroma by up to this
+CHROMA_DAMPING = 96.0    # levels added to a cell's r + g + b before its chroma is taken (``_chroma_cells``)
 FLAT_STD = 4.0           # grey standard deviation (levels) under which a picture is flat: no shape to compare
 MAX_FLAT_LEVELS = 8.0    # flat pictures: mean absolute difference of the colour cells, in levels, after a gain
 MAX_GAIN = 1.25          # the brightness gain allowed for flat pictures (a 20% brightening; 1/1.25 darkening)
 # Recorded in dataset.json (near_duplicates.check): a change of rule or threshold changes the groups.
-ALGORITHM = f'ncc-grey{SIDE}-zoom{len(ZOOMS)}-strip{DROPPED_ROWS}+chroma-layout+hue/1'
+ALGORITHM = f'ncc-grey{SIDE}-zoom{len(ZOOMS)}-strip{DROPPED_ROWS}+local{BLOCK}+chroma{CELLS}/2'
 
 
 class Picture(typing.NamedTuple):
@@ -116,37 +119,38 @@ def _alignments(a: Picture, b: Picture) -> tuple[np.ndarray, np.ndarray]:
     return x, y
 
 
-def _chroma(cells: np.ndarray) -> np.ndarray:
-    """The mean colour's chroma: its chromaticity (r, g, b over their sum) less grey's (1/3 each), a vector
-    whose direction is the hue and whose length the saturation; nothing of its light."""
-    mean = cells.reshape(-1, 3).mean(axis=0)
-    return mean / (mean.sum() + 24.0) - 1 / 3  # + 8 levels a channel: a dark picture has no hue
+def _chroma_cells(cells: np.ndarray) -> np.ndarray:
+    """Each colour cell's chroma (n x 3): its chromaticity (r, g, b over their sum) less grey's (1/3 each),
+    a vector whose direction is the hue and whose length the saturation, nothing of its light; dark cells
+    are damped (CHROMA_DAMPING levels added to the sum: the hue of noise on black means nothing)."""
+    total = cells.sum(axis=-1, keepdims=True)
+    return (cells - total / 3) / (total + CHROMA_DAMPING)
 
 
-def _hue_difference(a: np.ndarray, b: np.ndarray) -> float:
-    """How far apart two chroma vectors are once a contrast change is allowed for: a contrast change scales
-    the chroma (saturation) by up to MAX_SATURATION either way, so each is scaled towards the other first."""
-    def towards(x, y):
-        scale = float(np.clip(x @ y / (y @ y + 1e-9), 1 / MAX_SATURATION, MAX_SATURATION))
-        return float(np.abs(x - scale * y).sum())
-    return min(towards(a, b), towards(b, a))
+def _chroma_difference(a: np.ndarray, b: np.ndarray) -> float:
+    """Mean over the cells of the absolute chroma difference (summed over r, g, b) of two pictures' aligned
+    colour cells (n x 3), once a contrast change is allowed for: it scales every chroma (saturation) by up to
+    MAX_SATURATION either way, so b's is scaled towards a's first (least squares, clipped)."""
+    ca, cb = _chroma_cells(a), _chroma_cells(b)
+    scale = float(np.clip((ca * cb).sum() / ((cb * cb).sum() + 1e-9), 1 / MAX_SATURATION, MAX_SATURATION))
+    return float(np.abs(ca - scale * cb).sum(axis=-1).mean())
 
 
-def _chroma_layout(cells: np.ndarray) -> np.ndarray:
-    """Colour cells (n x 3) less each cell's grey, each channel centred on its mean: where the hues lie."""
-    chroma = cells - cells.mean(axis=1, keepdims=True)
-    return chroma - chroma.mean(axis=0)
+def _local_difference(x: np.ndarray, y: np.ndarray, keep: np.ndarray) -> float:
+    """The largest mean squared difference over a block of BLOCK x BLOCK pixels of the kept rows, the two
+    grey pictures (SIDE x SIDE) standardised over those rows: a stroke one has and the other lacks (a 3
+    against a 0, a label of other words) is local, where a copy's differences (resampling, re-compression)
+    are spread thin; a correlation over the whole picture averages it away."""
+    mask = np.broadcast_to(keep[:, None], x.shape)
 
+    def standardised(values):
+        centred = values - values[mask].mean()
+        return centred / (np.sqrt((centred[mask] ** 2).mean()) + 1e-6)
 
-def _colour_correlation(a: np.ndarray, b: np.ndarray) -> float:
-    """Correlation of the two pictures' chroma layouts (``_chroma_layout``), or 1.0 when either has too little
-    colour spread (CHROMA_SPREAD levels) for its layout to say anything. A brightness or contrast change
-    scales every chroma deviation alike: the correlation does not move."""
-    ca, cb = _chroma_layout(a), _chroma_layout(b)
-    spread_a, spread_b = np.sqrt((ca ** 2).mean()), np.sqrt((cb ** 2).mean())
-    if min(spread_a, spread_b) < CHROMA_SPREAD:
-        return 1.0
-    return float((ca * cb).mean() / (spread_a * spread_b))
+    squared = (standardised(x) - standardised(y)) ** 2
+    blocks = squared.reshape(SIDE // BLOCK, BLOCK, SIDE // BLOCK, BLOCK).mean(axis=(1, 3))
+    kept_blocks = keep.reshape(SIDE // BLOCK, BLOCK).all(axis=1)
+    return float(blocks[kept_blocks].max()) if kept_blocks.any() else 0.0
 
 
 def _flat_levels(a: np.ndarray, b: np.ndarray) -> float:
@@ -163,32 +167,30 @@ def _zoom_pair(alignment: int) -> tuple[int, int]:
 
 
 def compare(a: Picture, b: Picture) -> tuple[float, float, float]:
-    """(grey correlation, chroma layout correlation, hue difference) of two pictures at their best alignment:
-    what ``same_picture`` judges. Flat pictures: (1 - levels / 255, 1, hue difference) of their colour cells
+    """(grey correlation, local difference, chroma difference) of two pictures at their best alignment: what
+    ``same_picture`` judges. Flat pictures: (1 - levels / 255, 0, chroma difference) of their colour cells
     instead (no shape to correlate; ``_flat_levels``)."""
     if a.flat or b.flat:
-        return 1.0 - _flat_levels(a.cells[0], b.cells[0]) / 255.0, 1.0, _hue_difference(_chroma(a.cells[0]),
-                                                                                         _chroma(b.cells[0]))
+        first, second = a.cells[0].reshape(-1, 3), b.cells[0].reshape(-1, 3)
+        return 1.0 - _flat_levels(first, second) / 255.0, 0.0, _chroma_difference(first, second)
     x, y = _alignments(a, b)
     correlation, keep = _kept_correlation(x, y)
     best = int(np.argmax(correlation))
     za, zb = _zoom_pair(best)
     kept = keep[best].reshape(CELLS, SIDE // CELLS).all(axis=1)  # colour rows free of dropped grey rows
     cells_a, cells_b = a.cells[za][kept].reshape(-1, 3), b.cells[zb][kept].reshape(-1, 3)
-    if not len(cells_a):
-        return float(correlation[best]), 0.0, 0.0
-    layout = _colour_correlation(cells_a, cells_b)
-    hue = _hue_difference(_chroma(cells_a), _chroma(cells_b))
-    return float(correlation[best]), layout, hue
+    chroma = _chroma_difference(cells_a, cells_b) if len(cells_a) else 0.0
+    return float(correlation[best]), _local_difference(x[best], y[best], keep[best]), chroma
 
 
 def same_picture(a: Picture, b: Picture) -> bool:
-    """Whether two candidates are near-duplicates: their grey pictures agree in shape, aligned, and their
-    colours agree (flat pictures: their colour cells agree in levels)."""
-    correlation, colour, hue = compare(a, b)
+    """Whether two candidates are near-duplicates: their grey pictures agree in shape, aligned, as a whole
+    and in every block, and their colours agree cell by cell (flat pictures: their colour cells agree in
+    levels and in colour)."""
+    correlation, local, chroma = compare(a, b)
     if a.flat or b.flat:
-        return (1.0 - correlation) * 255.0 <= MAX_FLAT_LEVELS and hue <= MAX_HUE
-    return correlation >= MIN_CORRELATION and colour >= MIN_COLOUR_CORRELATION and hue <= MAX_HUE
+        return (1.0 - correlation) * 255.0 <= MAX_FLAT_LEVELS and chroma <= MAX_CHROMA
+    return correlation >= MIN_CORRELATION and local <= MAX_LOCAL and chroma <= MAX_CHROMA
 
 
 def similarity(a: Picture, b: Picture) -> float:
