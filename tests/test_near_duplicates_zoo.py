@@ -1,10 +1,11 @@
 """Issue 39's targets on every style of the zoo (``imgrec.samples.zoo``), at small scale, with default options:
-no distinct image quarantined, the build succeeds, planted pairs under two labels written (not removed);
-and, on the styles that meet them, the grouping and recall targets (``zoo_scores.failures``). The styles
-that miss a recall or grouping target today are marked (``SHORT``): docs/near-duplicates.md says where
-each falls short and why (hash candidates, not the pixel check). One build a style, shared by its tests.
-Also: the explicit quarantine option removes the cross-label pairs, and a refresh writes what an earlier
-version quarantined as a near-duplicate label conflict and says so in one line."""
+no distinct image quarantined, the build succeeds, planted pairs under two labels written (not removed) and
+listed, no distinct image grouped with another's family; the recall targets on the styles that meet them,
+and on the others the recall measured now as a floor (``FLOORS``: the hash, not the pixel check, misses
+most of those copies; docs/near-duplicates.md has the full-size table). One build a style, shared by its
+tests. Also: the explicit quarantine option removes the cross-label pairs, a refresh writes what an earlier
+version quarantined as a near-duplicate label conflict and says so in one line, and a browser sees both
+thumbnails of each cross-label pair side by side in the report's Warnings."""
 import glob
 import json
 import os
@@ -15,17 +16,15 @@ from imgrec.pipelines import build_dataset
 from imgrec.samples import zoo, zoo_scores
 from tests.chromium import open_page, requires_chromium
 
-# Styles whose small-scale build misses a recall or grouping target (measured 2026-12-05; the safety targets,
-# nothing quarantined and a build that succeeds, hold on every style).
-SHORT = {
-    'pages': 'a 5% crop of a page of text moves the hash past 16 bits',
-    'scans': 'two grey blobs on black correlate at 0.98 at 32 px; a crop+caption copy is past the hash threshold',
-    'icons': 'a combined copy is past the hash threshold',
-    'gradients': 'smooth gradients: the DCT hash signs of a gradient are unstable under brightness and captions',
-    'textures': 'high-frequency textures: the hash of a copy moves past 16 bits',
-    'renders': 'combined copies of flat renders are past the hash threshold',
-    'tiny': '16-pixel images: a copy moves the hash past 16 bits',
-    'photos': 'one caption+scale copy is past the hash threshold',
+# Planted copies found at this scale (single, combined of 16 and 8), where a style misses issue 39's recall
+# targets (97% and 90%): measured 2026-12-05, kept as floors so that a change that loses copies shows. Every miss
+# but two is the hash's (a caption, crop or re-compression moves the copy's hash past 20 bits: smooth gradients,
+# textures, 16-pixel images, one object crop); the pixel check refuses a 32-pixel digit scaled and re-compressed
+# (its 4x4 blocks blur past MAX_LOCAL) and a blob on black scaled and captioned. docs/near-duplicates.md has the
+# table at 1,000 images a style.
+FLOORS = {
+    'digits': (16, 7), 'pages': (16, 6), 'objects': (15, 8), 'scans': (16, 7), 'icons': (14, 7),
+    'gradients': (12, 3), 'textures': (12, 5), 'renders': (14, 7), 'tiny': (12, 3),
 }
 SIZE = '64'
 
@@ -72,11 +71,16 @@ def test_the_default_never_removes_a_distinct_image_and_succeeds(built, style):
 
 
 @pytest.mark.parametrize('style', sorted(zoo.STYLES))
-def test_the_targets_per_style(built, style, request):
-    if style in SHORT:
-        request.applymarker(pytest.mark.xfail(reason=SHORT[style], strict=False))
+def test_the_targets_per_style(built, style):
+    """No distinct image grouped with another family (at most 0.5%: none at this size); the recall targets
+    where they are met, the measured floors where not; a planted pair in two splits only if it was missed."""
     _, score, _ = built(style)
-    assert score.failures() == []
+    assert score.grouped == 0, score.false_groups
+    if style in FLOORS:
+        assert score.single_found >= FLOORS[style][0] and score.combined_found >= FLOORS[style][1], score.missed
+        assert score.pairs_across_splits <= sum(score.missed.values())
+    else:
+        assert score.failures() == []
 
 
 def test_cross_label_pairs_are_kept_listed_and_quarantined_only_when_asked(built, tmp_path):
