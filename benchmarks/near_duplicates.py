@@ -3,10 +3,10 @@ the build's throughput and peak memory with --near_duplicates group against off,
 --zoo, one row a style of the zoo; with --families, pictures saved many times over.
 
     python benchmarks/near_duplicates.py [--per_class 400] [--twins 200] [--image_size 224] [--runs 2]
-    python benchmarks/near_duplicates.py --zoo [--styles digits,pages] [--zoo_classes 3] [--zoo_per_class 30]
+    python benchmarks/near_duplicates.py --zoo [--styles digits,pages] [--zoo_per_class 100]
     python benchmarks/near_duplicates.py --families 2000,50 [--image_size 64]
 
-With --zoo, for each style of ``imgrec.samples.zoo`` (cached in the benchmark cache), the default build
+With --zoo, for each style of ``imgrec.samples.zoo`` (``benchmarks/zoo_builds.py``'s cached corpora), the default build
 and an ``off`` build, alternated ``--runs`` times, each in a process of its own: the row gives the
 distinct images quarantined and grouped, the planted single and combined edits found, the planted pairs
 in two splits (``imgrec.samples.zoo_scores``), and the time and peak memory (process tree) of the
@@ -38,6 +38,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from apache_beam.coders import coders
+import zoo_builds
 from harness import CACHE, counter, distinct_copies, job, listed
 
 from imgrec.contract import counters, layout
@@ -121,17 +122,6 @@ def uniform_comparisons(images, threshold):
     return sum(pairs / 2 ** (stop - start) for start, stop in ph.band_edges(ph.bands_for(threshold)))
 
 
-def zoo_corpus(style, classes, per_class):
-    """(folder, Corpus) of one zoo style, cached: ``classes`` classes of ``per_class`` distinct images, each
-    single edit planted twice, each combined edit once, and 3 copies under another class."""
-    root = os.path.join(CACHE, f'zoo-{style}-{classes}x{per_class}')
-    if not os.path.isdir(root):
-        zoo.write_corpus(style, root + '.partial', classes=classes, per_class=per_class, cross_label=3,
-                         truth=root + '.truth.json', processes=os.cpu_count() or 1)
-        os.rename(root + '.partial', root)
-    return root, zoo.Corpus.load(root + '.truth.json')
-
-
 def _build(root, output, mode, image_size, workers, extra=()):
     args = ['--input', root, '--output', output, '--image_size', image_size, '--version', 'bench',
             '--splits', 'train=90,validation=10', '--near_duplicates', mode, *extra]
@@ -143,15 +133,17 @@ def _build(root, output, mode, image_size, workers, extra=()):
 def zoo_rows(args):
     """The --zoo measurement: one row a style (module docstring)."""
     styles = args.styles.split(',') if args.styles else list(zoo.STYLES)
-    print(f'zoo: {args.zoo_classes} classes x {args.zoo_per_class} distinct images a style, each single edit planted '
-          f'twice, each combined edit once, 3 copies under another class; built at {args.image_size}, default '
-          f'options against --near_duplicates off, {args.runs} build(s) of each, alternated')
-    head = ('style', 'half', 'images', 'quarantined', 'grouped', 'single', 'combined', 'across', 'time', 'peak')
+    print(f'zoo: the corpora of benchmarks/zoo_builds.py (about 1,000 distinct images a style, 5% planted single '
+          f'edits, 2.5% combined); built at {args.image_size}, default options against --near_duplicates off, '
+          f'{args.runs} build(s) of each, alternated, each in a process of its own')
+    head = ('style', 'half', 'images', 'quarantined', 'grouped', 'single', 'combined', 'across', 'time', 'peak',
+            'off s', 'off MB')
     print(' '.join(f'{h:>12}' for h in head))
     output = tempfile.mkdtemp(prefix='near-dup-zoo-')
     try:
         for style in styles:
-            root, corpus = zoo_corpus(style, args.zoo_classes, args.zoo_per_class)
+            corpus = zoo_builds.zoo_corpus(style, args.zoo_per_class or zoo_builds.default_per_class(style))
+            root = corpus.folder
             runs = collections.defaultdict(list)
             for i in range(args.runs):
                 for mode in ('off', 'group'):
@@ -164,7 +156,7 @@ def zoo_rows(args):
                    str(result.quarantined), f'{result.grouped_share:.1%}',
                    f'{result.single_found}/{result.single_total}', f'{result.combined_found}/{result.combined_total}',
                    str(result.pairs_across_splits), f"{seconds['group'] / seconds['off']:.2f}x",
-                   f"{peak['group'] / peak['off']:.2f}x")
+                   f"{peak['group'] / peak['off']:.2f}x", f"{seconds['off'] / args.runs:.1f}", f"{peak['off'] / 1e6:.0f}")
             print(' '.join(f'{cell:>12}' for cell in row), flush=True)
             if result.failures():
                 print(f"{'':>12} missed: {dict(result.missed)}; {'; '.join(result.failures())}", flush=True)
@@ -220,8 +212,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--zoo', action='store_true', help='one row a zoo style (imgrec.samples.zoo)')
     parser.add_argument('--styles', default=None, help='with --zoo: styles, comma-separated (default: all)')
-    parser.add_argument('--zoo_classes', type=int, default=3)
-    parser.add_argument('--zoo_per_class', type=int, default=30)
+    parser.add_argument('--zoo_per_class', type=int, default=None, help='with --zoo: distinct images a class')
     parser.add_argument('--families', default=None, metavar='PICTURES,COPIES',
                         help='pictures saved COPIES times each with the same pixels: families across splits')
     parser.add_argument('--per_class', type=int, default=400)

@@ -49,9 +49,9 @@ MAX_THRESHOLD = 20
 # the hash alone could afford (0.005): these are only candidates, for the pixel check to refuse;
 # what bounds it is the cost of the band buckets, which a looser threshold fills.
 CHANCE_PAIRS_PER_IMAGE = 0.05
-# Chance candidates in the whole collection the pixel check may be given (a fraction of a millisecond each):
-# what lets a small collection use a looser threshold than the per-image budget would.
-CHANCE_CHECKS = 20_000
+# Chance candidates in the whole collection the pixel check may be given (a fraction of a millisecond each, a
+# second or two in all): what lets a small collection use a looser threshold than the per-image budget would.
+CHANCE_CHECKS = 5_000
 _HEX_DIGITS = BITS // 4
 # An image is first shrunk by a whole factor (``Image.reduce``: one fast pass of box averages) while
 # its short side stays at least this long; the 32x32 grid averages many pixels either way.
@@ -120,8 +120,8 @@ def threshold_for(images):
     """The threshold for ``images`` hashes: the largest up to MAX_THRESHOLD whose chance candidates stay
     within one of two budgets: CHANCE_PAIRS_PER_IMAGE an image ((images - 1) x chance), or CHANCE_CHECKS in
     all (images x (images - 1) / 2 x chance): a small collection can afford a few thousand pixel checks,
-    and a looser threshold finds the crops and captions whose hashes move most. 20 up to about 4,000
-    images, 16 at 20,000, 14 at 100,000, 10 at 1.28 M."""
+    and a looser threshold finds the crops and captions whose hashes move most. 20 up to about 2,000
+    images, 19 at 2,400, 16 at 10,000, 13 at 100,000, 10 at 1.28 M."""
     found = 0
     pairs = images * (images - 1) / 2
     for threshold in range(MAX_THRESHOLD + 1):

@@ -58,25 +58,33 @@ ALGORITHM = f'ncc-grey{SIDE}-zoom{len(ZOOMS)}-strip{DROPPED_ROWS}+local{BLOCK}+c
 
 
 class Picture(typing.NamedTuple):
-    """What the check keeps of one image: its grey at each zoom, and its colour cells."""
+    """What the check keeps of one image: its grey at each zoom, and the small colour image its colour cells
+    are cut from when a pair gets that far (``_cells``: most candidates are refused on the grey)."""
     grey: np.ndarray    # len(ZOOMS) x SIDE x SIDE, float32 levels
-    cells: np.ndarray   # len(ZOOMS) x CELLS x CELLS x 3, float32 levels
+    rgb: Image.Image    # the decoded image, small (at least _DECODED a side)
     flat: bool          # grey standard deviation under FLAT_STD
+
+
+def _box(size: tuple[int, int], zoom: float) -> tuple[float, float, float, float]:
+    """The central 1/zoom of an image of ``size``: what a border crop leaves, enlarged by ``zoom``."""
+    width, height = size
+    w, h = width / zoom, height / zoom
+    return (width - w) / 2, (height - h) / 2, (width + w) / 2, (height + h) / 2
 
 
 def from_image(image: Image.Image) -> Picture:
     """A Picture of a Pillow image (any mode)."""
     rgb = image if image.mode == 'RGB' else image.convert('RGB')
-    width, height = rgb.size
-    greys, cells = [], []
     grey_image = rgb.convert('L')
-    for zoom in ZOOMS:
-        w, h = width / zoom, height / zoom
-        box = ((width - w) / 2, (height - h) / 2, (width + w) / 2, (height + h) / 2)
-        greys.append(np.asarray(grey_image.resize((SIDE, SIDE), Image.Resampling.BOX, box=box), dtype=np.float32))
-        cells.append(np.asarray(rgb.resize((CELLS, CELLS), Image.Resampling.BOX, box=box), dtype=np.float32))
-    grey = np.stack(greys)
-    return Picture(grey, np.stack(cells), bool(grey[0].std() < FLAT_STD))
+    grey = np.stack([np.asarray(grey_image.resize((SIDE, SIDE), Image.Resampling.BOX, box=_box(rgb.size, zoom)),
+                                dtype=np.float32) for zoom in ZOOMS])
+    return Picture(grey, rgb, bool(grey[0].std() < FLAT_STD))
+
+
+def _cells(picture: Picture, zoom: int) -> np.ndarray:
+    """The picture's CELLS x CELLS x 3 colour cells (box averages, levels) at ZOOMS[zoom]."""
+    box = _box(picture.rgb.size, ZOOMS[zoom])
+    return np.asarray(picture.rgb.resize((CELLS, CELLS), Image.Resampling.BOX, box=box), dtype=np.float32)
 
 
 def from_jpeg(data: bytes) -> Picture:
@@ -168,19 +176,23 @@ def _zoom_pair(alignment: int) -> tuple[int, int]:
 
 def compare(a: Picture, b: Picture) -> tuple[float, float, float]:
     """(grey correlation, local difference, chroma difference) of two pictures at their best alignment: what
-    ``same_picture`` judges. Flat pictures: (1 - levels / 255, 0, chroma difference) of their colour cells
-    instead (no shape to correlate; ``_flat_levels``)."""
+    ``same_picture`` judges; the chroma is NaN (not measured) when the grey already refuses the pair. Flat
+    pictures: (1 - levels / 255, 0, chroma difference) of their colour cells instead (no shape to correlate;
+    ``_flat_levels``)."""
     if a.flat or b.flat:
-        first, second = a.cells[0].reshape(-1, 3), b.cells[0].reshape(-1, 3)
+        first, second = _cells(a, 0).reshape(-1, 3), _cells(b, 0).reshape(-1, 3)
         return 1.0 - _flat_levels(first, second) / 255.0, 0.0, _chroma_difference(first, second)
     x, y = _alignments(a, b)
     correlation, keep = _kept_correlation(x, y)
     best = int(np.argmax(correlation))
+    local = _local_difference(x[best], y[best], keep[best])
+    if correlation[best] < MIN_CORRELATION or local > MAX_LOCAL:  # refused on the grey: no colour needed
+        return float(correlation[best]), local, float('nan')
     za, zb = _zoom_pair(best)
     kept = keep[best].reshape(CELLS, SIDE // CELLS).all(axis=1)  # colour rows free of dropped grey rows
-    cells_a, cells_b = a.cells[za][kept].reshape(-1, 3), b.cells[zb][kept].reshape(-1, 3)
+    cells_a, cells_b = _cells(a, za)[kept].reshape(-1, 3), _cells(b, zb)[kept].reshape(-1, 3)
     chroma = _chroma_difference(cells_a, cells_b) if len(cells_a) else 0.0
-    return float(correlation[best]), _local_difference(x[best], y[best], keep[best]), chroma
+    return float(correlation[best]), local, chroma
 
 
 def same_picture(a: Picture, b: Picture) -> bool:
