@@ -13,9 +13,10 @@ Confirmation: a candidate is a link only if the two images' own pixels agree
 (``imgrec.imaging.picture_check``): the JPEGs as written are read by reference (the spill file or the
 previous version's shard, ``payload_file``/``payload_offset``/``payload_length``) where the candidate is
 found, decoded small, and compared in shape (aligned for a crop or a scale, allowing a brightness change
-and a caption strip) and colour. Nothing but the reference travels with the hash: no thumbnail crosses
-any shuffle. Each worker keeps the last ``PICTURES_KEPT`` pictures it decoded, so an image in several
-candidates is decoded about once.
+and a caption strip) and colour; two records whose JPEGs are the same bytes are confirmed without
+decoding. Nothing but the reference travels with the hash: no thumbnail crosses any shuffle. Each worker
+keeps the last ``PICTURES_KEPT`` pictures it decoded, so an image in several candidates is decoded about
+once.
 
 Groups: the links are joined into connected components without gathering them (label propagation:
 each image takes the smallest source it hears, ``ROUNDS`` rounds, what is left unsettled joined by a
@@ -49,8 +50,10 @@ UNSETTLED = 'unsettled'
 # The most images a group may hold: a larger component is cut, its weakest links first (``bounded_groups``).
 # Copies of one picture are rarely more than a few dozen; a group must also fit a split's share.
 MAX_GROUP = 256
-# Pictures (decoded for the check) a worker keeps: ~20 kB each.
-PICTURES_KEPT = 4096
+# Pictures (decoded for the check) a worker keeps, ~45 kB each, so an image in several candidates is decoded
+# about once; and the candidates whose frames are read at once.
+PICTURES_KEPT = 1024
+PAIRS_AT_ONCE = 256
 
 
 class Node(typing.NamedTuple):
@@ -174,27 +177,33 @@ class _MembersFn(beam.CombineFn):
         return members
 
 
+def jpeg_of_frame(frame_bytes):
+    """The JPEG of one TFRecord frame as the build wrote it (its Example's encoded image)."""
+    return decode_example(tfrecord.unframe(frame_bytes))[F.IMAGE_ENCODED]
+
+
 def picture_of_frame(frame_bytes):
     """The check's Picture of one TFRecord frame as the build wrote it: the Example's JPEG, decoded small."""
-    values = decode_example(tfrecord.unframe(frame_bytes))
-    return picture_check.from_jpeg(values[F.IMAGE_ENCODED])
+    return picture_check.from_jpeg(jpeg_of_frame(frame_bytes))
 
 
-def _picture_or_none(frame_bytes):
-    """A frame's Picture, or None where it cannot be had (no frame, unreadable, damaged): such a candidate is
-    not confirmed (the shard writer reports a damaged frame; a heuristic does not fail the build)."""
+def _jpeg_or_none(frame_bytes):
+    """A frame's JPEG, or None where it cannot be had (no frame, unreadable, damaged): such a candidate is not
+    confirmed (the shard writer reports a damaged frame; a heuristic does not fail the build)."""
     if frame_bytes is None or isinstance(frame_bytes, Exception):
         return None
     try:
-        return picture_of_frame(frame_bytes)
+        return jpeg_of_frame(frame_bytes)
     except Exception:  # pylint: disable=broad-except
         return None
 
 
 class _CompareFn(beam.DoFn):
     """One band bucket -> its confirmed candidates (source, source, distance, similarity): pairs within the
-    threshold whose pictures agree (``picture_check.same_picture``), read by reference. Counts the
-    comparisons (the cost that grows with the square), and the candidates confirmed and refused."""
+    threshold whose pictures agree (``picture_check.judge``), read by reference: two records whose JPEGs
+    are the same bytes (pixel-identical sources: the encoder is deterministic) are confirmed without
+    decoding. Counts the comparisons (the cost that grows with the square), and the candidates confirmed
+    and refused."""
 
     def __init__(self, files=None):
         self._files = files
@@ -203,30 +212,36 @@ class _CompareFn(beam.DoFn):
         self.refused = Metrics.counter(*counters.PAIRS_REFUSED)
 
     def setup(self):
-        self._pictures = collections.OrderedDict()  # source -> Picture, the last PICTURES_KEPT
+        self._pictures = collections.OrderedDict()  # source -> Picture (or None), the last PICTURES_KEPT
         self._reader = None
 
     def teardown(self):
         if self._reader is not None:
             self._reader.close()
 
-    def _pictures_of(self, frames):
-        """{source: Picture} of {source: frame reference}, from the kept ones or read and decoded."""
-        wanted = {source: ref for source, ref in frames.items() if source not in self._pictures}
-        if wanted:
-            if self._reader is None:
-                first = next(iter(wanted.values()))[0]
-                self._reader = FrameReader(given_or_default(first, self._files))
-            read = self._reader.read([ref for ref in set(wanted.values()) if ref[0] is not None], failures=True)
-            for source, ref in sorted(wanted.items()):
-                self._pictures[source] = _picture_or_none(read.get(ref))
-                if len(self._pictures) > PICTURES_KEPT:
-                    self._pictures.popitem(last=False)
-        found = {}
-        for source in frames:
+    def _jpegs_of(self, frames):
+        """{source: JPEG bytes or None} of {source: frame reference}: one coalesced read of the frames."""
+        if self._reader is None:
+            first = next((ref[0] for ref in frames.values() if ref[0] is not None), None)
+            if first is None:
+                return dict.fromkeys(frames)
+            self._reader = FrameReader(given_or_default(first, self._files))
+        read = self._reader.read([ref for ref in set(frames.values()) if ref[0] is not None], failures=True)
+        return {source: _jpeg_or_none(read.get(ref)) for source, ref in frames.items()}
+
+    def _picture(self, source, jpeg):
+        """The Picture of ``source``, kept or decoded from ``jpeg`` (None when it cannot be decoded)."""
+        if source in self._pictures:
             self._pictures.move_to_end(source)
-            found[source] = self._pictures[source]
-        return found
+            return self._pictures[source]
+        try:
+            picture = picture_check.from_jpeg(jpeg) if jpeg is not None else None
+        except Exception:  # pylint: disable=broad-except  # an undecodable record confirms nothing
+            picture = None
+        self._pictures[source] = picture
+        if len(self._pictures) > PICTURES_KEPT:
+            self._pictures.popitem(last=False)
+        return picture
 
     def process(self, keyed, threshold):
         (band, _), members = keyed
@@ -235,14 +250,22 @@ class _CompareFn(beam.DoFn):
         self.compared.inc(len(members) * (len(members) - 1) // 2)
         pairs = list(pairs_in_bucket(band, [(value, source) for value, source, _ in members], threshold))
         confirmed = 0
-        for start in range(0, len(pairs), PICTURES_KEPT // 4):  # the pictures of a slice of pairs at a time
-            chunk = pairs[start:start + PICTURES_KEPT // 4]
-            pictures = self._pictures_of({source: frames[source] for a, b, _ in chunk for source in (a, b)})
+        for start in range(0, len(pairs), PAIRS_AT_ONCE):  # the frames of a slice of pairs read at once
+            chunk = pairs[start:start + PAIRS_AT_ONCE]
+            jpegs = self._jpegs_of({source: frames[source] for a, b, _ in chunk for source in (a, b)})
             for a, b, distance in chunk:
-                first, second = pictures[a], pictures[b]
-                if first is not None and second is not None and picture_check.same_picture(first, second):
+                if jpegs[a] is None or jpegs[b] is None:
+                    continue
+                if jpegs[a] == jpegs[b]:  # the same pixels written: the same picture, nothing to decode
+                    same, similarity = True, 1.0
+                else:
+                    first, second = self._picture(a, jpegs[a]), self._picture(b, jpegs[b])
+                    if first is None or second is None:
+                        continue
+                    same, similarity = picture_check.judge(first, second)
+                if same:
                     confirmed += 1
-                    yield a, b, distance, picture_check.similarity(first, second)
+                    yield a, b, distance, similarity
         self.confirmed.inc(confirmed)
         self.refused.inc(len(pairs) - confirmed)
 

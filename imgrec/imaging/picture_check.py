@@ -58,11 +58,14 @@ ALGORITHM = f'ncc-grey{SIDE}-zoom{len(ZOOMS)}-strip{DROPPED_ROWS}+local{BLOCK}+c
 
 
 class Picture(typing.NamedTuple):
-    """What the check keeps of one image: its grey at each zoom, and the small colour image its colour cells
-    are cut from when a pair gets that far (``_cells``: most candidates are refused on the grey)."""
-    grey: np.ndarray    # len(ZOOMS) x SIDE x SIDE, float32 levels
-    rgb: Image.Image    # the decoded image, small (at least _DECODED a side)
-    flat: bool          # grey standard deviation under FLAT_STD
+    """What the check keeps of one image: its grey at each zoom, standardised, with its rows' sums (so that a
+    pair's correlations over any rows cost one product), and the small colour image its colour cells are
+    cut from when a pair gets that far (``_cells``: most candidates are refused on the grey)."""
+    grey: np.ndarray         # len(ZOOMS) x SIDE x SIDE, float32, each zoom standardised (mean 0, sd 1)
+    row_sums: np.ndarray     # len(ZOOMS) x SIDE: each row's sum of ``grey``
+    row_squares: np.ndarray  # len(ZOOMS) x SIDE: each row's sum of squares
+    rgb: Image.Image         # the decoded image, small (at least _DECODED a side)
+    flat: bool               # grey standard deviation under FLAT_STD levels
 
 
 def _box(size: tuple[int, int], zoom: float) -> tuple[float, float, float, float]:
@@ -78,7 +81,10 @@ def from_image(image: Image.Image) -> Picture:
     grey_image = rgb.convert('L')
     grey = np.stack([np.asarray(grey_image.resize((SIDE, SIDE), Image.Resampling.BOX, box=_box(rgb.size, zoom)),
                                 dtype=np.float32) for zoom in ZOOMS])
-    return Picture(grey, rgb, bool(grey[0].std() < FLAT_STD))
+    flat = bool(grey[0].std() < FLAT_STD)
+    centred = grey - grey.mean(axis=(1, 2), keepdims=True)
+    grey = centred / np.maximum(np.sqrt((centred ** 2).mean(axis=(1, 2), keepdims=True)), 1e-3)
+    return Picture(grey, grey.sum(axis=2), (grey ** 2).sum(axis=2), rgb, flat)
 
 
 def _cells(picture: Picture, zoom: int) -> np.ndarray:
@@ -95,36 +101,35 @@ def from_jpeg(data: bytes) -> Picture:
     return from_image(image)
 
 
-def _standardised_rows(x: np.ndarray) -> np.ndarray:
-    centred = x - x.mean(axis=(-1, -2), keepdims=True)
-    return centred / (np.sqrt((centred ** 2).mean(axis=(-1, -2), keepdims=True)) + 1e-6)
+# The alignments compared: a at zoom 1 against b at each zoom, then a at each other zoom against b at zoom 1.
+_ZOOM_A = np.array([0] * len(ZOOMS) + list(range(1, len(ZOOMS))))
+_ZOOM_B = np.array(list(range(len(ZOOMS))) + [0] * (len(ZOOMS) - 1))
 
 
-def _kept_correlation(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """For alignments x, y (n x SIDE x SIDE): (correlation over the rows kept, the rows' kept mask), the
-    DROPPED_ROWS rows that disagree most left out and both re-standardised over the rest."""
-    xs, ys = _standardised_rows(x), _standardised_rows(y)
-    row_error = ((xs - ys) ** 2).mean(axis=2)  # n x SIDE
+def _kept_correlation(a: Picture, b: Picture) -> tuple[np.ndarray, np.ndarray]:
+    """For each alignment (``_ZOOM_A``, ``_ZOOM_B``): (the correlation of the two grey pictures over the rows
+    kept, the kept rows' mask), the strip of DROPPED_ROWS rows that disagrees most left out. One product of
+    the pair's pictures; the rest is in rows, from the pictures' own row sums."""
+    x, y = a.grey[_ZOOM_A], b.grey[_ZOOM_B]
+    cross = np.einsum('nij,nij->ni', x, y)  # alignment x row: sum of x * y
+    sx, sy, qx, qy = a.row_sums[_ZOOM_A], b.row_sums[_ZOOM_B], a.row_squares[_ZOOM_A], b.row_squares[_ZOOM_B]
+    row_error = qx + qy - 2 * cross  # each row's sum of (x - y) ** 2: both standardised over the whole
     running = np.concatenate((np.zeros((len(x), 1)), np.cumsum(row_error, axis=1)), axis=1)
-    band = running[:, DROPPED_ROWS:] - running[:, :-DROPPED_ROWS]  # n x (SIDE - DROPPED_ROWS + 1)
+    band = running[:, DROPPED_ROWS:] - running[:, :-DROPPED_ROWS]  # alignment x (SIDE - DROPPED_ROWS + 1)
     start = np.argmax(band, axis=1)  # the strip of DROPPED_ROWS rows that disagrees most
     rows = np.arange(SIDE)[None, :]
     keep = (rows < start[:, None]) | (rows >= start[:, None] + DROPPED_ROWS)
-    mask = keep[:, :, None]
-    count = mask.sum(axis=(1, 2)) * x.shape[2]
-    mx = (x * mask).sum(axis=(1, 2)) / count
-    my = (y * mask).sum(axis=(1, 2)) / count
-    cx, cy = (x - mx[:, None, None]) * mask, (y - my[:, None, None]) * mask
-    denominator = np.sqrt((cx ** 2).sum(axis=(1, 2)) * (cy ** 2).sum(axis=(1, 2))) + 1e-6
-    return (cx * cy).sum(axis=(1, 2)) / denominator, keep
+    pixels = float((SIDE - DROPPED_ROWS) * SIDE)
+    sum_x, sum_y = (sx * keep).sum(axis=1), (sy * keep).sum(axis=1)
+    covariance = (cross * keep).sum(axis=1) - sum_x * sum_y / pixels
+    var_x = (qx * keep).sum(axis=1) - sum_x ** 2 / pixels
+    var_y = (qy * keep).sum(axis=1) - sum_y ** 2 / pixels
+    return covariance / np.sqrt(np.maximum(var_x * var_y, 1e-12)), keep
 
 
 def _alignments(a: Picture, b: Picture) -> tuple[np.ndarray, np.ndarray]:
-    """(x, y): a against b zoomed by each ZOOMS, then b against a zoomed (zoom 1 once)."""
-    zooms = len(ZOOMS)
-    x = np.concatenate((np.broadcast_to(a.grey[0], (zooms, *a.grey.shape[1:])), a.grey[1:]))
-    y = np.concatenate((b.grey, np.broadcast_to(b.grey[0], (zooms - 1, *b.grey.shape[1:]))))
-    return x, y
+    """(x, y): the standardised grey pictures of each alignment (``_ZOOM_A``, ``_ZOOM_B``)."""
+    return a.grey[_ZOOM_A], b.grey[_ZOOM_B]
 
 
 def _chroma_cells(cells: np.ndarray) -> np.ndarray:
@@ -169,11 +174,6 @@ def _flat_levels(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.abs(a / root - b * root).mean())
 
 
-def _zoom_pair(alignment: int) -> tuple[int, int]:
-    """(zoom of a, zoom of b) of an alignment of ``_alignments``."""
-    return (0, alignment) if alignment < len(ZOOMS) else (alignment - len(ZOOMS) + 1, 0)
-
-
 def compare(a: Picture, b: Picture) -> tuple[float, float, float]:
     """(grey correlation, local difference, chroma difference) of two pictures at their best alignment: what
     ``same_picture`` judges; the chroma is NaN (not measured) when the grey already refuses the pair. Flat
@@ -182,13 +182,12 @@ def compare(a: Picture, b: Picture) -> tuple[float, float, float]:
     if a.flat or b.flat:
         first, second = _cells(a, 0).reshape(-1, 3), _cells(b, 0).reshape(-1, 3)
         return 1.0 - _flat_levels(first, second) / 255.0, 0.0, _chroma_difference(first, second)
-    x, y = _alignments(a, b)
-    correlation, keep = _kept_correlation(x, y)
+    correlation, keep = _kept_correlation(a, b)
     best = int(np.argmax(correlation))
-    local = _local_difference(x[best], y[best], keep[best])
+    za, zb = int(_ZOOM_A[best]), int(_ZOOM_B[best])
+    local = _local_difference(a.grey[za], b.grey[zb], keep[best])
     if correlation[best] < MIN_CORRELATION or local > MAX_LOCAL:  # refused on the grey: no colour needed
         return float(correlation[best]), local, float('nan')
-    za, zb = _zoom_pair(best)
     kept = keep[best].reshape(CELLS, SIDE // CELLS).all(axis=1)  # colour rows free of dropped grey rows
     cells_a, cells_b = _cells(a, za)[kept].reshape(-1, 3), _cells(b, zb)[kept].reshape(-1, 3)
     chroma = _chroma_difference(cells_a, cells_b) if len(cells_a) else 0.0
@@ -199,10 +198,17 @@ def same_picture(a: Picture, b: Picture) -> bool:
     """Whether two candidates are near-duplicates: their grey pictures agree in shape, aligned, as a whole
     and in every block, and their colours agree cell by cell (flat pictures: their colour cells agree in
     levels and in colour)."""
+    return judge(a, b)[0]
+
+
+def judge(a: Picture, b: Picture) -> tuple[bool, float]:
+    """(``same_picture``, ``similarity``) of a pair from one comparison."""
     correlation, local, chroma = compare(a, b)
     if a.flat or b.flat:
-        return (1.0 - correlation) * 255.0 <= MAX_FLAT_LEVELS and chroma <= MAX_CHROMA
-    return correlation >= MIN_CORRELATION and local <= MAX_LOCAL and chroma <= MAX_CHROMA
+        same = (1.0 - correlation) * 255.0 <= MAX_FLAT_LEVELS and chroma <= MAX_CHROMA
+    else:
+        same = correlation >= MIN_CORRELATION and local <= MAX_LOCAL and chroma <= MAX_CHROMA
+    return bool(same), round(correlation, 4)
 
 
 def similarity(a: Picture, b: Picture) -> float:
