@@ -105,7 +105,7 @@ def _as_bytes(values):
 
 
 def synthetic(count, seed, planted_share=PLANTED_SHARE):
-    """(sources, hashes uint64 array, thumbnails (count, THUMBNAIL_BYTES) uint8, planted {(a, b): kind}).
+    """(sources, hashes uint64 array, colour fields (count, _BYTES) uint8, planted {(a, b): kind}).
 
     Planted copies are ``planted_share`` of ``count``, each of a distinct original, at random positions."""
     rng = np.random.default_rng(seed)
@@ -205,7 +205,7 @@ def band_buckets(hashes, threshold):
 
 def group_in_memory(sources, hashes, thumbnails, threshold, timings=None):
     """The grouping of ``imgrec.transforms.near_duplicate_groups`` without Beam. ``sources``: names; ``hashes``:
-    ints (or a uint64 array); ``thumbnails``: THUMBNAIL_BYTES bytes (or uint8 rows) each, in the same order.
+    ints (or a uint64 array); ``thumbnails``: the colour fields, _BYTES bytes (or uint8 rows) each, in the same order.
 
     Returns a dict: ``leader_of`` {source: leader} of every linked image (what ``FindGroups`` yields as
     Node.group), ``candidates`` [(a, b, distance)], ``links`` (the confirmed ones), ``components``
