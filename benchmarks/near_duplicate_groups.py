@@ -7,24 +7,25 @@ The grouping is ``imgrec.transforms.near_duplicate_groups``'s rule, run here wit
 functions and no Beam: every hash is cut into ``threshold + 1`` bands (``perceptual_hash.band_edges``);
 for each band the hashes are bucketed by band value (a numpy sort); each bucket of two or more goes to
 ``pairs_in_bucket`` (its all-pairs compare is ``perceptual_hash.pairs_within``); each candidate is a
-link only if ``perceptual_hash.same_picture`` agrees on the two colour thumbnails; links are joined into
-connected components (``join_labels``, the module's union-find) and each component is cut into stars
-(``star_groups``). ``group_in_memory`` is that, and gives the same groups as ``FindGroups`` on Beam
-(``tests/test_near_duplicate_groups.py``).
+link only if ``picture_check.same_picture`` agrees on the two pictures (here each image's colour field,
+enlarged: ``_picture``; a build reads and decodes the written records instead); links are joined into
+connected components (``join_labels``, the module's union-find), each component a group unless it is
+larger than ``MAX_GROUP`` (``bounded_groups``). ``group_in_memory`` is that rule, with the module's own
+functions. The table gives the pixel check's cost per candidate.
 
 Inputs, each size in a process of its own (``harness.measure``: the peak memory of its process tree):
 - ``hashes`` N: N 64-bit hashes of independent fair bits (unrelated photos' distances match coin flips,
-  docs/near-duplicates.md: mean 32, sd 4.1 against 4.0), each with a colour thumbnail drawn as a smooth
+  docs/near-duplicates.md: mean 32, sd 4.1 against 4.0), each with a colour field drawn as a smooth
   random 8x8 RGB field (a random 3x3 grid of colours, bilinear, plus pixel noise). 1% of the N are planted
   copies of another hash: bits flipped as many as the planted copies of docs/near-duplicates.md's table
   show (``PLANTED_DISTANCES``: each transform in turn, its distance drawn through the table's median, 95th
-  percentile and maximum), and a thumbnail perturbed as that transform would (re-compression noise; ±8-12%
+  percentile and maximum), and a field perturbed as that transform would (re-compression noise; ±8-12%
   brightness; a 2-5% border crop; a dark caption bar over the bottom row).
 - ``one_style`` N: N small images drawn in memory by ``imgrec.samples.generate.draw_image`` (one shape on a
   noisy gradient, random colours, sizes and positions: the style in which issue 24 saw one group take
   1,765 of 2,000 images), saved as JPEG and decoded as a build decodes them; 1% of them planted copies
-  made by ``imgrec.samples.near_duplicates.make_twin`` (each transform in turn) and saved as it says. Hashed and
-  thumbnailed by ``imgrec.imaging.perceptual_hash``.
+  made by ``imgrec.samples.near_duplicates.make_twin`` (each transform in turn) and saved as it says. Hashed by
+  ``imgrec.imaging.perceptual_hash``; their pictures are their 8x8 colour fields (``_picture``).
 
 Printed: a table (hashes, threshold, comparisons, candidates, links, false pairs per image, recall, the
 largest group and component, groups, images grouped that are not planted, CPU seconds per 1,000 images,
@@ -41,12 +42,14 @@ import sys
 import time
 
 import numpy as np
+from PIL import Image
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from imgrec.imaging import perceptual_hash as ph  # noqa: E402
-from imgrec.transforms.near_duplicate_groups import join_labels, pairs_in_bucket, star_groups  # noqa: E402
+from imgrec.imaging import picture_check  # noqa: E402
+from imgrec.transforms.near_duplicate_groups import bounded_groups, join_labels, pairs_in_bucket  # noqa: E402
 
 PLANTED_SHARE = 0.01
 # Hamming distances from planted copies to their originals, docs/near-duplicates.md ("Measured on planted
@@ -61,6 +64,9 @@ PLANTED_DISTANCES = {
     'caption': (8, 16, 18),
 }
 TRANSFORMS = tuple(PLANTED_DISTANCES)
+# The synthetic images' colour field: 8x8 cells, RGB, enlarged for the check (``_picture``).
+_SIDE = 8
+_BYTES = _SIDE * _SIDE * 3
 _GRID = 3           # control points a side of a synthetic thumbnail's smooth colour field
 _TEXTURE = 6.0      # sd of a synthetic thumbnail's pixel noise (levels of 255)
 _RECOMPRESSED = 3.0  # sd of the noise a re-compressed copy adds to its thumbnail
@@ -86,7 +92,7 @@ def _weights(coordinates, points=_GRID):
     return weights
 
 
-_CENTRES = (np.arange(ph.THUMBNAIL_SIDE) + 0.5) / ph.THUMBNAIL_SIDE
+_CENTRES = (np.arange(_SIDE) + 0.5) / _SIDE
 
 
 def _field(grid, ys=_CENTRES, xs=_CENTRES):
@@ -99,17 +105,17 @@ def _as_bytes(values):
 
 
 def synthetic(count, seed, planted_share=PLANTED_SHARE):
-    """(sources, hashes uint64 array, thumbnails (count, THUMBNAIL_BYTES) uint8, planted {(a, b): kind}).
+    """(sources, hashes uint64 array, colour fields (count, _BYTES) uint8, planted {(a, b): kind}).
 
     Planted copies are ``planted_share`` of ``count``, each of a distinct original, at random positions."""
     rng = np.random.default_rng(seed)
     hashes = rng.integers(0, np.iinfo(np.uint64).max, size=count, dtype=np.uint64, endpoint=True)
     grids = np.empty((count, _GRID, _GRID, 3), dtype=np.float32)
-    thumbnails = np.empty((count, ph.THUMBNAIL_BYTES), dtype=np.uint8)
+    thumbnails = np.empty((count, _BYTES), dtype=np.uint8)
     for start in range(0, count, 50_000):  # bounded temporaries
         stop = min(count, start + 50_000)
         grids[start:stop] = rng.uniform(0, 255, size=(stop - start, _GRID, _GRID, 3))
-        noise = rng.normal(0, _TEXTURE, size=(stop - start, ph.THUMBNAIL_SIDE, ph.THUMBNAIL_SIDE, 3))
+        noise = rng.normal(0, _TEXTURE, size=(stop - start, _SIDE, _SIDE, 3))
         smooth = _field(grids[start:stop].astype(np.float64))
         thumbnails[start:stop] = _as_bytes(smooth + noise).reshape(stop - start, -1)
     sources = [f'img/{i:07d}.jpg' for i in range(count)]
@@ -127,7 +133,7 @@ def synthetic(count, seed, planted_share=PLANTED_SHARE):
 
 def _copied_thumbnail(thumbnail, grid, kind, rng):
     """The thumbnail of a copy made by ``kind`` of the image whose field is ``grid``."""
-    values = thumbnail.reshape(ph.THUMBNAIL_SIDE, ph.THUMBNAIL_SIDE, 3).astype(np.float64)
+    values = thumbnail.reshape(_SIDE, _SIDE, 3).astype(np.float64)
     if kind == 'crop':  # the same field seen 2-5% further in from every border, its texture kept
         cut = rng.uniform(0.02, 0.05)
         inner = cut + (1 - 2 * cut) * _CENTRES
@@ -135,7 +141,7 @@ def _copied_thumbnail(thumbnail, grid, kind, rng):
     elif kind == 'brightness':
         values = values * (1 + rng.choice((-1, 1)) * rng.uniform(0.08, 0.12))
     elif kind == 'caption':  # a dark bar over 8-12% of the height: most of the bottom row
-        share = rng.uniform(0.08, 0.12) * ph.THUMBNAIL_SIDE
+        share = rng.uniform(0.08, 0.12) * _SIDE
         values[-1] = values[-1] * (1 - share) + rng.uniform(0, 60, size=3) * share
     return _as_bytes(values + rng.normal(0, _RECOMPRESSED, size=values.shape)).ravel()
 
@@ -157,7 +163,8 @@ def one_style(count, seed, planted_share=PLANTED_SHARE, min_side=96, max_side=32
         image = image_ops.decode(data, target)[0]
         sources.append(source)
         hashes.append(ph.perceptual_hash(image))
-        thumbnails.append(np.frombuffer(ph.colour_thumbnail(image), dtype=np.uint8))
+        thumbnails.append(np.frombuffer(image.convert('RGB').resize((_SIDE, _SIDE), Image.Resampling.BOX).tobytes(),
+                                        dtype=np.uint8))
 
     for i in range(originals):
         kind = CLASSES[i % len(CLASSES)]
@@ -198,7 +205,7 @@ def band_buckets(hashes, threshold):
 
 def group_in_memory(sources, hashes, thumbnails, threshold, timings=None):
     """The grouping of ``imgrec.transforms.near_duplicate_groups`` without Beam. ``sources``: names; ``hashes``:
-    ints (or a uint64 array); ``thumbnails``: THUMBNAIL_BYTES bytes (or uint8 rows) each, in the same order.
+    ints (or a uint64 array); ``thumbnails``: the colour fields, _BYTES bytes (or uint8 rows) each, in the same order.
 
     Returns a dict: ``leader_of`` {source: leader} of every linked image (what ``FindGroups`` yields as
     Node.group), ``candidates`` [(a, b, distance)], ``links`` (the confirmed ones), ``components``
@@ -223,23 +230,28 @@ def group_in_memory(sources, hashes, thumbnails, threshold, timings=None):
         timings[phase] = timings.get(phase, 0.0) + seconds
 
     clock = time.process_time()
-    links = [pair for pair in candidates
-             if ph.same_picture(_thumbnail(thumbnails, index_of[pair[0]]), _thumbnail(thumbnails, index_of[pair[1]]))]
-    timings['confirm (same_picture)'] = timings.get('confirm (same_picture)', 0.0) + time.process_time() - clock
+    pictures, links = {}, []
+    for a, b, distance in candidates:
+        first, second = (_picture(pictures, thumbnails, index_of[source]) for source in (a, b))
+        if picture_check.same_picture(first, second):
+            links.append((a, b, distance, picture_check.similarity(first, second)))
+    timings['confirm (picture_check.same_picture)'] = (timings.get('confirm (picture_check.same_picture)', 0.0)
+                                                       + time.process_time() - clock)
+    timings['candidates checked'] = timings.get('candidates checked', 0) + len(candidates)
 
     clock = time.process_time()
     neighbours = collections.defaultdict(set)
-    for a, b, distance in links:
-        neighbours[a].add((b, distance))
-        neighbours[b].add((a, distance))
-    relabel = join_labels((a, b) for a, b, _ in links)
+    for a, b, distance, similarity in links:
+        neighbours[a].add((b, distance, similarity))
+        neighbours[b].add((a, distance, similarity))
+    relabel = join_labels((a, b) for a, b, *_ in links)
     components = collections.defaultdict(dict)
     for source in sorted(neighbours):
         components[relabel.get(source, source)][source] = tuple(sorted(neighbours[source]))
     leader_of = {}
     for component in components.values():
-        leader_of.update(star_groups(component))
-    timings['components and stars'] = timings.get('components and stars', 0.0) + time.process_time() - clock
+        leader_of.update(bounded_groups(component)[0])
+    timings['components and groups'] = timings.get('components and groups', 0.0) + time.process_time() - clock
     return dict(leader_of=leader_of, candidates=candidates, links=links,
                 components=[sorted(component) for component in components.values()], compared=compared)
 
@@ -247,6 +259,15 @@ def group_in_memory(sources, hashes, thumbnails, threshold, timings=None):
 def _thumbnail(thumbnails, index):
     thumbnail = thumbnails[index]
     return thumbnail.tobytes() if isinstance(thumbnail, np.ndarray) else thumbnail
+
+
+def _picture(pictures, thumbnails, index):
+    """The check's Picture of image ``index``: its 8x8 colour field enlarged (bilinear) to what a build would
+    decode; made once, for candidates only (a build reads and decodes the record instead)."""
+    if index not in pictures:
+        field = Image.frombytes('RGB', (_SIDE, _SIDE), _thumbnail(thumbnails, index))
+        pictures[index] = picture_check.from_image(field.resize((2 * picture_check.SIDE,) * 2, Image.Resampling.BILINEAR))
+    return pictures[index]
 
 
 # -- what is measured ------------------------------------------------------------------------------------
@@ -268,7 +289,7 @@ def measure_grouping(kind, count, seed):
     grouped = {source for source, leader in leader_of.items() if members[leader] > 1}
     in_planted = {source for pair in planted for source in pair}
     false_candidates = sum(1 for a, b, _ in result['candidates'] if (a, b) not in planted)
-    false_links = sum(1 for a, b, _ in result['links'] if (a, b) not in planted)
+    false_links = sum(1 for a, b, *_ in result['links'] if (a, b) not in planted)
     found = [pair for pair in planted if pair[0] in leader_of and leader_of[pair[0]] == leader_of.get(pair[1])]
     candidate_pairs = {(a, b) for a, b, _ in result['candidates']}
     missed = collections.Counter(planted[pair] for pair in planted if pair not in set(found))
@@ -338,7 +359,12 @@ def report(runs):
         print(f"{run['kind']} {run['hashes']:,}: {run['compared']:,} comparisons "
               f"({run['compared'] / run['hashes']:.0f} an image), grouping {run['cpu_seconds']:.1f} s CPU / {run['wall_seconds']:.1f} s wall "
               f"(inputs {run['inputs_cpu_seconds']:.1f} s CPU): "
-              + ', '.join(f'{name} {seconds:.1f}' for name, seconds in run['timings'].items()))
+              + ', '.join(f'{name} {seconds:.1f}' for name, seconds in run['timings'].items()
+                          if name != 'candidates checked'))
+        checked = run['timings'].get('candidates checked', 0)
+        confirming = run['timings'].get('confirm (picture_check.same_picture)', 0.0)
+        print(f"    pixel check: {checked:,} candidates, {confirming / max(checked, 1) * 1e6:.0f} us CPU each "
+              f"(pictures made once an image, included)")
         print(f"    planted pairs within the threshold {run['planted_candidates']}/{run['planted']}, "
               f"missed by transform {run['missed'] or 'none'}; false candidates {run['false_candidates']:,} "
               f"(coin flips: {run['chance_per_image'] * run['hashes'] / 2:,.0f}), false links {run['false_links']:,}; "

@@ -1,17 +1,18 @@
 """Near-duplicates measured: recall and false groups on a generated photo corpus with planted twins, and
-the build's throughput with --near_duplicates group against off, in the same run; or, with --check,
-the two checks alone (hash and thumbnail, as plain functions, no build) on three corpora.
+the build's throughput and peak memory with --near_duplicates group against off, in the same run; with
+--zoo, one row a style of the zoo; with --families, pictures saved many times over.
 
     python benchmarks/near_duplicates.py [--per_class 400] [--twins 200] [--image_size 224] [--runs 2]
-    python benchmarks/near_duplicates.py --check [--per_class 120] [--twins 120] [--distinct 2000]
+    python benchmarks/near_duplicates.py --zoo [--styles digits,pages] [--zoo_per_class 100]
+    python benchmarks/near_duplicates.py --families 2000,50 [--image_size 64]
 
-With --check, each image is decoded as the build decodes it (``--image_size``, 192 by default) and
-hashed and thumbnailed, then for a planted corpus (as below, 320 to 800 pixels), ``--distinct``
-one-style renders and as many mixed images (``imgrec.samples.one_style``, photo-sized), at the threshold
-``threshold_for`` gives each corpus, it prints: recall by transform (a pair is found when its hashes
-are within the threshold and ``same_picture`` confirms it), the images with a stranger among their
-hash candidates and among their confirmed ones, the most confirmed candidates any image has, and the
-cost per image of the thumbnail against the hash's, timed on the same decoded images.
+With --zoo, for each style of ``imgrec.samples.zoo`` (``benchmarks/zoo_builds.py``'s cached corpora), the default build
+and an ``off`` build, alternated ``--runs`` times, each in a process of its own: the row gives the
+distinct images quarantined and grouped, the planted single and combined edits found, the planted pairs
+in two splits (``imgrec.samples.zoo_scores``), and the time and peak memory (process tree) of the
+default build as ratios to ``off``'s in the same run. With --families P,C: P small photos each saved C
+times with the same pixels (distinct trailing bytes): the families written to two splits, the groups
+and the links cut, and time and peak against ``off``.
 
 The corpus (``imgrec.samples.near_duplicates``: 5 classes of ``per_class`` photos, 320 to 800 pixels on the long
 side, plus ``twins`` planted near-duplicates) is generated once and reused while ``benchmarks/out``
@@ -37,11 +38,12 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from apache_beam.coders import coders
-from harness import CACHE, counter, job
+import zoo_builds
+from harness import CACHE, counter, distinct_copies, job, listed
 
 from imgrec.contract import counters, layout
 from imgrec.imaging import image_ops, perceptual_hash as ph
-from imgrec.samples import one_style
+from imgrec.samples import zoo, zoo_scores
 from imgrec.samples.near_duplicates import CLASSES, TRANSFORMS, write_corpus
 from imgrec.transforms.splits import split_for
 
@@ -120,103 +122,111 @@ def uniform_comparisons(images, threshold):
     return sum(pairs / 2 ** (stop - start) for start, stop in ph.band_edges(ph.bands_for(threshold)))
 
 
-def distinct_corpus(count, mixed):
-    """(folder, names) of ``count`` cached distinct images (``imgrec.samples.one_style``, seed 0), generated on
-    every core the first time."""
-    root = os.path.join(CACHE, f"{'mixed' if mixed else 'one-style'}-{count}-0")
-    if not os.path.isdir(root):
-        one_style.write_corpus(root + '.partial', count, mixed=mixed, processes=os.cpu_count() or 1)
-        os.rename(root + '.partial', root)
-    return root, sorted(os.path.join(label, name) for label in os.listdir(root)
-                        for name in os.listdir(os.path.join(root, label)))
+def _build(root, output, mode, image_size, workers, extra=()):
+    args = ['--input', root, '--output', output, '--image_size', image_size, '--version', 'bench',
+            '--splits', 'train=90,validation=10', '--near_duplicates', mode, *extra]
+    if workers:
+        args += ['--direct_running_mode', 'multi_processing', '--direct_num_workers', str(workers)]
+    return job(args)
 
 
-def hashed(root, names, size, seconds):
-    """(hashes, thumbnails) of ``names``, decoded as the build decodes them; adds the seconds spent
-    hashing and thumbnailing to ``seconds['hash']`` and ``seconds['thumbnail']``."""
-    hashes, thumbnails = [], []
-    for name in names:
-        with open(os.path.join(root, name), 'rb') as stream:
-            image = image_ops.decode(stream.read(), size)[0]
-        start = time.perf_counter()
-        hashes.append(ph.perceptual_hash(image))
-        middle = time.perf_counter()
-        thumbnails.append(ph.colour_thumbnail(image))
-        seconds['hash'] += middle - start
-        seconds['thumbnail'] += time.perf_counter() - middle
-    return hashes, thumbnails
+def zoo_rows(args):
+    """The --zoo measurement: one row a style (module docstring)."""
+    styles = args.styles.split(',') if args.styles else list(zoo.STYLES)
+    print(f'zoo: the corpora of benchmarks/zoo_builds.py (about 1,000 distinct images a style, 5% planted single '
+          f'edits, 2.5% combined); built at {args.image_size}, default options against --near_duplicates off, '
+          f'{args.runs} build(s) of each, alternated, each in a process of its own')
+    head = ('style', 'half', 'images', 'quarantined', 'grouped', 'single', 'combined', 'across', 'time', 'peak',
+            'off s', 'off MB')
+    print(' '.join(f'{h:>12}' for h in head))
+    output = tempfile.mkdtemp(prefix='near-dup-zoo-')
+    try:
+        for style in styles:
+            corpus = zoo_builds.zoo_corpus(style, args.zoo_per_class or zoo_builds.default_per_class(style))
+            root = corpus.folder
+            runs = collections.defaultdict(list)
+            for i in range(args.runs):
+                for mode in ('off', 'group'):
+                    runs[mode].append(_build(root, os.path.join(output, f'{style}-{mode}{i}'), mode, args.image_size,
+                                             args.workers))
+            result = zoo_scores.score(corpus, runs['group'][-1]['version_dir'])
+            seconds = {mode: sum(run['seconds'] for run in done) for mode, done in runs.items()}
+            peak = {mode: max(run['peak_tree'] for run in done) for mode, done in runs.items()}
+            row = (style, 'tuning' if style in zoo.TUNING_STYLES else 'check', str(len(corpus.images)),
+                   str(result.quarantined), f'{result.grouped_share:.1%}',
+                   f'{result.single_found}/{result.single_total}', f'{result.combined_found}/{result.combined_total}',
+                   str(result.pairs_across_splits), f"{seconds['group'] / seconds['off']:.2f}x",
+                   f"{peak['group'] / peak['off']:.2f}x", f"{seconds['off'] / args.runs:.1f}", f"{peak['off'] / 1e6:.0f}")
+            print(' '.join(f'{cell:>12}' for cell in row), flush=True)
+            if result.failures():
+                print(f"{'':>12} missed: {dict(result.missed)}; {'; '.join(result.failures())}", flush=True)
+            shutil.rmtree(os.path.join(output), ignore_errors=True)
+            os.makedirs(output, exist_ok=True)
+    finally:
+        shutil.rmtree(output, ignore_errors=True)
 
 
-def check_quality(label, names, hashes, thumbnails, pairs, seconds):
-    """Prints recall by transform and the false candidates of one corpus; adds the seconds of the
-    thumbnail checks to ``seconds['check']`` and their count to ``seconds['checks']``."""
-    index = {name: i for i, name in enumerate(names)}
-    twins = {frozenset((index[p['original']], index[p['twin']])) for p in pairs}
-    threshold = ph.threshold_for(len(names))
-    candidates = list(ph.pairs_within(hashes, threshold))
-    start = time.perf_counter()
-    confirmed = [(i, j) for i, j, _ in candidates if ph.same_picture(thumbnails[i], thumbnails[j])]
-    seconds['check'] += time.perf_counter() - start
-    seconds['checks'] += len(candidates)
-    strangers = {image for i, j, _ in candidates if frozenset((i, j)) not in twins for image in (i, j)}
-    nearest = min((ph.thumbnail_distance(thumbnails[i], thumbnails[j]) for i, j, _ in candidates
-                   if frozenset((i, j)) not in twins), default=float('inf'))
-    false = {image for i, j in confirmed if frozenset((i, j)) not in twins for image in (i, j)}
-    most = max(collections.Counter(image for pair in confirmed for image in pair).values(), default=0)
-    print(f'{label}: {len(names)} images, threshold {threshold}; with a stranger among their hash candidates: '
-          f'{len(strangers)} ({len(strangers) / len(names):.1%}); confirmed by same_picture: {len(false)} '
-          f'({len(false) / len(names):.2%}); most confirmed candidates of an image: {most}; nearest stranger '
-          f'candidate {nearest:.1f} levels')
-    if pairs:
-        found, total, farthest = collections.Counter(), collections.Counter(), collections.Counter()
-        for p in pairs:
-            a, b = index[p['original']], index[p['twin']]
-            total[p['transform']] += 1
-            farthest[p['transform']] = max(farthest[p['transform']], ph.thumbnail_distance(thumbnails[a], thumbnails[b]))
-            found[p['transform']] += (ph.distance(hashes[a], hashes[b]) <= threshold
-                                      and ph.same_picture(thumbnails[a], thumbnails[b]))
-        print(f'  recall {sum(found.values()) / len(pairs):.1%} of {len(pairs)} planted pairs: '
-              + ', '.join(f'{kind} {found[kind]}/{total[kind]}' for kind in TRANSFORMS))
-        print('  farthest copy from its original, levels: '
-              + ', '.join(f'{kind} {farthest[kind]:.1f}' for kind in TRANSFORMS))
-
-
-def check(args):
-    """The --check measurement (module docstring)."""
-    size = image_ops.parse_image_size(args.image_size)
-    seconds = collections.Counter()
-    root, pairs = planted_corpus(args.per_class, args.twins)
-    names = sorted(os.path.join(label, name) for label in CLASSES for name in os.listdir(os.path.join(root, label)))
-    corpora = [('planted photos', root, names, pairs)]
-    corpora += [(f'{label} (distinct)', *distinct_corpus(args.distinct, mixed), [])
-                for label, mixed in (('one style', False), ('mixed', True))]
-    print(f'decoded for --image_size {args.image_size}; thumbnail check: {ph.THUMBNAIL_BYTES} bytes, '
-          f'threshold {ph.THUMBNAIL_THRESHOLD} levels')
-    images = 0
-    for label, root, names, pairs in corpora:
-        check_quality(label, names, *hashed(root, names, size, seconds), pairs, seconds)
-        images += len(names)
-    print(f"cost an image: hash {seconds['hash'] / images * 1e6:.0f} us, thumbnail "
-          f"{seconds['thumbnail'] / images * 1e6:.0f} us ({seconds['thumbnail'] / seconds['hash']:.2f}x the hash); "
-          f"a thumbnail check {seconds['check'] / max(seconds['checks'], 1) * 1e6:.0f} us a hash candidate "
-          f"({seconds['checks']} candidates)")
+def families(args):
+    """The --families measurement: P pictures saved C times each with the same pixels (distinct trailing
+    bytes); how many families end in two splits, the largest group and the links cut, and the peak memory
+    against --near_duplicates off."""
+    pictures, copies = (int(n) for n in args.families.split(','))
+    base = os.path.join(CACHE, f'small-photos-{pictures}')
+    if not os.path.isdir(base):
+        per_class = -(-pictures // len(CLASSES))
+        write_corpus(base + '.partial', per_class, 0, seed=2, min_side=96, max_side=200,
+                     processes=os.cpu_count() or 1)
+        os.rename(base + '.partial', base)
+    names = listed(base)[:pictures]
+    root = distinct_copies(base, os.path.join(CACHE, f'families-{pictures}x{copies}'), len(names) * copies)
+    output = tempfile.mkdtemp(prefix='near-dup-families-')
+    try:
+        runs = {mode: _build(root, os.path.join(output, mode), mode, args.image_size, args.workers)
+                for mode in ('off', 'group')}
+        version = runs['group']['version_dir']
+        import pyarrow.parquet as pq  # pylint: disable=import-outside-toplevel
+        splits = {}
+        for part in os.listdir(os.path.join(version, 'index')):
+            table = pq.read_table(os.path.join(version, 'index', part), columns=['source', 'split'])
+            splits.update(zip(table['source'].to_pylist(), table['split'].to_pylist()))
+        files = listed(base)
+        family_splits = collections.defaultdict(set)
+        for source, split in splits.items():
+            family_splits[files[int(os.path.basename(source)[:6]) % len(files)]].add(split)
+        across = sum(len(found) > 1 for found in family_splits.values())
+        with open(os.path.join(version, layout.DATASET_JSON), encoding='utf-8') as stream:
+            near = json.load(stream)['near_duplicates']
+        print(f'{len(splits)} images written of {len(files)} pictures x {copies} copies, built at {args.image_size}: '
+              f'{across} families in two splits; {near["groups"]} groups, largest {near["largest_group"]}, '
+              f'{near["links_cut"]} links cut; threshold {near["threshold"]}; candidates confirmed '
+              f'{counter(runs["group"], counters.PAIRS_CONFIRMED)}, refused {counter(runs["group"], counters.PAIRS_REFUSED)}')
+        print(f"time group/off {runs['group']['seconds'] / runs['off']['seconds']:.2f}x "
+              f"({runs['group']['seconds']:.0f} s / {runs['off']['seconds']:.0f} s); peak group/off "
+              f"{runs['group']['peak_tree'] / runs['off']['peak_tree']:.2f}x ({runs['group']['peak_tree'] / 1e6:.0f} MB / "
+              f"{runs['off']['peak_tree'] / 1e6:.0f} MB)")
+    finally:
+        shutil.rmtree(output, ignore_errors=True)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('--check', action='store_true', help='the two checks alone on three corpora, no build')
-    parser.add_argument('--per_class', type=int, default=None, help='default 400, 120 with --check')
-    parser.add_argument('--twins', type=int, default=None, help='default 200, 120 with --check')
-    parser.add_argument('--distinct', type=int, default=2000, help='images of each distinct corpus (--check)')
-    parser.add_argument('--image_size', default=None, help='default 224, 192 (the build\'s default) with --check')
+    parser.add_argument('--zoo', action='store_true', help='one row a zoo style (imgrec.samples.zoo)')
+    parser.add_argument('--styles', default=None, help='with --zoo: styles, comma-separated (default: all)')
+    parser.add_argument('--zoo_per_class', type=int, default=None, help='with --zoo: distinct images a class')
+    parser.add_argument('--families', default=None, metavar='PICTURES,COPIES',
+                        help='pictures saved COPIES times each with the same pixels: families across splits')
+    parser.add_argument('--per_class', type=int, default=400)
+    parser.add_argument('--twins', type=int, default=200)
+    parser.add_argument('--image_size', default=None, help='default 224; 64 with --zoo and --families')
     parser.add_argument('--runs', type=int, default=2, help='builds of each mode, alternated')
-    parser.add_argument('--workers', type=int, default=os.cpu_count())
+    parser.add_argument('--workers', type=int, default=os.cpu_count(), help='0: the runner\'s own choice')
     args = parser.parse_args()
-    args.per_class = args.per_class or (120 if args.check else 400)
-    args.twins = args.twins or (120 if args.check else 200)
-    args.image_size = args.image_size or ('192' if args.check else '224')
-    if args.check:
-        check(args)
+    args.image_size = args.image_size or ('64' if args.zoo or args.families else '224')
+    if args.zoo:
+        zoo_rows(args)
+        return
+    if args.families:
+        families(args)
         return
     root, pairs = planted_corpus(args.per_class, args.twins)
     names = sorted(os.path.join(label, name) for label in CLASSES for name in os.listdir(os.path.join(root, label)))
@@ -260,6 +270,10 @@ def main():
               f'({band_bytes(names, at_scale):.0f} bytes an image)')
         print(f'(median of one job: off {statistics.median(seconds["off"]):.1f} s, '
               f'group {statistics.median(seconds["group"]):.1f} s)')
+        print(f"peak memory of the process tree: off {runs['off']['peak_tree'] / 1e6:.0f} MB, group "
+              f"{runs['group']['peak_tree'] / 1e6:.0f} MB = {runs['group']['peak_tree'] / runs['off']['peak_tree']:.2f}x off; "
+              f"pixel checks: {counter(runs['group'], counters.PAIRS_CONFIRMED)} candidates confirmed, "
+              f"{counter(runs['group'], counters.PAIRS_REFUSED)} refused")
     finally:
         shutil.rmtree(output)
 

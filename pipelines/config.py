@@ -35,7 +35,7 @@ def _run_option(default):
 _VERSION = re.compile(r'[A-Za-z0-9][A-Za-z0-9_.-]*')  # fullmatch: '$' would let 'v2\n' through
 # The settings a refresh takes from the version it refreshes when they are not given (``given``): every
 # recorded option but those that name the build or say what it reads (the input, the labels file).
-CARRIED = ('splits', 'stratify', 'near_duplicates', 'num_shards', 'target_shard_mb', 'formats', 'max_error_rate',
+CARRIED = ('splits', 'stratify', 'near_duplicates', 'near_duplicate_conflicts', 'num_shards', 'target_shard_mb', 'formats', 'max_error_rate',
            'allow_unknown_labels')
 
 
@@ -64,6 +64,7 @@ class BuildConfig:
     name: str = ''
     allow_unknown_labels: bool = False  # with --labels: drop images of other classes instead of failing
     near_duplicates: str = 'group'  # group: keep each group of near-duplicates in one split; report; off
+    near_duplicate_conflicts: str = 'keep'  # keep: write both images of a pair under two labels (listed); quarantine
     stratify: bool = False  # deal each class's images to the splits by their weights
     formats: tuple[str, ...] = (layout.TFRECORD,)  # shard formats written (layout.FORMATS order); TFRecord always
     split_tolerance: float = _run_option(1.0)  # percentage points a split's share may miss its weight by
@@ -118,6 +119,9 @@ class BuildConfig:
         if self.near_duplicates not in metadata.NEAR_DUPLICATE_MODES:
             raise UserError(f"--near_duplicates must be one of {', '.join(metadata.NEAR_DUPLICATE_MODES)}, got "
                             f'{self.near_duplicates!r}')
+        if self.near_duplicate_conflicts not in metadata.NEAR_DUPLICATE_CONFLICTS:
+            raise UserError(f"--near_duplicate_conflicts must be one of {', '.join(metadata.NEAR_DUPLICATE_CONFLICTS)}, "
+                            f'got {self.near_duplicate_conflicts!r}')
         unknown_formats = [name for name in self.formats if name not in layout.FORMATS]
         if unknown_formats:
             raise UserError(f"--formats: unknown format {unknown_formats[0]!r}: choose from "

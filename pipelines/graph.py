@@ -25,8 +25,8 @@ from imgrec.transforms.encode import Encode, batched
 from imgrec.transforms.labels import ResolveLabels
 from imgrec.transforms.listing import ListImages
 from imgrec.transforms.near_duplicates import OFF, NearDuplicates
-from imgrec.transforms.previous import (COUNTS, REJECTED, REUSED, TO_DECODE, MatchPrevious, ReadPrevious, ReuseCheck,
-                                 nothing_changed)
+from imgrec.transforms.previous import (COUNTS, REJECTED, REUSED, TO_DECODE, MatchPrevious, PreviousConflicts,
+                                        ReadPrevious, ReuseCheck, nothing_changed)
 from imgrec.transforms.published import WithPublishedSplits
 from imgrec.transforms.publish import DECODED, IGNORED, UPSCALED, Publish
 from imgrec.transforms.quarantine import Quarantine
@@ -95,9 +95,15 @@ def build_pipeline(pipeline, config, facts):
             previous = pipeline | 'ReadPublished' >> ReadPrevious(refresh.published_dir, refresh.published_document)
         kept = kept | 'PublishedSplits' >> WithPublishedSplits(previous)
     # Near-duplicates found and kept together (or listed), and every image dealt: its split is final after this.
+    # A refresh counts the images its previous version quarantined as near-duplicate label conflicts that it writes.
+    before_dir, before_document = ((refresh.reuse_dir, refresh.document) if refresh.incremental
+                                   else (refresh.published_dir, refresh.published_document))
+    conflicts_before = (pipeline | 'PreviousConflicts' >> PreviousConflicts(before_dir, before_document)
+                        if before_dir else None)
     near = kept | counters.NEAR_DUPLICATES >> NearDuplicates(
         config.near_duplicates, config.splits, config.stratify, keep_published=refresh.keeps_published,
-        tolerance=config.split_tolerance, staging_dir=staging_dir, files=output_storage)
+        tolerance=config.split_tolerance, staging_dir=staging_dir, files=output_storage,
+        conflicts=config.near_duplicate_conflicts, conflicts_before=conflicts_before)
     rejected.append(near['rejected'])
     sharded = near['records'] | counters.ASSIGN_SHARDS >> AssignBalancedShards(
         [name for name, _ in config.splits], labels, config.shard_config())

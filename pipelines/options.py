@@ -14,7 +14,7 @@ import sys
 import typing
 
 from imgrec.contract import layout
-from imgrec.contract.metadata import NEAR_DUPLICATE_MODES
+from imgrec.contract.metadata import NEAR_DUPLICATE_CONFLICTS, NEAR_DUPLICATE_MODES
 from imgrec.console.arguments import Parser, is_number
 from imgrec.console.errors import UserError
 from imgrec.imaging import image_ops
@@ -142,6 +142,12 @@ def _parser():
                         help='group: find near-duplicate images (re-saved, resized, cropped, brightened, '
                              'captioned copies) and keep each group in one split; report: only list them in '
                              'near_duplicates.jsonl; off: do not look')
+    parser.add_argument('--near_duplicate_conflicts', choices=NEAR_DUPLICATE_CONFLICTS, default='keep',
+                        help='what to do with a near-duplicate pair filed under two labels (not the same bytes: '
+                             'those are label_conflict, always quarantined). keep: write both images, in one '
+                             'split, and list the pair in dataset.json, the summary and the report\'s Warnings; '
+                             'quarantine: remove BOTH images of every such pair from the dataset (quarantined as '
+                             'near_duplicate_label_conflict, counted by --max_error_rate)')
     parser.add_switch('--stratify',
                       help="give each split its share of every class, within one image (or one group); "
                            'adding images can then move others to another split')
@@ -384,7 +390,8 @@ def make_config(values: typing.Mapping[str, typing.Any], given: frozenset[str] =
         labels_file=_text(values['labels_file'], '--labels'),
         max_error_rate=_number(values['max_error_rate'], '--max_error_rate'),
         allow_unknown_labels=_switch(values['allow_unknown_labels'], '--allow_unknown_labels'),
-        near_duplicates=values['near_duplicates'], stratify=_switch(values['stratify'], '--stratify'),
+        near_duplicates=values['near_duplicates'], near_duplicate_conflicts=values['near_duplicate_conflicts'],
+        stratify=_switch(values['stratify'], '--stratify'),
         formats=_formats(values['formats']),
         split_tolerance=_number(values['split_tolerance'], '--split_tolerance'),
         resplit=_switch(values['resplit'], '--resplit'),

@@ -47,6 +47,14 @@ _STAMP_COLUMNS = (index.SOURCE_CTIME_NS, index.SOURCE_INODE)
 _VERDICTS_ON_THE_INPUT = frozenset((LABEL_CONFLICT, NEAR_DUPLICATE_CONFLICT))
 
 
+def verdicts_on_the_input(config) -> frozenset:
+    """The verdicts on the input an unchanged input gets again: a near-duplicate label conflict only when this
+    build quarantines them too (``--near_duplicate_conflicts quarantine``); else it is decided again, and written."""
+    if config.near_duplicate_conflicts == 'quarantine':
+        return _VERDICTS_ON_THE_INPUT
+    return _VERDICTS_ON_THE_INPUT - {NEAR_DUPLICATE_CONFLICT}
+
+
 def _load(config, previous, options):
     """The dataset.json of the version LATEST names (``previous``), by the contract's rules, read through the
     job's storage (``options``: the job's); None when its format is not this code's and ``--full`` was given
@@ -308,7 +316,7 @@ def _why_not_reuse(config, document, labels):
         return (f"version {document['version']}'s index has no inode change times and inode numbers (built before "
                 f"they were recorded)")
     hashed = (document.get('near_duplicates') or {}).get('hash')
-    if config.near_duplicates != 'off' and hashed != perceptual_hash.ALGORITHM:
+    if config.near_duplicates != 'off' and hashed not in perceptual_hash.SAME_HASH:
         return (f"version {document['version']} has no perceptual hashes of this kind "
                 f"({hashed or 'built with --near_duplicates off'}), which --near_duplicates {config.near_duplicates} "
                 f'needs')
@@ -335,7 +343,7 @@ def nothing_changed(config, plan, options):
     classes: dict[str, bool] = {}  # class name -> whether it has images, as the listing goes
     read = job_storage(plan.reuse_dir, config, options).read
     fates = previous_version.read_fates(plan.reuse_dir, plan.document, read,
-                                        previous_version.DECODING_VERDICTS | _VERDICTS_ON_THE_INPUT)
+                                        previous_version.DECODING_VERDICTS | verdicts_on_the_input(config))
     listed = (ref for ref in _listing(config, options, classes)
               if config.labels is None or ref.label in config.labels)  # else quarantined as unknown_label
     sources = job_storage(config.manifest or config.input, config, options)

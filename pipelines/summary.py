@@ -79,19 +79,39 @@ def _split_line(name, split):
 
 def _near_duplicates_line(near):
     """What the near-duplicate step found and did, from dataset.json's ``near_duplicates``."""
+    return '\n'.join(_near_duplicates_lines(near))
+
+
+def _near_duplicates_lines(near):
     if not near or near.get('mode') in (None, 'off'):
-        return '  near-duplicates: not looked for (--near_duplicates off)'
+        yield '  near-duplicates: not looked for (--near_duplicates off)'
+        return
     head, groups = f"  near-duplicates ({near['mode']})", near.get('groups') or 0
     if not groups:
-        return f'{head}: none found'
-    found = f"{head}: {_count(groups, 'group')} (largest {_count(near.get('largest_group') or 0, 'image')})"
-    across = f"{_count(near.get('pairs_across_labels') or 0, 'pair')} across classes"
-    if near['mode'] == 'group':
-        # Pairs across classes are label conflicts in this mode: quarantined, so counted as images.
-        return (f"{found}, {_count(near.get('images_moved') or 0, 'image')} moved to keep groups together, "
-                f"{_count(near.get('pairs_across_splits') or 0, 'pair')} in two splits, "
-                f"{_count(near.get('label_conflicts') or 0, 'image')} quarantined as label conflicts across classes")
-    return f"{found}, {_count(near.get('pairs_across_splits') or 0, 'pair')} in two splits, {across}"
+        yield f'{head}: none found'
+    else:
+        found = f"{head}: {_count(groups, 'group')} (largest {_count(near.get('largest_group') or 0, 'image')})"
+        across = f"{_count(near.get('pairs_across_labels') or 0, 'pair')} across classes"
+        cut = near.get('links_cut') or 0
+        cut = f", {_count(cut, 'link')} cut to bound group size" if cut else ''
+        if near['mode'] == 'group':
+            quarantined = (f", {_count(near.get('label_conflicts') or 0, 'image')} quarantined as label conflicts"
+                           if near.get('conflicts') == 'quarantine' else f', {across} (kept)')
+            yield (f"{found}, {_count(near.get('images_moved') or 0, 'image')} moved to keep groups together, "
+                   f"{_count(near.get('pairs_across_splits') or 0, 'pair')} in two splits{cut}{quarantined}")
+        else:
+            yield f"{found}, {_count(near.get('pairs_across_splits') or 0, 'pair')} in two splits, {across}{cut}"
+        pairs = near.get('label_conflict_pairs') or []
+        if pairs and near.get('conflicts') != 'quarantine':
+            shown = '; '.join(f"{p['source']} ({p['label']}) ~ {p['other']} ({p['other_label']})" for p in pairs[:3])
+            more = (near.get('pairs_across_labels') or len(pairs)) - min(3, len(pairs))
+            yield (f"  near-duplicates under two labels, both written: {shown}"
+                   + (f" and {more} more" if more > 0 else '')
+                   + ' (all in near_duplicates.jsonl and the report; --near_duplicate_conflicts quarantine removes them)')
+    again = near.get('conflicts_written_again') or 0
+    if again:
+        yield (f"  {_count(again, 'image')} the previous version quarantined as near-duplicate label conflicts "
+               f"{'was' if again == 1 else 'were'} decided again and written (--near_duplicate_conflicts keep)")
 
 
 def _class_lines(document):

@@ -11,6 +11,8 @@ from PIL import Image
 
 from imgrec.contract import layout, metadata
 from imgrec.imaging import image_ops, perceptual_hash as ph
+from imgrec.imaging import picture_check
+from imgrec.transforms.near_duplicate_groups import MAX_GROUP
 from imgrec.samples.near_duplicates import make_twin, write_corpus
 from tests.conftest import build
 from imgrec.transforms.splits import split_for
@@ -101,7 +103,13 @@ def test_planted_pairs_are_grouped_and_each_group_is_in_one_split(planted, group
     assert recall >= 0.95 and false < 0.01, (recall, false)
     for group, members in groups_of(rows).items():
         assert len({index[source]['split'] for source in members}) == 1, group
-    assert all(index[p['original']]['split'] == index[p['twin']]['split'] for p in pairs)
+    group_of = {row['source']: row['group'] for row in rows}
+    found = [p for p in pairs if group_of.get(p['original']) is not None
+             and group_of.get(p['original']) == group_of.get(p['twin'])]
+    assert all(index[p['original']]['split'] == index[p['twin']]['split'] for p in found)
+    # At this test's 32x32 records a 5% crop is 1.6 pixels: the pixel check (tuned at 64) refuses 1-3 of the
+    # 10 crops (docs/near-duplicates.md, Limits); every other twin is found.
+    assert {p['transform'] for p in pairs if p not in found} <= {'crop'}
     # Without grouping, some planted pairs would have spanned the splits: the build moved their twins.
     assert sum(split_for(p['original'], SPLITS) != split_for(p['twin'], SPLITS) for p in pairs) >= 3
     summary = document['near_duplicates']
@@ -125,7 +133,9 @@ def test_planted_pairs_are_grouped_and_each_group_is_in_one_split(planted, group
         'bands': threshold + 1, 'groups': len(groups_of(rows)), 'images': len(rows), 'pairs': summary['pairs'],
         'pairs_across_splits': summary['pairs_across_splits'], 'pairs_across_labels': 0, 'label_conflicts': 0,
         'images_moved': sum(row['moved_from'] is not None for row in rows),
-        'largest_group': max(len(members) for members in groups_of(rows).values())}
+        'largest_group': max(len(members) for members in groups_of(rows).values()),
+        'check': picture_check.ALGORITHM, 'max_group': MAX_GROUP, 'conflicts': 'keep', 'label_conflict_pairs': [],
+        'conflicts_written_again': 0, 'links_cut': 0}
     assert len(groups_of(rows)) <= summary['pairs'] <= len(rows) * (len(rows) - 1) // 2
     assert summary['images_moved'] >= 3
     # Accounting still holds per split, with the moved images counted where they were written.
@@ -166,8 +176,9 @@ def test_off_changes_nothing_for_images_without_near_duplicates(planted, grouped
     assert document_of(off_dir)['near_duplicates'] == {
         'mode': 'off', 'file': layout.NEAR_DUPLICATES_JSONL, 'hash': None, 'threshold': None, 'bands': None,
         'groups': 0, 'images': 0, 'pairs': 0, 'pairs_across_splits': 0, 'pairs_across_labels': 0, 'images_moved': 0,
-        'largest_group': 0, 'label_conflicts': 0}
-    assert all(row['perceptual_hash'] is None and row['thumbnail'] is None for row in off_index.values())
+        'largest_group': 0, 'label_conflicts': 0, 'check': None, 'max_group': None, 'conflicts': 'keep',
+        'label_conflict_pairs': [], 'conflicts_written_again': 0, 'links_cut': 0}
+    assert all(row['perceptual_hash'] is None for row in off_index.values())
     _assert_shares_hold(document_of(off_dir))
     # Images alone mostly keep their hash's split: only those near the cut make room for the groups.
     alone = [source for source in index if source not in grouped_sources]
@@ -190,7 +201,7 @@ def test_without_near_duplicates_the_default_writes_what_off_writes(tmp_path):
     shards = {mode: {name: _read(os.path.join(path, name)) for name in os.listdir(path) if name.endswith('.tfrecord')}
               for mode, path in versions.items()}
     assert len(shards['group']) == 3 and shards['group'] == shards['off']
-    indexes = [{source: dict(row, perceptual_hash=None, thumbnail=None, facts_checksum=None)  # the hash's checksum
+    indexes = [{source: dict(row, perceptual_hash=None, facts_checksum=None)  # the hash's checksum
                 for source, row in index_of(path).items()}
                for path in versions.values()]
     assert indexes[0] == indexes[1]

@@ -6,11 +6,17 @@ import pickle
 import random
 import tempfile
 
+import io
+
 import apache_beam as beam
+import numpy as np
 import pytest
+from PIL import Image
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
+from imgrec.contract import features as F, tfrecord
+from imgrec.contract.example import encode_example
 from imgrec.contract.reasons import NEAR_DUPLICATE_CONFLICT
 from imgrec.console.errors import build_failure_message
 from imgrec.imaging import perceptual_hash as ph
@@ -25,15 +31,37 @@ LINK = THRESHOLD // 2 + 1
 _IN_MEMORY = ['--direct_running_mode=in_memory']
 
 
-def _thumbnail(seed):
-    return random.Random(seed).randbytes(ph.THUMBNAIL_BYTES)
+_SPILL = os.path.join(tempfile.mkdtemp(prefix='near-dup-frames-'), 'spill')
+_FRAMES = {}
+
+
+def _frame(look):
+    """(file, offset, length) of a TFRecord frame holding an Example whose JPEG is ``look``'s own picture (random
+    blocks: another look's never agrees with it), appended to one spill file the first time it is asked for."""
+    if look not in _FRAMES:
+        rng = np.random.default_rng(abs(hash_of(look)) % (2 ** 32))
+        blocks = rng.integers(0, 256, size=(8, 8, 3), dtype=np.uint8)
+        image = Image.fromarray(blocks).resize((64, 64), Image.Resampling.NEAREST)
+        data = io.BytesIO()
+        image.save(data, 'JPEG', quality=90)
+        framed = tfrecord.frame(encode_example({F.IMAGE_ENCODED: data.getvalue()}, {F.IMAGE_ENCODED: F.FEATURES[F.IMAGE_ENCODED]}))
+        with open(_SPILL, 'ab') as out:
+            offset = out.tell()
+            out.write(framed)
+        _FRAMES[look] = (_SPILL, offset, len(framed))
+    return _FRAMES[look]
+
+
+def hash_of(text):
+    return int.from_bytes(text.encode()[:8].ljust(8, b'\0'), 'big') ^ len(text)
 
 
 def _record(source, value, label=0, published=None, look=None):
-    """A record whose thumbnail is ``look``'s (its own source's when None): equal looks confirm a candidate."""
+    """A record whose frame holds ``look``'s picture (its own source's when None): equal looks confirm a candidate."""
+    payload = _frame(look or source)
     return RecordRef(source, source, f'class{label}', split_for(source, WEIGHTS), label, 'sha-' + source, 1, None,
-                     None, (), 'spill', 0, 1, perceptual_hash=None if value is None else ph.to_hex(value),
-                     published_split=published, thumbnail=None if value is None else _thumbnail(look or source))
+                     None, (), *payload, perceptual_hash=None if value is None else ph.to_hex(value),
+                     published_split=published)
 
 
 def _flip(value, *bits):
@@ -101,17 +129,17 @@ def _found(records, **options):
     return dict(run(p)['nodes'])
 
 
-def test_groups_are_stars_of_confirmed_candidates_never_chains():
+def test_groups_are_the_components_of_confirmed_candidates():
     nodes = _found(_corpus())
-    assert set(nodes) == GROUPED  # not the pair the thumbnails refuse, nor the pair over the threshold
-    links = {frozenset((source, other)) for source, node in nodes.items() for other, _ in node.neighbours}
+    assert set(nodes) == GROUPED  # not the pair the pictures refuse, nor the pair over the threshold
+    links = {frozenset((source, other)) for source, node in nodes.items() for other, *_ in node.neighbours}
     assert links == {frozenset(pair) for pair in LINKED}
-    for source, node in nodes.items():  # every member is linked to its group's leader
-        assert node.group == source or frozenset((source, node.group)) in links
-    assert nodes['chain/0.jpg'].group != nodes['chain/4.jpg'].group
+    # a chain of confirmed links is one group (connected components, not stars), named by its smallest order key
+    assert len({nodes[f'chain/{i}.jpg'].group for i in range(5)}) == 1
     assert nodes['pair/a.jpg'].group == nodes['pair/b.jpg'].group and nodes['same/x.jpg'].group == nodes['same/y.jpg'].group
     assert (nodes['pair/a.jpg'].nearest, nodes['pair/a.jpg'].distance) == ('pair/b.jpg', 3)
     assert (nodes['same/y.jpg'].nearest, nodes['same/y.jpg'].distance) == ('same/x.jpg', 0)
+    assert nodes['same/y.jpg'].similarity == 1.0 and all(node.cut == () for node in nodes.values())
 
 
 def test_a_chain_longer_than_the_rounds_gives_the_same_groups():
@@ -198,12 +226,21 @@ def test_published_images_keep_their_split_and_new_ones_fill_what_is_lacking():
     assert _counts(again['records']) == apportion(9, WEIGHTS)
 
 
-def test_a_near_duplicate_pair_across_classes_is_a_label_conflict():
+def test_a_near_duplicate_pair_across_classes_is_kept_and_listed_unless_quarantine_is_asked():
     rng = random.Random(5)
     value = rng.getrandbits(64)
     records = [_record('cat/a.jpg', value, label=0, look='x'), _record('dog/a.jpg', _flip(value, 2), label=1, look='x'),
                *(_record(f'cat/{i}.jpg', rng.getrandbits(64)) for i in range(4))]
-    out = _run(records, GROUP, WEIGHTS)
+    kept = _run(records, GROUP, WEIGHTS)  # the default: both written, in one split, the pair listed
+    assert kept['rejected'] == [] and len(kept['records']) == 6
+    split = {r.source: r.split for r in kept['records']}
+    assert split['cat/a.jpg'] == split['dog/a.jpg']
+    assert kept['summary']['pairs_across_labels'] == 1 and kept['summary']['label_conflicts'] == 0
+    assert kept['summary']['label_conflict_pairs'] == [{
+        'source': 'cat/a.jpg', 'label': 'class0', 'split': split['cat/a.jpg'], 'other': 'dog/a.jpg',
+        'other_label': 'class1', 'other_split': split['dog/a.jpg']}]
+    assert kept['summary']['conflicts'] == 'keep'
+    out = _run(records, GROUP, WEIGHTS, conflicts='quarantine')
     assert sorted((r.source, r.reason) for r in out['rejected']) == [
         ('cat/a.jpg', NEAR_DUPLICATE_CONFLICT), ('dog/a.jpg', NEAR_DUPLICATE_CONFLICT)]
     assert 'dog/a.jpg' in next(r.message for r in out['rejected'] if r.source == 'cat/a.jpg')

@@ -464,11 +464,9 @@ def test_a_changed_added_or_removed_image_is_no_refresh_that_changes_nothing(tmp
     assert _decides_nothing_changed(images, output, '--version', 'v2', '--force') is False
 
 
-def test_an_unchanged_input_with_label_conflicts_is_a_refresh_that_changes_nothing(tmp_path):
-    """Copies and near-duplicates filed under two classes are quarantined for what the whole input holds; an
-    input in which nothing changed gets the same verdicts, so its refresh publishes nothing (and, forced,
-    publishes the same bytes)."""
-    errors = ('--max_error_rate', '0.2')  # 4 of 28 images quarantined
+def _with_label_conflicts(tmp_path):
+    """Class folders holding the same bytes under two classes (label_conflict) and a near-duplicate pair under
+    two others."""
     images = _images(tmp_path)
     photo = draw_photo(200, 150, random.Random(5))
     photo.save(images / 'circle' / 'both.jpg', quality=92)
@@ -476,7 +474,16 @@ def test_an_unchanged_input_with_label_conflicts_is_a_refresh_that_changes_nothi
     photo = draw_photo(200, 150, random.Random(6))
     photo.save(images / 'square' / 'near.jpg', quality=92)
     twin, _, quality = make_twin(photo, 'jpeg', random.Random(7))
-    twin.save(images / 'triangle' / 'near_twin.jpg', quality=quality)  # near_duplicate_label_conflict, twice
+    twin.save(images / 'triangle' / 'near_twin.jpg', quality=quality)  # a near-duplicate pair under two labels
+    return images
+
+
+def test_an_unchanged_input_with_label_conflicts_is_a_refresh_that_changes_nothing(tmp_path):
+    """Copies and near-duplicates filed under two classes are quarantined (the near-duplicates when asked) for
+    what the whole input holds; an input in which nothing changed gets the same verdicts, so its refresh
+    publishes nothing (and, forced, publishes the same bytes)."""
+    errors = ('--max_error_rate', '0.2', '--near_duplicate_conflicts', 'quarantine')  # 4 of 28 quarantined
+    images = _with_label_conflicts(tmp_path)
     output = tmp_path / 'out'
     _refresh(images, output, '--version', 'v1', *errors)
     quarantined = [json.loads(line) for line in (output / 'v1' / layout.QUARANTINE_JSONL).read_text().splitlines()]
@@ -620,3 +627,28 @@ def test_a_given_stratify_or_near_duplicates_change_moves_no_published_image(tmp
     assert document['version'] == 'v2'
     first, second = _splits_of(str(output / 'v1')), _splits_of(version_dir)
     assert {source: second[source] for source in first} == first
+
+
+def test_a_refresh_writes_the_near_duplicate_conflicts_an_earlier_version_quarantined(tmp_path, capsys):
+    """A version that quarantined a near-duplicate pair under two labels (asked to, or built before they
+    were kept): an unchanged input is not "nothing changed" under the default rule, which decides the pair
+    again and writes both, in one split; the summary says so in one line."""
+    images = _with_label_conflicts(tmp_path)
+    output = tmp_path / 'out'
+    _refresh(images, output, '--version', 'v1', '--max_error_rate', '0.2', '--near_duplicate_conflicts', 'quarantine')
+    assert not _decides_nothing_changed(images, output, '--version', 'v2', '--max_error_rate', '0.2')
+    assert build_dataset.main(['--input', str(images), '--output', str(output), '--image_size', '32',
+                               '--direct_running_mode', 'in_memory', *OPTIONS, '--version', 'v2',
+                               '--max_error_rate', '0.2', '--no_progress']) == 0
+    printed = capsys.readouterr()
+    quarantined = [json.loads(line) for line in (output / 'v2' / layout.QUARANTINE_JSONL).read_text().splitlines()]
+    assert sorted((item['source'], item['reason']) for item in quarantined) == [
+        ('circle/both.jpg', 'label_conflict'), ('cross/both.jpg', 'label_conflict')]  # the same bytes: still
+    document = json.loads((output / 'v2' / layout.DATASET_JSON).read_text())
+    near = document['near_duplicates']
+    assert near['conflicts_written_again'] == 2 and near['pairs_across_labels'] == 1
+    pair = near['label_conflict_pairs'][0]
+    assert {pair['source'], pair['other']} == {'square/near.jpg', 'triangle/near_twin.jpg'}
+    assert pair['split'] == pair['other_split']
+    assert ('2 images the previous version quarantined as near-duplicate label conflicts were decided again '
+            'and written') in printed.out + printed.err

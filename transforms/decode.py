@@ -188,8 +188,7 @@ class _DecodeResizeEncodeFn(beam.DoFn):
         return EncodedImage(ref=ref, sha256=sha256, jpeg=jpeg, height=height, width=width,
                             source_bytes=size, decisions=image_ops.decisions(notes),
                             perceptual_hash=notes.get('perceptual_hash'), source_width=notes['source_width'],
-                            source_height=notes['source_height'], upscaled=notes['upscaled'],
-                            thumbnail=notes.get('thumbnail'))
+                            source_height=notes['source_height'], upscaled=notes['upscaled'])
 
 
 def _split(outputs):

@@ -37,7 +37,6 @@ class EncodedImage(typing.NamedTuple):
     source_width: int | None = None     # of the source, upright (after its EXIF orientation)
     source_height: int | None = None
     upscaled: bool | None = None        # the source was enlarged to reach the target size
-    thumbnail: bytes | None = None      # colour thumbnail (perceptual_hash.colour_thumbnail); None when not hashed
 
 
 class RecordRef(typing.NamedTuple):
@@ -67,7 +66,6 @@ class RecordRef(typing.NamedTuple):
     published_split: str | None = None  # the split the previous version wrote these bytes in (imgrec.transforms.published)
     ctime_ns: int | None = None         # of the source, as listed (local inputs), or None
     inode: int | None = None
-    thumbnail: bytes | None = None      # colour thumbnail (perceptual_hash.colour_thumbnail); None when not hashed
 
     @property
     def order_key(self):

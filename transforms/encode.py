@@ -29,8 +29,8 @@ class Encode(beam.PTransform):
     """ImageRef -> {'records': lists of RecordRef, each with its frame spilled, 'rejected': Rejected}.
 
     ``options`` (a RecordOptions) shape each record; ``labels`` is the singleton side input of the class
-    list; ``spill_dir`` where the frames go; ``with_hash``: each record also gets its perceptual hash and
-    colour thumbnail; ``decoders``: threads each decoding DoFn decodes on (``imgrec.transforms.decode``; 0: its
+    list; ``spill_dir`` where the frames go; ``with_hash``: each record also gets its perceptual hash (the
+    near-duplicate check reads the pixels back from the spilled frame); ``decoders``: threads each decoding DoFn decodes on (``imgrec.transforms.decode``; 0: its
     own).
     """
 

@@ -64,8 +64,7 @@ class _ToExampleFn(beam.DoFn):
             sha256=image.sha256, source_size=image.source_bytes, mtime_ns=ref.mtime_ns, generation=ref.generation,
             decisions=image.decisions, payload_file=path, payload_offset=offset, payload_length=length,
             perceptual_hash=image.perceptual_hash, source_width=image.source_width,
-            source_height=image.source_height, upscaled=image.upscaled, ctime_ns=ref.ctime_ns, inode=ref.inode,
-            thumbnail=image.thumbnail)
+            source_height=image.source_height, upscaled=image.upscaled, ctime_ns=ref.ctime_ns, inode=ref.inode)
         self.ref_bytes.inc(len(self._coder.encode(record)))
         return record
 

@@ -1,28 +1,33 @@
-"""Finds groups of near-duplicate images at any scale: tight groups, which cannot chain into one.
+"""Finds groups of near-duplicate images at any scale: the pictures a confirmed link joins, together.
 
 Candidates: no pair of images is compared unless their perceptual hashes (``imgrec.imaging.
 perceptual_hash``, in every record) agree exactly on one of threshold + 1 bands: each record is keyed by
 its (band, value) pairs, and only the hashes of one key meet on a worker, where every pair is compared
 at once (vectorised) against the threshold. Every pair within the threshold shares a band
 (pigeonhole), and is kept from the first band it shares only. The threshold follows from the number of
-hashed images (``perceptual_hash.threshold_for``, a side input). Only light (hash, source, thumbnail)
-tuples cross this shuffle, and not one by one: a band has few values (2 to the band's bits), so the
-members of each (band, value) are gathered by a combine that Beam lifts, each worker sending one list a
-key, not one element an image and band.
+hashed images (``perceptual_hash.threshold_for``, a side input). Only light (hash, source, frame
+reference) tuples cross this shuffle, and not one by one: the members of each (band, value) are gathered
+by a combine that Beam lifts, each worker sending one list a key, not one element an image and band.
 
-Confirmation: a candidate is a link only if the two images' colour thumbnails agree too
-(``perceptual_hash.same_picture``), a check on what the grey hash cannot see. The thumbnails travel in
-the band buckets, so a candidate is confirmed where it is found: no shuffle joins them to their pairs
-(which cost three elements an image: a thumbnail keyed by source, each end of a pair, the pair).
+Confirmation: a candidate is a link only if the two images' own pixels agree
+(``imgrec.imaging.picture_check``): the JPEGs as written are read by reference (the spill file or the
+previous version's shard, ``payload_file``/``payload_offset``/``payload_length``) where the candidate is
+found, decoded small, and compared in shape (aligned for a crop or a scale, allowing a brightness change
+and a caption strip) and colour; two records whose JPEGs are the same bytes are confirmed without
+decoding. Nothing but the reference travels with the hash: no thumbnail crosses any shuffle. Each worker
+keeps the last ``PICTURES_KEPT`` pictures it decoded, so an image in several candidates is decoded about
+once.
 
 Groups: the links are joined into connected components without gathering them (label propagation:
 each image takes the smallest source it hears, ``ROUNDS`` rounds, what is left unsettled joined by a
-union-find on one worker), and each component is then cut into stars on one worker (``star_groups``):
-the image with the most links leads a group of its linked images not yet in one, then the next, and so
-on. Every member of a group is linked to its leader, confirmed by both checks, so a group never grows
-through chains: A near B near C does not put A with C unless C is near the leader too. A group's name
-is its leader's source.
+union-find on one worker), and each component meets on one worker. A component is a group, whole: the
+pictures a confirmed link joins stay together, so copies of one picture are never cut apart by a false
+link elsewhere (stars did that). Only a component larger than ``MAX_GROUP`` is cut (``bounded_groups``):
+its links are taken strongest first (most similar, then nearest hashes) and a link that would make a
+group larger than ``MAX_GROUP`` is cut; each image lists the links cut from it (``Node.cut``), and
+near_duplicates.jsonl and the summary say so. A group's name is its smallest source by order key.
 """
+import collections
 import functools
 import typing
 
@@ -31,34 +36,50 @@ from apache_beam.metrics import Metrics
 
 from imgrec.contract import counters
 from imgrec.contract.hashing import order_key
+from imgrec.contract import tfrecord, features as F
+from imgrec.contract.example import decode_example
 from imgrec.imaging import perceptual_hash as ph
+from imgrec.imaging import picture_check
+from imgrec.storage.frames import FrameReader
+from imgrec.storage.storage import given_or_default
 
 # Label rounds: each is a shuffle of the links and a stage of its own; what they leave unsettled is
 # joined on one worker, so fewer rounds cost a bigger (still small) gather, never a wrong group.
 ROUNDS = 2
 UNSETTLED = 'unsettled'
+# The most images a group may hold: a larger component is cut, its weakest links first (``bounded_groups``).
+# Copies of one picture are rarely more than a few dozen; a group must also fit a split's share.
+MAX_GROUP = 256
+# Pictures (decoded for the check) a worker keeps, ~45 kB each, so an image in several candidates is decoded
+# about once; and the candidates whose frames are read at once.
+PICTURES_KEPT = 1024
+PAIRS_AT_ONCE = 256
 
 
 class Node(typing.NamedTuple):
     """An image with at least one confirmed near-duplicate: its group, and its links."""
-    group: str         # the group's leader
-    nearest: str
-    distance: int
-    neighbours: tuple  # ((source, distance), ...), sorted: every link, to its group or another
+    group: str         # the group's name: its smallest source by order key
+    nearest: str       # the image it is most like (highest similarity, then nearest hash)
+    distance: int      # Hamming distance of the hashes to it
+    neighbours: tuple  # ((source, distance, similarity), ...), sorted: every confirmed link, kept or cut
+    similarity: float | None = None  # the check's correlation with ``nearest`` (picture_check.similarity)
+    cut: tuple = ()    # the sources whose links to this image were cut to bound the group's size
 
 
 _MASK = (1 << ph.BITS) - 1
 
 
 def band_keys(record, threshold):
-    """((band, value), (hash, source, thumbnail)) for each band of the record's hash; none without a hash.
-    The hash travels as a signed 64-bit int, as Beam's integer coder wants it."""
+    """((band, value), (hash, source, frame)) for each band of the record's hash; none without a hash.
+    The hash travels as a signed 64-bit int, as Beam's integer coder wants it; ``frame`` is where the
+    record's bytes are, (file, offset, length), for the confirmation to read."""
     if record.perceptual_hash is None:
         return
     value = ph.from_hex(record.perceptual_hash)
     signed = value - (1 << ph.BITS) if value >> (ph.BITS - 1) else value
+    frame = (record.payload_file, record.payload_offset, record.payload_length)
     for band, band_value in enumerate(ph.band_values(value, ph.band_edges(ph.bands_for(threshold)))):
-        yield (band, band_value), (signed, record.source, record.thumbnail)
+        yield (band, band_value), (signed, record.source, frame)
 
 
 @functools.cache
@@ -93,24 +114,50 @@ def pairs_in_bucket(band, members, threshold):
             yield source_a, source_b, distance
 
 
-def star_groups(links):
-    """{source: leader} of one component: ``links`` is {source: ((neighbour, distance), ...)}.
+def bounded_groups(links, max_group=MAX_GROUP):
+    """({source: group name}, {source: (sources whose links to it were cut)}) of one component: ``links``
+    is {source: ((neighbour, distance, similarity), ...)}.
 
-    In order of most links (ties: order key), an image not yet in a group leads one, and takes each of
-    its linked images not yet in a group. Deterministic: it depends on the links only.
+    A component no larger than ``max_group`` is one group. A larger one is joined again link by link,
+    strongest first (similarity, then hash distance, then names), a link cut when it would join two
+    groups into one of more than ``max_group``. Deterministic: it depends on the links only.
     """
-    leader_of = {}
-    for source in sorted(links, key=lambda s: (-len(links[s]), order_key(s))):
-        if source in leader_of:
+    if len(links) <= max_group:
+        name = min(links, key=order_key)
+        return dict.fromkeys(links, name), {}
+    parent, size = {source: source for source in links}, dict.fromkeys(links, 1)
+
+    def find(source):
+        while parent[source] != source:
+            parent[source] = parent[parent[source]]
+            source = parent[source]
+        return source
+
+    edges = sorted({(-similarity, distance, min(a, b), max(a, b))
+                    for a, neighbours in links.items() for b, distance, similarity in neighbours})
+    cut = collections.defaultdict(set)
+    for _, _, a, b in edges:
+        root_a, root_b = find(a), find(b)
+        if root_a == root_b:
             continue
-        leader_of[source] = source
-        for other, _ in links[source]:
-            leader_of.setdefault(other, source)
-    return leader_of
+        if size[root_a] + size[root_b] > max_group:
+            cut[a].add(b)
+            cut[b].add(a)
+            continue
+        parent[root_b] = root_a
+        size[root_a] += size[root_b]
+    members = collections.defaultdict(list)
+    for source in links:
+        members[find(source)].append(source)
+    name_of = {}
+    for group in members.values():
+        name = min(group, key=order_key)
+        name_of.update(dict.fromkeys(group, name))
+    return name_of, {source: tuple(sorted(others)) for source, others in cut.items()}
 
 
 class _MembersFn(beam.CombineFn):
-    """The (hash, source, thumbnail) members of one band value, as a list: gathered on each worker before the
+    """The (hash, source, frame) members of one band value, as a list: gathered on each worker before the
     shuffle."""
 
     def create_accumulator(self):
@@ -130,40 +177,110 @@ class _MembersFn(beam.CombineFn):
         return members
 
 
-class _CompareFn(beam.DoFn):
-    """One band bucket -> its confirmed candidates: pairs within the threshold whose thumbnails agree.
-    Counts the comparisons (the cost that grows with the square), and the candidates confirmed and refused."""
+def jpeg_of_frame(frame_bytes):
+    """The JPEG of one TFRecord frame as the build wrote it (its Example's encoded image)."""
+    return decode_example(tfrecord.unframe(frame_bytes))[F.IMAGE_ENCODED]
 
-    def __init__(self):
+
+def picture_of_frame(frame_bytes):
+    """The check's Picture of one TFRecord frame as the build wrote it: the Example's JPEG, decoded small."""
+    return picture_check.from_jpeg(jpeg_of_frame(frame_bytes))
+
+
+def _jpeg_or_none(frame_bytes):
+    """A frame's JPEG, or None where it cannot be had (no frame, unreadable, damaged): such a candidate is not
+    confirmed (the shard writer reports a damaged frame; a heuristic does not fail the build)."""
+    if frame_bytes is None or isinstance(frame_bytes, Exception):
+        return None
+    try:
+        return jpeg_of_frame(frame_bytes)
+    except Exception:  # pylint: disable=broad-except
+        return None
+
+
+class _CompareFn(beam.DoFn):
+    """One band bucket -> its confirmed candidates (source, source, distance, similarity): pairs within the
+    threshold whose pictures agree (``picture_check.judge``), read by reference: two records whose JPEGs
+    are the same bytes (pixel-identical sources: the encoder is deterministic) are confirmed without
+    decoding. Counts the comparisons (the cost that grows with the square), and the candidates confirmed
+    and refused."""
+
+    def __init__(self, files=None):
+        self._files = files
         self.compared = Metrics.counter(*counters.HASHES_COMPARED)
         self.confirmed = Metrics.counter(*counters.PAIRS_CONFIRMED)
         self.refused = Metrics.counter(*counters.PAIRS_REFUSED)
 
+    def setup(self):
+        self._pictures = collections.OrderedDict()  # source -> Picture (or None), the last PICTURES_KEPT
+        self._reader = None
+
+    def teardown(self):
+        if self._reader is not None:
+            self._reader.close()
+
+    def _jpegs_of(self, frames):
+        """{source: JPEG bytes or None} of {source: frame reference}: one coalesced read of the frames."""
+        if self._reader is None:
+            first = next((ref[0] for ref in frames.values() if ref[0] is not None), None)
+            if first is None:
+                return dict.fromkeys(frames)
+            self._reader = FrameReader(given_or_default(first, self._files))
+        read = self._reader.read([ref for ref in set(frames.values()) if ref[0] is not None], failures=True)
+        return {source: _jpeg_or_none(read.get(ref)) for source, ref in frames.items()}
+
+    def _picture(self, source, jpeg):
+        """The Picture of ``source``, kept or decoded from ``jpeg`` (None when it cannot be decoded)."""
+        if source in self._pictures:
+            self._pictures.move_to_end(source)
+            return self._pictures[source]
+        try:
+            picture = picture_check.from_jpeg(jpeg) if jpeg is not None else None
+        except Exception:  # pylint: disable=broad-except  # an undecodable record confirms nothing
+            picture = None
+        self._pictures[source] = picture
+        if len(self._pictures) > PICTURES_KEPT:
+            self._pictures.popitem(last=False)
+        return picture
+
     def process(self, keyed, threshold):
         (band, _), members = keyed
         members = list(members)
-        thumbnails = {source: thumbnail for _, source, thumbnail in members}
+        frames = {source: tuple(frame) for _, source, frame in members}
         self.compared.inc(len(members) * (len(members) - 1) // 2)
         pairs = list(pairs_in_bucket(band, [(value, source) for value, source, _ in members], threshold))
-        agree = ph.same_pictures([(thumbnails[a], thumbnails[b]) for a, b, _ in pairs])  # a bucket's pairs at once
-        self.confirmed.inc(sum(agree))
-        self.refused.inc(len(pairs) - sum(agree))
-        for pair, same in zip(pairs, agree):
-            if same:
-                yield pair
+        confirmed = 0
+        for start in range(0, len(pairs), PAIRS_AT_ONCE):  # the frames of a slice of pairs read at once
+            chunk = pairs[start:start + PAIRS_AT_ONCE]
+            jpegs = self._jpegs_of({source: frames[source] for a, b, _ in chunk for source in (a, b)})
+            for a, b, distance in chunk:
+                if jpegs[a] is None or jpegs[b] is None:
+                    continue
+                if jpegs[a] == jpegs[b]:  # the same pixels written: the same picture, nothing to decode
+                    same, similarity = True, 1.0
+                else:
+                    first, second = self._picture(a, jpegs[a]), self._picture(b, jpegs[b])
+                    if first is None or second is None:
+                        continue
+                    same, similarity = picture_check.judge(first, second)
+                if same:
+                    confirmed += 1
+                    yield a, b, distance, similarity
+        self.confirmed.inc(confirmed)
+        self.refused.inc(len(pairs) - confirmed)
 
 
 def _adjacent(keyed):
     """A node's first state: (label = smallest of itself and its neighbours, neighbours)."""
     node, neighbours = keyed
     neighbours = tuple(sorted(set(neighbours)))
-    return node, (None, min(node, *(other for other, _ in neighbours)), neighbours)
+    return node, (None, min(node, *(other for other, *_ in neighbours)), neighbours)
 
 
 def _send(keyed):
     node, (_, label, neighbours) = keyed
     yield node, (True, label, neighbours)
-    for other, _ in neighbours:
+    for other, *_ in neighbours:
         yield other, (False, label, None)
 
 
@@ -209,14 +326,14 @@ def _component(keyed, relabel):
     return relabel.get(label, label), (node, neighbours)
 
 
-def _stars(keyed):
-    """One component -> (source, Node) for each of its images."""
+def _groups(keyed):
+    """One component -> (source, Node) for each of its images (``bounded_groups``)."""
     _, nodes = keyed
     links = dict(nodes)
-    leader_of = star_groups(links)
+    name_of, cut = bounded_groups(links)
     for source, neighbours in sorted(links.items()):
-        nearest, distance = min(neighbours, key=lambda link: (link[1], link[0]))
-        yield source, Node(leader_of[source], nearest, distance, neighbours)
+        nearest, distance, similarity = min(neighbours, key=lambda link: (-link[2], link[1], link[0]))
+        yield source, Node(name_of[source], nearest, distance, neighbours, similarity, cut.get(source, ()))
 
 
 class Threshold(beam.PTransform):
@@ -235,12 +352,14 @@ class Threshold(beam.PTransform):
 
 class FindGroups(beam.PTransform):
     """RecordRef -> (source, Node) for every image with a confirmed near-duplicate within ``threshold``:
-    a number, or a one-element PCollection of it (``Threshold``)."""
+    a number, or a one-element PCollection of it (``Threshold``). ``files``: the storage the records'
+    frames are read through for the confirmation (the job's, with its options), or the default for the path."""
 
-    def __init__(self, threshold, rounds=ROUNDS):
+    def __init__(self, threshold, rounds=ROUNDS, files=None):
         super().__init__()
         self._threshold = threshold
         self._rounds = rounds
+        self._files = files  # the storage the records' frames are read through (the job's), or the default
 
     def expand(self, records):
         threshold = self._threshold
@@ -249,9 +368,9 @@ class FindGroups(beam.PTransform):
         links = (records
                  | 'BandKeys' >> beam.FlatMap(band_keys, threshold)
                  | 'GroupBands' >> beam.CombinePerKey(_MembersFn())
-                 | 'CompareInBand' >> beam.ParDo(_CompareFn(), threshold))
+                 | 'CompareInBand' >> beam.ParDo(_CompareFn(self._files), threshold))
         state = (links
-                 | 'BothEnds' >> beam.FlatMap(lambda e: [(e[0], (e[1], e[2])), (e[1], (e[0], e[2]))])
+                 | 'BothEnds' >> beam.FlatMap(lambda e: [(e[0], (e[1], e[2], e[3])), (e[1], (e[0], e[2], e[3]))])
                  | 'Neighbours' >> beam.GroupByKey()
                  | 'FirstLabels' >> beam.Map(_adjacent))
         unsettled = state  # replaced by every round (there is at least one)
@@ -268,4 +387,4 @@ class FindGroups(beam.PTransform):
         return (state
                 | 'KeyByComponent' >> beam.Map(_component, beam.pvalue.AsSingleton(relabel))
                 | 'Components' >> beam.GroupByKey()
-                | 'Stars' >> beam.FlatMap(_stars))
+                | 'Groups' >> beam.FlatMap(_groups))

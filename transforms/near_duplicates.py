@@ -14,32 +14,38 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 
 from imgrec.contract import counters
+from imgrec.contract.metadata import LISTED_CONFLICT_PAIRS, NEAR_DUPLICATE_CONFLICTS
 from imgrec.contract.metadata import NEAR_DUPLICATE_MODES as MODES
 from imgrec.contract.reasons import NEAR_DUPLICATE_CONFLICT
 from imgrec.console.errors import BuildFailed
 from imgrec.imaging import perceptual_hash as ph
+from imgrec.imaging import picture_check
 from imgrec.versions import failed_build
 from imgrec.transforms.constants import Empty, Value
 from imgrec.transforms.elements import Rejected
-from imgrec.transforms.near_duplicate_groups import FindGroups, Node, Threshold
+from imgrec.transforms.near_duplicate_groups import MAX_GROUP, FindGroups, Node, Threshold
 from imgrec.transforms.splits import GROUPS, MOVES, DealSplits, split_for
 
 GROUP, REPORT, OFF = MODES
+KEEP, QUARANTINE = NEAR_DUPLICATE_CONFLICTS
 MEMBERS, REJECTED = 'members', 'rejected'
-_GROUP_STATS = ('groups', 'images', 'images_moved', 'label_conflicts')
+_GROUP_STATS = ('groups', 'images', 'images_moved', 'label_conflicts', 'conflicts_written_again', 'links_cut')
 _PAIR_STATS = ('pairs', 'pairs_across_splits', 'pairs_across_labels')
 
 
 class NearDuplicate(typing.NamedTuple):
     """A written image with a near-duplicate: one line of near_duplicates.jsonl."""
     source: str
-    group: str        # the group's leader: the same for all its images
-    distance: int     # Hamming distance to the nearest image it is linked to
-    nearest: str      # that image
+    group: str        # the group's name (its smallest source by order key): the same for all its images
+    distance: int     # Hamming distance of the hashes to ``nearest``
+    nearest: str      # the image it is most like among those it is linked to
     label: str
     split: str        # where it was written
     moved_from: str | None  # its hash's split (splits.split_for), when the group took it elsewhere; else None
     perceptual_hash: str
+    similarity: float | None = None  # the pixel check's correlation with ``nearest`` (imgrec.imaging.picture_check)
+    nearest_label: str | None = None  # ``nearest``'s label: differs from ``label`` for a pair under two labels
+    links_cut: typing.Sequence[str] = ()  # images it was linked to whose links were cut to bound its group's size
 
 
 def _sides(joined):
@@ -84,7 +90,7 @@ def _label_messages(joined):
     records, nodes = _sides(joined)
     for record in records if nodes else ():
         yield record.source, (True, record.source, record.label_text)
-        for other, _ in nodes[0].neighbours:
+        for other, *_ in nodes[0].neighbours:
             yield other, (False, record.source, record.label_text)
 
 
@@ -103,24 +109,30 @@ def _pair_messages(group):
     """Each member's final split told to itself, and to each image it is linked to (once a pair)."""
     _, members = group
     for record, node in members:
-        yield record.source, (True, record.split, record.label)
-        for other, _ in node.neighbours:
+        yield record.source, (True, record.split, record.label_text, record.source)
+        for other, *_ in node.neighbours:
             if other > record.source:
-                yield other, (False, record.split, record.label)
+                yield other, (False, record.split, record.label_text, record.source)
 
 
 def _pair_stats(keyed):
-    _, messages = keyed
-    messages = list(messages)
-    own = next(((split, label) for is_own, split, label in messages if is_own), None)
+    """One image's links to smaller sources: their counts, and those under another label listed."""
+    source, messages = keyed
+    messages = sorted(messages)
+    own = next(((split, label) for is_own, split, label, _ in messages if is_own), None)
     stats = dict.fromkeys(_PAIR_STATS, 0)
+    listed = []
     if own is not None:
-        for is_own, split, label in messages:
+        for is_own, split, label, other in messages:
             if not is_own:
                 stats['pairs'] += 1
                 stats['pairs_across_splits'] += split != own[0]
                 stats['pairs_across_labels'] += label != own[1]
-    return None, (_STATS, stats)
+                if label != own[1]:
+                    listed.append((other, label, split, source, own[1], own[0]))
+    yield None, (_STATS, stats)
+    if listed:
+        yield None, (_CONFLICT_PAIRS, sorted(listed)[:LISTED_CONFLICT_PAIRS])
 
 
 class _DescribeGroupFn(beam.DoFn):
@@ -134,23 +146,28 @@ class _DescribeGroupFn(beam.DoFn):
 
     def process(self, group):
         name, members = group
-        moved = 0
+        moved = cut = 0
+        labels = {record.source: record.label_text for record, _ in members}
         for record, node in sorted(members, key=lambda member: member[0].source):
             alone = split_for(record.source, self._weights)
             moved_from = alone if self._together and alone != record.split else None
             moved += moved_from is not None
             yield NearDuplicate(record.source, name, node.distance, node.nearest, record.label_text, record.split,
-                                moved_from, record.perceptual_hash)
+                                moved_from, record.perceptual_hash, node.similarity,
+                                labels.get(node.nearest, record.label_text), list(node.cut))
+            cut += len(node.cut)
         self.moved.inc(moved)
         for message in _pair_messages(group):
             yield beam.pvalue.TaggedOutput('pairs', message)
         yield beam.pvalue.TaggedOutput('stats', (None, (_STATS, dict(
-            groups=1, images=len(members), images_moved=moved, label_conflicts=0, largest_group=len(members)))))
+            groups=1, images=len(members), images_moved=moved, label_conflicts=0, largest_group=len(members),
+            links_cut=cut))))  # each cut link counted at both ends: halved in _describe
         yield beam.pvalue.TaggedOutput('stats', (None, (_LARGEST, (len(members), name))))
 
 
-# What the summary sums, each input tagged: a dict of counts, a record's final split, a group's (size, leader).
-_STATS, _SPLIT, _LARGEST = 'stats', 'split', 'largest'
+# What the summary sums, each input tagged: a dict of counts, a record's final split, a group's (size, leader),
+# pairs under two labels (the first LISTED_CONFLICT_PAIRS by source kept).
+_STATS, _SPLIT, _LARGEST, _CONFLICT_PAIRS = 'stats', 'split', 'largest', 'conflict_pairs'
 
 
 class _SummaryFn(beam.CombineFn):
@@ -159,28 +176,31 @@ class _SummaryFn(beam.CombineFn):
     combine where each took one of its own (two steps and two stages each, and a side input)."""
 
     def create_accumulator(self):
-        return dict.fromkeys(_GROUP_STATS + _PAIR_STATS, 0) | {'largest_group': 0}, {}, None
+        return dict.fromkeys(_GROUP_STATS + _PAIR_STATS, 0) | {'largest_group': 0}, {}, None, []
 
     def add_input(self, summary, tagged):
-        totals, splits, largest = summary
+        totals, splits, largest, pairs = summary
         kind, value = tagged
         if kind == _STATS:
             for key, count in value.items():
                 totals[key] = max(totals[key], count) if key == 'largest_group' else totals[key] + count
         elif kind == _SPLIT:
             splits[value] = splits.get(value, 0) + 1
+        elif kind == _CONFLICT_PAIRS:
+            pairs = sorted(set(pairs) | set(map(tuple, value)))[:LISTED_CONFLICT_PAIRS]
         else:
             largest = value if largest is None else max(largest, value)
-        return totals, splits, largest
+        return totals, splits, largest, pairs
 
     def merge_accumulators(self, accumulators):
         merged = self.create_accumulator()
-        for totals, splits, largest in accumulators:
+        for totals, splits, largest, pairs in accumulators:
             merged = self.add_input(merged, (_STATS, totals))
             for split, count in splits.items():
                 merged[1][split] = merged[1].get(split, 0) + count
             if largest is not None:
                 merged = self.add_input(merged, (_LARGEST, largest))
+            merged = self.add_input(merged, (_CONFLICT_PAIRS, pairs))
         return merged
 
     def extract_output(self, summary):
@@ -239,10 +259,15 @@ class NearDuplicates(beam.PTransform):
     """
 
     def __init__(self, mode, weights, stratify=False, keep_published=False, threshold=None, tolerance=1.0,
-                 staging_dir=None, files=None):
+                 staging_dir=None, files=None, conflicts=KEEP, conflicts_before=None):
         super().__init__()
+        self._conflicts_before = conflicts_before  # sources the previous version quarantined as conflicts, or None
         if mode not in MODES:
             raise ValueError(f'unknown near-duplicate mode {mode!r}; expected one of {", ".join(MODES)}')
+        if conflicts not in NEAR_DUPLICATE_CONFLICTS:
+            raise ValueError(f'unknown near-duplicate conflict rule {conflicts!r}; expected one of '
+                             f'{", ".join(NEAR_DUPLICATE_CONFLICTS)}')
+        self._conflicts = conflicts
         self._mode = mode
         self._weights = tuple(weights)
         self._stratify = stratify
@@ -252,23 +277,27 @@ class NearDuplicates(beam.PTransform):
         self._staging_dir = staging_dir  # where a failed share check leaves its counts for the failed build's report
         self._files = files
 
-    def _describe(self, totals, threshold):
+    def _describe(self, totals, threshold, pairs):
         hashed = self._mode != OFF
+        listed = [dict(zip(('source', 'label', 'split', 'other', 'other_label', 'other_split'), pair)) for pair in pairs]
+        totals = dict(totals, links_cut=totals.get('links_cut', 0) // 2)
         return dict(totals, mode=self._mode, hash=ph.ALGORITHM if hashed else None,
-                    threshold=threshold if hashed else None, bands=ph.bands_for(threshold) if hashed else None)
+                    threshold=threshold if hashed else None, bands=ph.bands_for(threshold) if hashed else None,
+                    check=picture_check.ALGORITHM if hashed else None, max_group=MAX_GROUP if hashed else None,
+                    conflicts=self._conflicts, label_conflict_pairs=listed)
 
     def _checked(self, _, summary, threshold):
-        totals, counts, largest = summary.get(None) or _SummaryFn().create_accumulator()
+        totals, counts, largest, pairs = summary.get(None) or _SummaryFn().create_accumulator()
         reason = check_shares(counts, self._weights, self._tolerance, largest, self._keep_published)
         if reason:
             if self._staging_dir:
                 failed_build.record(self._staging_dir, {'dealt': dict(counts)}, self._files)
             raise BuildFailed(reason)
-        return self._describe(totals, threshold)
+        return self._describe(totals, threshold, pairs)
 
     def _groups(self, records, threshold):
         """(singletons, groups (name, [(record, node)]), rejected, [their stats]) before dealing."""
-        nodes = records | 'FindGroups' >> FindGroups(threshold)
+        nodes = records | 'FindGroups' >> FindGroups(threshold, files=self._files)
         joined = ((records | 'KeyBySource' >> beam.Map(lambda r: (r.source, r)), nodes)
                   | 'RecordsAndNodes' >> beam.Flatten()
                   | 'JoinGroups' >> beam.GroupByKey())
@@ -276,7 +305,7 @@ class NearDuplicates(beam.PTransform):
                                        | 'TellLabels' >> beam.FlatMap(_label_messages)
                                        | 'HearLabels' >> beam.GroupByKey()
                                        | 'LabelConflicts' >> beam.FlatMap(_conflict))
-        sorted_out = joined | 'SortOut' >> beam.ParDo(_SortOutFn(self._mode == GROUP), conflicts).with_outputs(
+        sorted_out = joined | 'SortOut' >> beam.ParDo(_SortOutFn(self._mode == GROUP and self._conflicts == QUARANTINE), conflicts).with_outputs(
             MEMBERS, REJECTED, 'stats', main='singletons')
         return (sorted_out.singletons, sorted_out[MEMBERS] | 'GroupMembers' >> beam.GroupByKey(), sorted_out[REJECTED],
                 [sorted_out.stats])
@@ -306,9 +335,14 @@ class NearDuplicates(beam.PTransform):
             'stats', 'pairs', main='rows')
         pair_stats = (described.pairs
                       | 'HearSplits' >> beam.GroupByKey()
-                      | 'PairStats' >> beam.Map(_pair_stats))
+                      | 'PairStats' >> beam.FlatMap(_pair_stats))
         final_splits = dealt['records'] | 'FinalSplit' >> beam.Map(lambda record: (None, (_SPLIT, record.split)))
-        totals = ((described.stats, pair_stats, *conflict_stats, final_splits)
+        written_again = []
+        if self._conflicts_before is not None:  # a refresh: its previous version's conflicts written this time
+            written_again = [dealt['records'] | 'WrittenAgain' >> beam.FlatMap(
+                lambda record, before: [(None, (_STATS, {'conflicts_written_again': 1}))] if record.source in before
+                else [], beam.pvalue.AsDict(self._conflicts_before | 'AsKeys' >> beam.Map(lambda s: (s, True))))]
+        totals = ((described.stats, pair_stats, *conflict_stats, *written_again, final_splits)
                   | 'AllStats' >> beam.Flatten()
                   | 'SumStats' >> beam.CombinePerKey(_SummaryFn()))
         # Made once from the sums as a side input; it fails the build here, before anything is published.

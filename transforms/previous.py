@@ -27,7 +27,7 @@ from apache_beam.metrics import Metrics
 
 from imgrec.contract import counters, features as F, index as I, layout, tfrecord
 from imgrec.contract.example import decode_example
-from imgrec.contract.reasons import CORRUPT, EMPTY, NOT_AN_IMAGE, TOO_MANY_PIXELS, TOO_SMALL, TRUNCATED, UNSUPPORTED_FORMAT
+from imgrec.contract.reasons import NEAR_DUPLICATE_CONFLICT, CORRUPT, EMPTY, NOT_AN_IMAGE, TOO_MANY_PIXELS, TOO_SMALL, TRUNCATED, UNSUPPORTED_FORMAT
 from imgrec.console.errors import BuildFailed
 from imgrec.imaging import image_ops
 from imgrec.storage import retries
@@ -45,7 +45,7 @@ DECODING_VERDICTS = frozenset((EMPTY, NOT_AN_IMAGE, UNSUPPORTED_FORMAT, TOO_MANY
 
 # RecordRef field <- index column, for what a reused record keeps from the previous version.
 _IMAGE_FACTS = (('perceptual_hash', I.PERCEPTUAL_HASH), ('source_width', I.SOURCE_WIDTH),
-                ('source_height', I.SOURCE_HEIGHT), ('upscaled', I.UPSCALED), ('thumbnail', I.THUMBNAIL))
+                ('source_height', I.SOURCE_HEIGHT), ('upscaled', I.UPSCALED))
 
 
 def facts_check(row):
@@ -160,6 +160,25 @@ def source_sha256(storage, path):
     except Exception:  # pylint: disable=broad-except  # missing now, forbidden, retries spent: decode it
         return None
     return digest.hexdigest()
+
+
+def _conflict_source(line):
+    item = json.loads(line)
+    return [item['source']] if item.get('reason') == NEAR_DUPLICATE_CONFLICT else []
+
+
+class PreviousConflicts(beam.PTransform):
+    """PBegin -> the sources the previous version quarantined as near-duplicate label conflicts: a refresh
+    decides them again (they are not fates, ``DECODING_VERDICTS``) and counts those it writes now."""
+
+    def __init__(self, version_dir, document):
+        super().__init__()
+        self._path = layout.join(version_dir, document['quarantine']['file'])
+
+    def expand(self, pbegin):
+        return (pbegin
+                | 'ReadQuarantine' >> beam.io.ReadFromText(self._path)
+                | 'NearDuplicateConflicts' >> beam.FlatMap(_conflict_source))
 
 
 class _MatchFn(beam.DoFn):

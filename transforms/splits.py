@@ -237,10 +237,15 @@ class _DealScopeFn(beam.DoFn):
                 moved, moves = self._mover.place(record, final)
                 yield from moves
                 placed.append((moved, *rest))
-                yield beam.pvalue.TaggedOutput(_COUNTS, ((_PLACED, (scope, final)), 1))
+                # Counted in the image's own scope: a group kept under two labels (--stratify) is dealt with
+                # its first image's class, but each image fills its own class's share.
+                yield beam.pvalue.TaggedOutput(_COUNTS, ((_PLACED, (self._scope_of(record, scope), final)), 1))
             yield beam.pvalue.TaggedOutput(GROUPS, (group, placed))
             for record, *_ in placed:
                 yield record
+
+    def _scope_of(self, record, scope):
+        return record.label if self._stratify else scope
 
     def _fixed(self, record):
         return self._keep_published and record.published_split in self._names

@@ -52,8 +52,7 @@ def index_row(record, shard_file, offset, array_record_position=None):
                   I.LABEL: record.label, I.SHARD: shard_file, I.OFFSET: offset, I.LENGTH: record.payload_length,
                   I.DECISIONS: ','.join(record.decisions), I.PERCEPTUAL_HASH: record.perceptual_hash,
                   I.SOURCE_WIDTH: record.source_width, I.SOURCE_HEIGHT: record.source_height,
-                  I.UPSCALED: record.upscaled, I.ARRAY_RECORD_POSITION: array_record_position,
-                  I.THUMBNAIL: record.thumbnail})
+                  I.UPSCALED: record.upscaled, I.ARRAY_RECORD_POSITION: array_record_position})
 
 
 def _unframed(data, record, array_record):

@@ -55,8 +55,8 @@ IMAGES_GROUPED = Counter('near_duplicates', 'images_grouped')
 IMAGES_MOVED = Counter('near_duplicates', 'images_moved')
 HASHES_COMPARED = Counter('near_duplicates', 'hashes_compared')  # pairs of hashes compared in band buckets
 IMAGES_DEALT = Counter('splits', 'images_dealt_from_hash_split')  # images whose final split is not split_for's
-PAIRS_CONFIRMED = Counter('near_duplicates', 'pairs_confirmed')  # hash candidates the thumbnails confirmed
-PAIRS_REFUSED = Counter('near_duplicates', 'pairs_refused')  # hash candidates the thumbnails refused
+PAIRS_CONFIRMED = Counter('near_duplicates', 'pairs_confirmed')  # hash candidates the pixel check confirmed
+PAIRS_REFUSED = Counter('near_duplicates', 'pairs_refused')  # hash candidates the pixel check refused
 # One counter a reason (imgrec.contract.reasons): QUARANTINE/<reason>.
 QUARANTINE = 'quarantine'
 # One counter a kind of operation retried (imgrec.storage.retries): RETRIES/<kind>.

@@ -37,7 +37,6 @@ SOURCE_WIDTH = 'source_width'            # of the source image, upright (after i
 SOURCE_HEIGHT = 'source_height'
 UPSCALED = 'upscaled'                    # the source was enlarged to reach the target size
 ARRAY_RECORD_POSITION = 'array_record_position'  # of the record in its ArrayRecord shard (null: none built)
-THUMBNAIL = 'thumbnail'                  # 8x8 RGB box averages of the decoded image, 192 bytes (docs/near-duplicates.md)
 # A checksum binding the facts a refresh copies from a row (FACTS) to the record's own sha256: a row whose facts
 # were damaged or copied from another row does not check, and its image is decoded again (docs/contract.md).
 FACTS_CHECKSUM = 'facts_checksum'
@@ -49,8 +48,7 @@ COLUMNS = {
     SOURCE: 'string', SHA256: 'string', SOURCE_SIZE: 'int64', SOURCE_MTIME_NS: 'int64',
     SOURCE_CTIME_NS: 'int64', SOURCE_INODE: 'int64', SOURCE_GENERATION: 'int64', SPLIT: 'string', LABEL: 'int64', SHARD: 'string', OFFSET: 'int64',
     LENGTH: 'int64', DECISIONS: 'string', PERCEPTUAL_HASH: 'string', SOURCE_WIDTH: 'int64',
-    SOURCE_HEIGHT: 'int64', UPSCALED: 'bool', ARRAY_RECORD_POSITION: 'int64', THUMBNAIL: 'binary',
-    FACTS_CHECKSUM: 'int64',
+    SOURCE_HEIGHT: 'int64', UPSCALED: 'bool', ARRAY_RECORD_POSITION: 'int64', FACTS_CHECKSUM: 'int64',
 }
 
 

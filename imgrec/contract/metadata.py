@@ -10,6 +10,13 @@ from imgrec.contract import features as F, layout
 
 # dataset.json's near_duplicates.mode, and --near_duplicates: group them into one split, report them, or off.
 NEAR_DUPLICATE_MODES = ('group', 'report', 'off')
+# dataset.json's near_duplicates.conflicts, and --near_duplicate_conflicts: what a near-duplicate pair filed under two
+# labels gets. keep (the default): both images are written, in one split, and the pair is listed; quarantine: both
+# are quarantined (near_duplicate_label_conflict). A heuristic never deletes unless asked.
+NEAR_DUPLICATE_CONFLICTS = ('keep', 'quarantine')
+# Pairs under two labels listed in dataset.json's near_duplicates.label_conflict_pairs (the first by source):
+# near_duplicates.jsonl lists every one.
+LISTED_CONFLICT_PAIRS = 100
 # 2: each option once. Format 1 also kept the record options (record_options) in ``options`` and the image
 # size in ``image``; readers take both (``current``).
 FORMAT_VERSION = 2
@@ -45,8 +52,10 @@ def build_metadata(*, name: str, version: str, created: str, options: dict, reco
     duplicates, and ignored (non-image files). ``quarantine`` = {'file', 'by_reason'}, ``duplicates`` =
     {'file', 'count'}, ``decoding`` = {'background': [r, g, b], 'decisions': {decision: images},
     'upscaled': written images enlarged to reach the target}; ``near_duplicates`` = {'mode', 'file', 'hash',
-    'threshold', 'bands', 'groups', 'images', 'pairs', 'pairs_across_splits', 'pairs_across_labels',
-    'images_moved', 'largest_group'} (docs/near-duplicates.md);
+    'threshold', 'bands', 'check', 'conflicts', 'groups', 'images', 'pairs', 'pairs_across_splits',
+    'pairs_across_labels', 'label_conflict_pairs' ([{'source', 'label', 'split', 'other', 'other_label', 'other_split'}], the
+    first LISTED_CONFLICT_PAIRS), 'label_conflicts', 'images_moved', 'largest_group', 'links_cut',
+    'conflicts_written_again'} (docs/near-duplicates.md);
     ``index`` = ``imgrec.contract.index.describe(...)``; ``classes`` is derived from the labels and class counts
     (``class_facts``); a refresh reuses records only if ``record_options`` are unchanged; ``label_order``
     how the label order was decided; ``refresh`` = {'previous', 'mode',

@@ -27,8 +27,8 @@ REASONS = {
                 'transient read errors are retried, then fail the build',
     NOT_A_FILE: 'not a regular file after following symlinks (a FIFO, socket, device or folder): never opened',
     LABEL_CONFLICT: 'the same bytes are filed under more than one label; every copy is quarantined',
-    NEAR_DUPLICATE_CONFLICT: 'a near-duplicate of an image filed under another label (--near_duplicates group); '
-                             'both are quarantined',
+    NEAR_DUPLICATE_CONFLICT: 'a near-duplicate of an image filed under another label, with '
+                             '--near_duplicate_conflicts quarantine (the default keeps both); both are quarantined',
     UNKNOWN_LABEL: 'the class is not in the --labels file (a choice, so not counted as an error)',
     BAD_LABEL: 'the class name holds a line break or NUL, which labels.txt cannot hold',
     BAD_MANIFEST_LINE: 'a --manifest line that is not "path,label"',

@@ -27,6 +27,11 @@ NEAR_DUPLICATE_PAIRS = 8  # pairs shown of each kind: across splits, the farthes
 PAIR_THUMBNAIL = 48
 
 
+CONFLICT_THUMBNAIL = 96  # a near-duplicate pair under two labels, side by side in the Warnings
+# Near-duplicate pairs under two labels shown side by side in the Warnings (dataset.json lists more).
+CONFLICT_PAIRS_SHOWN = 12
+
+
 MAX_RECORDS_SCANNED = 5000  # stop looking for samples of rare classes after this many records
 
 
@@ -282,3 +287,12 @@ def pruning_plan(output, version, keep_versions, files=None):
     if not keep_versions:
         return Pruning(None, ())
     return Pruning(keep_versions, publication.pruning_plan(output, version, keep_versions, files))
+
+
+def conflict_pairs(document):
+    """dataset.json's near-duplicate pairs under two labels that were kept (written), the first
+    CONFLICT_PAIRS_SHOWN: [{'source', 'label', 'split', 'other', 'other_label', 'other_split'}]."""
+    near = document.get('near_duplicates') or {}
+    if near.get('conflicts', 'quarantine') == 'quarantine':  # before the rule, or asked: quarantined, not written
+        return []
+    return list(near.get('label_conflict_pairs') or [])[:CONFLICT_PAIRS_SHOWN]

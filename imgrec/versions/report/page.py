@@ -11,7 +11,7 @@ from imgrec.contract import layout, metadata
 from imgrec.storage import storage
 from imgrec.versions import version as version_lib
 from imgrec.versions.units import human_bytes
-from imgrec.versions.report.facts import (MAX_CLASSES_SHOWN, Pruning, image_facts, near_duplicate_pairs,
+from imgrec.versions.report.facts import (MAX_CLASSES_SHOWN, Pruning, conflict_pairs, image_facts, near_duplicate_pairs,
                                           published_path, sample_thumbnails, samples_per_class)
 from imgrec.versions.report.sections import (changes_section, class_table_section, duplicates_section, escape, img,
                                              near_duplicates_section, options_section, pruning_section,
@@ -26,6 +26,8 @@ vertical-align:top;font-size:.9em}th{background:#f4f4f4}td.n{text-align:right}
 .grid{display:flex;flex-wrap:wrap;gap:4px;margin:.2em 0 .8em}.grid img{height:64px;border:1px solid #ccc}
 figure{display:inline-block;margin:0 1em 1em 0}img.chart{max-width:100%}.muted{color:#777}
 nav ol{columns:3;margin:.3em 0}#class-problems li,#failure{color:#9a3b00}
+.conflict-pair{display:flex;align-items:flex-end;gap:.5em;margin:.4em 0;color:#222}
+figure.conflict{margin:0}figure.conflict img{height:96px;border:1px solid #ccc}
 """
 
 
@@ -61,12 +63,13 @@ def render(version, build_seconds=None, pruning=None, files=None):
         ['inputs', 'written', 'quarantined', 'duplicates', 'non-image files ignored', 'bytes written'],
         [[counts['inputs'], counts['written'], counts['quarantined'], counts['duplicates'], counts['ignored'],
           human_bytes(total_bytes)]], numeric=range(6))]
-    parts += warnings_section(document)
+    near = near_duplicate_pairs(version.path, files=files)
+    conflicting = {source for pair in conflict_pairs(document) for source in (pair['source'], pair['other'])}
+    facts = image_facts(version.path, document, {row['source'] for pair in near[1] for row in pair[3:]} | conflicting,
+                        files)
+    parts += warnings_section(document, version, facts, files)
     parts += shares_section(document)
     parts += options_section(options, document.get('record_options'))
-
-    near = near_duplicate_pairs(version.path, files=files)
-    facts = image_facts(version.path, document, {row['source'] for pair in near[1] for row in pair[3:]}, files)
     parts += class_table_section(document, labels)
     parts.append('<h2 id="splits">Splits</h2>')
     for name, info in document['splits'].items():

@@ -10,8 +10,8 @@ import json
 from imgrec.contract import index as index_lib, layout, metadata
 from imgrec.contract.reasons import REASONS
 from imgrec.versions import charts, version as version_lib
-from imgrec.versions.report.facts import (IMBALANCE_RATIO, NEAR_DUPLICATE_PAIRS, class_changes, data_url,
-                                          record_thumbnail, source_thumbnail)
+from imgrec.versions.report.facts import (CONFLICT_THUMBNAIL, IMBALANCE_RATIO, NEAR_DUPLICATE_PAIRS, class_changes,
+                                          conflict_pairs, data_url, record_thumbnail, source_thumbnail)
 
 
 MAX_BARS = 40  # past this many classes or shards, a chart shows their distribution instead of one bar each
@@ -312,13 +312,42 @@ def class_warnings(document):
     return found
 
 
-def warnings_section(document):
-    """The ``class_warnings`` as a list, or a line saying there are none (and what was checked)."""
+def _conflicts_warning(document, version, facts, files=None):
+    """The near-duplicate pairs under two labels, both thumbnails of each side by side: for the user to decide."""
+    pairs = conflict_pairs(document)
+    if not pairs:
+        return []
+    total = (document.get('near_duplicates') or {}).get('pairs_across_labels') or len(pairs)
+    rows = []
+    for pair in pairs:
+        cells = []
+        for source, label in ((pair['source'], pair['label']), (pair['other'], pair['other_label'])):
+            url = (record_thumbnail(version.path, facts.where[source], side=CONFLICT_THUMBNAIL, files=files)
+                   if source in facts.where else None)
+            cells.append(f'<figure class="conflict">{img(url, source, "pair") if url else ""}'
+                         f'<figcaption><code>{escape(source)}</code><br>{escape(label)}</figcaption></figure>')
+        split = pair['split'] if pair['split'] == pair['other_split'] else f"{pair['split']} / {pair['other_split']}"
+        rows.append(f'<div class="conflict-pair">{"".join(cells)}<span class="muted">in {escape(split)}</span></div>')
+    return [('near-duplicate-conflicts', (
+        f'<span id="conflict-count">{escape(total)}</span> near-duplicate pairs are filed under two labels. Both images '
+        f'of each are written, in one split; decide which label is right (or that they differ), or build with '
+        f'<code>--near_duplicate_conflicts quarantine</code> to leave both out. '
+        f'{"The first " + str(len(pairs)) + ": " if total > len(pairs) else ""}'
+        f'every pair in {_link(layout.NEAR_DUPLICATES_JSONL)}.'
+        f'<div id="conflict-pairs">{"".join(rows)}</div>'))]
+
+
+def warnings_section(document, version=None, facts=None, files=None):
+    """The ``class_warnings`` and the near-duplicate pairs under two labels as a list, or a line saying there
+    are none (and what was checked)."""
     warnings = class_warnings(document)
+    if version is not None and facts is not None:
+        warnings += _conflicts_warning(document, version, facts, files)
     parts = ['<h2 id="warnings">Warnings</h2>']
     if not warnings:
-        return parts + [f'<p id="no-warnings">None: no class is empty, every class is in every split, and the '
-                        f'largest class holds at most {IMBALANCE_RATIO} times the images of the smallest.</p>']
+        return parts + [f'<p id="no-warnings">None: no class is empty, every class is in every split, the '
+                        f'largest class holds at most {IMBALANCE_RATIO} times the images of the smallest, and no '
+                        f'near-duplicate pair was written under two labels.</p>']
     return parts + ['<ul id="class-problems">' + ''.join(f'<li id="{escape(key)}">{text}</li>' for key, text in warnings)
                     + '</ul>']
 

@@ -1,0 +1,216 @@
+"""The confirmation of a near-duplicate candidate on the two images' own pixels: plain functions (Pillow
+and numpy, which every worker has; no scikit-image, docs/near-duplicates.md says why).
+
+The perceptual hash only proposes candidates: it keeps the signs of the grey layout's lowest waves, so
+on a plain background with one small subject it sees "a blob about here" whatever the blob is (a 0 and
+a 6, a circle and a square). A candidate is a near-duplicate only if the pictures themselves agree at a
+resolution that sees shape (``SIDE`` pixels a side, grey), once what a near-duplicate may change is
+allowed for:
+- a **border crop or a scale** (2-5% cut from the borders, the rest enlarged): each image is compared
+  with the other zoomed by each of ``ZOOMS`` (the central part resized back), the best kept;
+- a **brightness or contrast change**: the grey images are compared by normalised correlation, which
+  ignores a gain and an offset;
+- a **caption or watermark strip**: the strip of ``DROPPED_ROWS`` rows that disagrees most is left out
+  (a bar of up to ~15% of the height, at the top, the bottom or across);
+- **a local difference**: a whole-picture correlation averages away a stroke one picture has and the
+  other lacks (a 3 and a 0 on the same paper correlate at 0.96), so no block of ``BLOCK`` x ``BLOCK``
+  pixels of the kept rows may differ by more than ``MAX_LOCAL`` (standardised);
+- **colour**: a grey match of two pictures of other colours (two gradients of one direction, one bottle
+  purple and one green) is not a copy: the kept colour cells' chroma (hue and saturation, not light) must
+  agree cell by cell within ``MAX_CHROMA``, allowing the saturation a contrast change moves.
+Flat pictures (little grey structure) have no shape to correlate: they must agree in their colour
+cells, in levels, once a brightness gain is taken out (``MAX_FLAT_LEVELS``).
+
+Read by reference: a ``Picture`` is made from the JPEG the build wrote (``from_jpeg``), decoded with
+Pillow's ``draft`` (the JPEG decoder scales by 1/2 to 1/8 as it decodes), so a candidate costs a ranged
+read and a fraction of a millisecond, and nothing is carried on the records.
+"""
+import io
+import typing
+
+import numpy as np
+from PIL import Image
+
+# Grey pixels a side compared: enough to tell a 0 from a 6 or a page's lines from another's.
+SIDE = 32
+# A picture is decoded to at least this many pixels a side (JPEG draft) before the zooms are cut from it.
+_DECODED = 2 * SIDE
+# Zooms undone: a crop of c from every border enlarges the rest by 1 / (1 - 2c) (2-5%: 1.04-1.11); a
+# one-sided crop shifts as well as zooms, which the nearest zoom absorbs at 32 pixels.
+ZOOMS = (1.0, 1.02, 1.04, 1.06, 1.08, 1.10, 1.12)
+# Rows of SIDE left out: the strip of them that disagrees most, a caption or watermark bar of up to ~15% of
+# the height, at the top, the bottom or across.
+DROPPED_ROWS = 5
+# Colour cells a side for the colour term and for flat pictures.
+CELLS = 8
+# The thresholds (chosen on the zoo's tuning styles, checked on its check styles: docs/near-duplicates.md).
+MIN_CORRELATION = 0.92   # normalised correlation of the kept grey rows, best alignment
+MAX_LOCAL = 0.4          # the largest block's mean squared difference, standardised grey (``_local_difference``)
+BLOCK = 4                # pixels a side of those blocks, of SIDE
+MAX_CHROMA = 0.022       # mean chroma difference of the kept colour cells (``_chroma_difference``)
+MAX_SATURATION = 1.5     # a contrast change of 20% either way scales the chroma by up to this
+CHROMA_DAMPING = 96.0    # levels added to a cell's r + g + b before its chroma is taken (``_chroma_cells``)
+FLAT_STD = 4.0           # grey standard deviation (levels) under which a picture is flat: no shape to compare
+MAX_FLAT_LEVELS = 8.0    # flat pictures: mean absolute difference of the colour cells, in levels, after a gain
+MAX_GAIN = 1.25          # the brightness gain allowed for flat pictures (a 20% brightening; 1/1.25 darkening)
+# Recorded in dataset.json (near_duplicates.check): a change of rule or threshold changes the groups.
+ALGORITHM = f'ncc-grey{SIDE}-zoom{len(ZOOMS)}-strip{DROPPED_ROWS}+local{BLOCK}+chroma{CELLS}/2'
+
+
+class Picture(typing.NamedTuple):
+    """What the check keeps of one image: its grey at each zoom, standardised, with its rows' sums (so that a
+    pair's correlations over any rows cost one product), and the small colour image its colour cells are
+    cut from when a pair gets that far (``_cells``: most candidates are refused on the grey)."""
+    grey: np.ndarray         # len(ZOOMS) x SIDE x SIDE, float32, each zoom standardised (mean 0, sd 1)
+    row_sums: np.ndarray     # len(ZOOMS) x SIDE: each row's sum of ``grey``
+    row_squares: np.ndarray  # len(ZOOMS) x SIDE: each row's sum of squares
+    rgb: Image.Image         # the decoded image, small (at least _DECODED a side)
+    flat: bool               # grey standard deviation under FLAT_STD levels
+
+
+def _box(size: tuple[int, int], zoom: float) -> tuple[float, float, float, float]:
+    """The central 1/zoom of an image of ``size``: what a border crop leaves, enlarged by ``zoom``."""
+    width, height = size
+    w, h = width / zoom, height / zoom
+    return (width - w) / 2, (height - h) / 2, (width + w) / 2, (height + h) / 2
+
+
+def from_image(image: Image.Image) -> Picture:
+    """A Picture of a Pillow image (any mode)."""
+    rgb = image if image.mode == 'RGB' else image.convert('RGB')
+    grey_image = rgb.convert('L')
+    grey = np.stack([np.asarray(grey_image.resize((SIDE, SIDE), Image.Resampling.BOX, box=_box(rgb.size, zoom)),
+                                dtype=np.float32) for zoom in ZOOMS])
+    flat = bool(grey[0].std() < FLAT_STD)
+    centred = grey - grey.mean(axis=(1, 2), keepdims=True)
+    grey = centred / np.maximum(np.sqrt((centred ** 2).mean(axis=(1, 2), keepdims=True)), 1e-3)
+    return Picture(grey, grey.sum(axis=2), (grey ** 2).sum(axis=2), rgb, flat)
+
+
+def _cells(picture: Picture, zoom: int) -> np.ndarray:
+    """The picture's CELLS x CELLS x 3 colour cells (box averages, levels) at ZOOMS[zoom]."""
+    box = _box(picture.rgb.size, ZOOMS[zoom])
+    return np.asarray(picture.rgb.resize((CELLS, CELLS), Image.Resampling.BOX, box=box), dtype=np.float32)
+
+
+def from_jpeg(data: bytes) -> Picture:
+    """A Picture of JPEG (or any Pillow format's) bytes, decoded small: Pillow's draft lets the JPEG decoder
+    scale down as it decodes, the whole of the check's decoding cost."""
+    image = Image.open(io.BytesIO(data))
+    image.draft('RGB', (_DECODED, _DECODED))
+    return from_image(image)
+
+
+# The alignments compared: a at zoom 1 against b at each zoom, then a at each other zoom against b at zoom 1.
+_ZOOM_A = np.array([0] * len(ZOOMS) + list(range(1, len(ZOOMS))))
+_ZOOM_B = np.array(list(range(len(ZOOMS))) + [0] * (len(ZOOMS) - 1))
+
+
+def _kept_correlation(a: Picture, b: Picture) -> tuple[np.ndarray, np.ndarray]:
+    """For each alignment (``_ZOOM_A``, ``_ZOOM_B``): (the correlation of the two grey pictures over the rows
+    kept, the kept rows' mask), the strip of DROPPED_ROWS rows that disagrees most left out. One product of
+    the pair's pictures; the rest is in rows, from the pictures' own row sums."""
+    x, y = a.grey[_ZOOM_A], b.grey[_ZOOM_B]
+    cross = np.einsum('nij,nij->ni', x, y)  # alignment x row: sum of x * y
+    sx, sy, qx, qy = a.row_sums[_ZOOM_A], b.row_sums[_ZOOM_B], a.row_squares[_ZOOM_A], b.row_squares[_ZOOM_B]
+    row_error = qx + qy - 2 * cross  # each row's sum of (x - y) ** 2: both standardised over the whole
+    running = np.concatenate((np.zeros((len(x), 1)), np.cumsum(row_error, axis=1)), axis=1)
+    band = running[:, DROPPED_ROWS:] - running[:, :-DROPPED_ROWS]  # alignment x (SIDE - DROPPED_ROWS + 1)
+    start = np.argmax(band, axis=1)  # the strip of DROPPED_ROWS rows that disagrees most
+    rows = np.arange(SIDE)[None, :]
+    keep = (rows < start[:, None]) | (rows >= start[:, None] + DROPPED_ROWS)
+    pixels = float((SIDE - DROPPED_ROWS) * SIDE)
+    sum_x, sum_y = (sx * keep).sum(axis=1), (sy * keep).sum(axis=1)
+    covariance = (cross * keep).sum(axis=1) - sum_x * sum_y / pixels
+    var_x = (qx * keep).sum(axis=1) - sum_x ** 2 / pixels
+    var_y = (qy * keep).sum(axis=1) - sum_y ** 2 / pixels
+    return covariance / np.sqrt(np.maximum(var_x * var_y, 1e-12)), keep
+
+
+def _alignments(a: Picture, b: Picture) -> tuple[np.ndarray, np.ndarray]:
+    """(x, y): the standardised grey pictures of each alignment (``_ZOOM_A``, ``_ZOOM_B``)."""
+    return a.grey[_ZOOM_A], b.grey[_ZOOM_B]
+
+
+def _chroma_cells(cells: np.ndarray) -> np.ndarray:
+    """Each colour cell's chroma (n x 3): its chromaticity (r, g, b over their sum) less grey's (1/3 each),
+    a vector whose direction is the hue and whose length the saturation, nothing of its light; dark cells
+    are damped (CHROMA_DAMPING levels added to the sum: the hue of noise on black means nothing)."""
+    total = cells.sum(axis=-1, keepdims=True)
+    return (cells - total / 3) / (total + CHROMA_DAMPING)
+
+
+def _chroma_difference(a: np.ndarray, b: np.ndarray) -> float:
+    """Mean over the cells of the absolute chroma difference (summed over r, g, b) of two pictures' aligned
+    colour cells (n x 3), once a contrast change is allowed for: it scales every chroma (saturation) by up to
+    MAX_SATURATION either way, so b's is scaled towards a's first (least squares, clipped)."""
+    ca, cb = _chroma_cells(a), _chroma_cells(b)
+    scale = float(np.clip((ca * cb).sum() / ((cb * cb).sum() + 1e-9), 1 / MAX_SATURATION, MAX_SATURATION))
+    return float(np.abs(ca - scale * cb).sum(axis=-1).mean())
+
+
+def _local_difference(x: np.ndarray, y: np.ndarray, keep: np.ndarray) -> float:
+    """The largest mean squared difference over a block of BLOCK x BLOCK pixels of the kept rows, the two
+    grey pictures (SIDE x SIDE) standardised over those rows: a stroke one has and the other lacks (a 3
+    against a 0, a label of other words) is local, where a copy's differences (resampling, re-compression)
+    are spread thin; a correlation over the whole picture averages it away."""
+    mask = np.broadcast_to(keep[:, None], x.shape)
+
+    def standardised(values):
+        centred = values - values[mask].mean()
+        return centred / (np.sqrt((centred[mask] ** 2).mean()) + 1e-6)
+
+    squared = (standardised(x) - standardised(y)) ** 2
+    blocks = squared.reshape(SIDE // BLOCK, BLOCK, SIDE // BLOCK, BLOCK).mean(axis=(1, 3))
+    kept_blocks = keep.reshape(SIDE // BLOCK, BLOCK).all(axis=1)
+    return float(blocks[kept_blocks].max()) if kept_blocks.any() else 0.0
+
+
+def _flat_levels(a: np.ndarray, b: np.ndarray) -> float:
+    """Mean absolute difference in levels of two flat pictures' colour cells, after the gain (brightness,
+    up to MAX_GAIN either way) that brings them closest, half applied to each: symmetric."""
+    gain = float(np.clip(np.median((a.sum(axis=-1) + 8) / (b.sum(axis=-1) + 8)), 1 / MAX_GAIN, MAX_GAIN))
+    root = np.sqrt(gain)
+    return float(np.abs(a / root - b * root).mean())
+
+
+def compare(a: Picture, b: Picture) -> tuple[float, float, float]:
+    """(grey correlation, local difference, chroma difference) of two pictures at their best alignment: what
+    ``same_picture`` judges; the chroma is NaN (not measured) when the grey already refuses the pair. Flat
+    pictures: (1 - levels / 255, 0, chroma difference) of their colour cells instead (no shape to correlate;
+    ``_flat_levels``)."""
+    if a.flat or b.flat:
+        first, second = _cells(a, 0).reshape(-1, 3), _cells(b, 0).reshape(-1, 3)
+        return 1.0 - _flat_levels(first, second) / 255.0, 0.0, _chroma_difference(first, second)
+    correlation, keep = _kept_correlation(a, b)
+    best = int(np.argmax(correlation))
+    za, zb = int(_ZOOM_A[best]), int(_ZOOM_B[best])
+    local = _local_difference(a.grey[za], b.grey[zb], keep[best])
+    if correlation[best] < MIN_CORRELATION or local > MAX_LOCAL:  # refused on the grey: no colour needed
+        return float(correlation[best]), local, float('nan')
+    kept = keep[best].reshape(CELLS, SIDE // CELLS).all(axis=1)  # colour rows free of dropped grey rows
+    cells_a, cells_b = _cells(a, za)[kept].reshape(-1, 3), _cells(b, zb)[kept].reshape(-1, 3)
+    chroma = _chroma_difference(cells_a, cells_b) if len(cells_a) else 0.0
+    return float(correlation[best]), local, chroma
+
+
+def same_picture(a: Picture, b: Picture) -> bool:
+    """Whether two candidates are near-duplicates: their grey pictures agree in shape, aligned, as a whole
+    and in every block, and their colours agree cell by cell (flat pictures: their colour cells agree in
+    levels and in colour)."""
+    return judge(a, b)[0]
+
+
+def judge(a: Picture, b: Picture) -> tuple[bool, float]:
+    """(``same_picture``, ``similarity``) of a pair from one comparison."""
+    correlation, local, chroma = compare(a, b)
+    if a.flat or b.flat:
+        same = (1.0 - correlation) * 255.0 <= MAX_FLAT_LEVELS and chroma <= MAX_CHROMA
+    else:
+        same = correlation >= MIN_CORRELATION and local <= MAX_LOCAL and chroma <= MAX_CHROMA
+    return bool(same), round(correlation, 4)
+
+
+def similarity(a: Picture, b: Picture) -> float:
+    """The correlation ``compare`` gives, rounded to 4 places: near_duplicates.jsonl's ``similarity``."""
+    return round(compare(a, b)[0], 4)
