@@ -14,7 +14,6 @@ import apache_beam as beam
 
 from imgrec.contract import counters, layout
 from imgrec.storage.publication import Latest
-from imgrec.pipelines.preflight import job_storage
 from imgrec.pipelines.refresh import label_order
 from imgrec.pipelines.refresh_plan import RefreshPlan
 from imgrec.transforms.constants import Value
@@ -56,7 +55,8 @@ def build_pipeline(pipeline, config, facts):
     refresh = facts.refresh or RefreshPlan()
     staging_dir = facts.staging_dir(config)
     # The job's options go with it: a worker's gs:// client authenticates as the job does.
-    output_storage = job_storage(config.output, config, pipeline.options)
+    assert facts.output is not None  # made once, before the job (launcher.prepare)
+    output_storage = facts.output.storage
     listed = pipeline | counters.LIST_IMAGES >> ListImages(input_root=config.input, manifest=config.manifest,
                                                    storage=output_storage)
     resolved = listed['images'] | 'ResolveLabels' >> ResolveLabels(

@@ -45,6 +45,7 @@ from imgrec.pipelines.config import BuildConfig, RunFacts, utc_now
 from imgrec.pipelines.options import parse_args
 from imgrec.pipelines.summary import report
 from imgrec.storage import publication
+from imgrec.storage.output import Output
 from imgrec.versions import failed_build
 from imgrec.versions.units import human_bytes
 
@@ -66,7 +67,8 @@ def prepare(config: BuildConfig, beam_args: typing.Sequence[str],
     except ValueError as error:
         raise UserError(str(error)) from None
     options = pipeline_options(beam_args, config)
-    facts = dataclasses.replace(RunFacts.start(now), decoders=decoders(options, beam_args))
+    facts = dataclasses.replace(RunFacts.start(now), decoders=decoders(options, beam_args),
+                                output=Output(config.output, preflight.job_storage(config.output, config, options)))
     return config, facts, options
 
 
@@ -85,11 +87,11 @@ def launch(config: BuildConfig, facts: RunFacts,
     applies the Beam internals it uses for as long as it runs (``imgrec.pipelines.local``); a Dataflow
     submission applies none.
     """
-    local = is_local(options)
+    local, output = is_local(options), _output(facts)
     job_endpoint.check(options)
     with internals.gcs_emulator() if local else contextlib.nullcontext():
         config, latest = preflight.check(
-            config, options, settle=lambda config, latest: refresh.carry_over(config, latest, options))
+            config, options, output, settle=lambda config, latest: refresh.carry_over(config, latest, options))
         plan = refresh.verified(config, refresh.plan(config, latest, options), options)
         facts = dataclasses.replace(facts, previous=latest, refresh=plan)
         if plan.full_reason:
@@ -97,7 +99,7 @@ def launch(config: BuildConfig, facts: RunFacts,
         # Known from a listing, before any pipeline starts; a template runs nothing now, so it is always written.
         if not options.view_as(GoogleCloudOptions).template_location and \
                 refresh.nothing_changed(config, plan, options):
-            return config, facts, NothingChanged(prune(config, preflight.job_storage(config.output, config, options)))
+            return config, facts, NothingChanged(prune(config, output))
         with (internals.local_run(local_worker_count(options), config.progress) if local
               else contextlib.nullcontext()) as run:
             try:
@@ -114,12 +116,18 @@ def launch(config: BuildConfig, facts: RunFacts,
     return config, facts, result
 
 
-def prune(config, files):
-    """--keep_versions after a build that published nothing (the prune step's rule), through ``files`` (the
-    output's storage); None without it."""
+def _output(facts: RunFacts) -> Output:
+    """The output of a run whose facts ``prepare`` made (which made it once, with the job's storage)."""
+    if facts.output is None:
+        raise ValueError('RunFacts without an output: make them with launcher.prepare')
+    return facts.output
+
+
+def prune(config: BuildConfig, output: Output) -> publication.Retention | None:
+    """--keep_versions after a build that published nothing (the prune step's rule); None without it."""
     if not config.keep_versions:
         return None
-    return publication.keep_newest(config.output, config.keep_versions, files)
+    return output.keep_newest(config.keep_versions)
 
 
 def build_lease(config, facts, options):
@@ -128,9 +136,7 @@ def build_lease(config, facts, options):
     template runs nothing now: no lease."""
     if options.view_as(GoogleCloudOptions).template_location:
         return contextlib.nullcontext()
-    return publication.build_lease(config.output, facts.staging_dir(config),
-                                   detached=options.view_as(StandardOptions).no_wait_until_finish,
-                                   files=preflight.job_storage(config.output, config, options))
+    return _output(facts).lease(facts.staging_dir(config), detached=options.view_as(StandardOptions).no_wait_until_finish)
 
 
 @contextlib.contextmanager
@@ -146,7 +152,7 @@ def shedding(config, facts, options):
             raise
         message = None
         try:
-            files = after_failure_storage(config, options)
+            files = after_failure_storage(facts)
             if publication.state_after_failure(config.output, config.version, facts.created,
                                                files) == publication.UNPUBLISHED:
                 staging = facts.staging_dir(config)
@@ -161,11 +167,11 @@ def shedding(config, facts, options):
         raise BuildFailed(message) from error
 
 
-def after_failure_storage(config, options):
+def after_failure_storage(facts):
     """The output's storage for what a failed build checks and cleans: retried for at most
     ``failed_build.WRITE_DEADLINE_S``, since the storage may be why it failed, and its line must not wait the
     whole --retry_deadline again."""
-    files = preflight.job_storage(config.output, config, options)
+    files = _output(facts).storage
     return files.with_retry(files.retry._replace(deadline_s=min(failed_build.WRITE_DEADLINE_S,
                                                                files.retry.deadline_s)))
 
@@ -213,7 +219,7 @@ def failure_report(config, facts, options):
     return failed_build.reporting(facts.staging_dir(config), {
         'name': config.name, 'version': config.version, 'created': facts.created, 'options': config.describe(),
         'previous': facts.previous.version if facts.previous else None},
-        preflight.job_storage(facts.staging_dir(config), config, options))
+        _output(facts).storage)
 
 
 def main(argv: typing.Sequence[str] | None = None) -> int:
@@ -257,7 +263,7 @@ def after_publication(config, facts, options, error):
     when it had published nothing. Promoted, but LATEST not moved (the disk filled as it was written): moved
     now if it can be, else the rerun of the same command, same --version, moves it."""
     try:
-        files = after_failure_storage(config, options)
+        files = after_failure_storage(facts)
         state = publication.state_after_failure(config.output, config.version, facts.created, files)
     except Exception:  # pylint: disable=broad-except  # storage gone too: the failure's own line
         return None
@@ -289,8 +295,9 @@ def left_behind(config, facts, options):
     """What an interrupted build leaves: whether it published, and its staging folder if it made one (read
     through the job's storage: ``options``, the job's)."""
     try:
-        files = preflight.job_storage(config.output, config, options)
-        latest = publication.read_latest(config.output, files).version
+        output = _output(facts)
+        files = output.storage
+        latest = output.latest().version
         published = latest == config.version
         staging = facts.staging_dir(config)
         kept = any(files.for_path(staging).list_level(staging))

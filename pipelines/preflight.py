@@ -27,6 +27,7 @@ from imgrec.transforms.listing import is_image_name, iter_files, list_top_level,
 
 if typing.TYPE_CHECKING:
     from imgrec.pipelines.config import BuildConfig
+    from imgrec.storage.output import Output
 
 # Below this much free space on a local output's disk the build is refused before it starts.
 MIN_FREE_BYTES = 64 * 2**20
@@ -37,7 +38,7 @@ def job_storage(path: str, config: BuildConfig, options: PipelineOptions | None)
     return storage_lib.storage_for(path, config.retry_policy(), options and options.get_all_options(drop_default=True))
 
 
-def check(config: BuildConfig, options: PipelineOptions,
+def check(config: BuildConfig, options: PipelineOptions, output: Output,
           settle: typing.Callable[[BuildConfig, publication.Latest], BuildConfig] | None = None
           ) -> tuple[BuildConfig, publication.Latest]:
     """Runs every check; returns (``config`` with the pinned labels filled in, what LATEST names now).
@@ -49,7 +50,7 @@ def check(config: BuildConfig, options: PipelineOptions,
     configuration from the version LATEST names (``imgrec.pipelines.refresh.carry_over``) before a published
     --version is told from a rerun of its build.
     """
-    files = job_storage(config.output, config, options)
+    files = output.storage
     check_input(config, options)
     check_output_outside_input(config)
     check_output(config, options)
@@ -57,7 +58,7 @@ def check(config: BuildConfig, options: PipelineOptions,
     labels = (read_labels(config.labels_file, job_storage(config.labels_file, config, options)) if config.labels_file
               else None)
     left = incomplete.staging_names(config.output, files)
-    tidied = publication.tidy(config.output, clean=config.clean, files=files)
+    tidied = output.tidy(clean=config.clean)
     for line in incomplete.lines(config.output, left, files):
         print(line, flush=True)
     if tidied.pruned:
@@ -67,14 +68,14 @@ def check(config: BuildConfig, options: PipelineOptions,
         print(f"build-dataset: finished an interrupted publication: LATEST names {', '.join(tidied.published)}",
               flush=True)
     check_free_space(config, options)
-    latest = read_latest(config.output, files)
+    latest = output.latest()
     # (BuildConfig.labels is declared a tuple, but None until pinned: pipelines/options.py)
     config = dataclasses.replace(config, labels=labels)  # type: ignore[arg-type]
     if settle is not None:
         config = settle(config, latest)
     if publication.refuse_published(config.output, config.version, config.recorded(), files):
         print(f'build-dataset: finished an interrupted publication: LATEST names {config.version}', flush=True)
-        latest = read_latest(config.output, files)
+        latest = output.latest()
     return config, latest
 
 

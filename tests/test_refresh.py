@@ -371,9 +371,9 @@ def test_a_duplicate_whose_twin_is_gone_is_written(tmp_path):
 
 def _decides_nothing_changed(images, output, *extra):
     """What the check before the job decides for a refresh of ``images`` into ``output`` (no pipeline runs)."""
-    config, _, options = launcher.parse(['--input', str(images), '--output', str(output), '--image_size', '32',
+    config, facts, options = launcher.parse(['--input', str(images), '--output', str(output), '--image_size', '32',
                                               '--direct_running_mode', 'in_memory', *OPTIONS, *extra])
-    config, latest = preflight.check(config, options)
+    config, latest = preflight.check(config, options, facts.output)
     return refresh.nothing_changed(config, refresh.plan(config, latest), options)
 
 
