@@ -57,7 +57,7 @@ def build_and_score(corpus: zoo.Corpus, *build_args: str, image_size: int = 64,
                     output: str | None = None) -> tuple[zoo_scores.Score, float]:
     """(score, seconds) of one build of ``corpus`` with ``build_args`` besides the defaults, into
     ``output`` (a temporary folder, removed after, if None)."""
-    from imgrec.pipelines import build_dataset  # pylint: disable=import-outside-toplevel
+    from imgrec.pipelines import launcher  # pylint: disable=import-outside-toplevel
     folder = output or tempfile.mkdtemp(prefix=f'zoo-{corpus.style}-')
     args = ['--input', corpus.folder, '--output', folder, '--image_size', str(image_size), '--version', VERSION,
             '--progress', 'off', *build_args]
@@ -65,7 +65,7 @@ def build_and_score(corpus: zoo.Corpus, *build_args: str, image_size: int = 64,
         args += ['--direct_running_mode', 'in_memory']
     start = time.perf_counter()
     try:
-        build_dataset.run(args)
+        launcher.run(args)
         succeeded, version_dir = True, os.path.join(folder, VERSION)
     except BuildFailed:
         succeeded = False

@@ -190,7 +190,7 @@ class RunFacts:
     previous: 'Latest | None' = None  # what LATEST named when the build started (pre-flight)
     refresh: 'RefreshPlan | None' = None  # decided before the job runs
     decoders: int = 0  # threads each decoding DoFn hands the pixel work to (imgrec.transforms.decode): local in_memory runs
-    output: 'Output | None' = None  # the output folder and the job's storage of it, made once (launcher.prepare)
+    destination: 'Output | None' = None  # the output folder and the job's storage of it, made once (launcher.prepare)
 
     @classmethod
     def start(cls, now: datetime.datetime | None = None) -> 'RunFacts':

@@ -55,8 +55,8 @@ def build_pipeline(pipeline, config, facts):
     refresh = facts.refresh or RefreshPlan()
     staging_dir = facts.staging_dir(config)
     # The job's options go with it: a worker's gs:// client authenticates as the job does.
-    assert facts.output is not None  # made once, before the job (launcher.prepare)
-    output_storage = facts.output.storage
+    assert facts.destination is not None  # made once, before the job (launcher.prepare)
+    output_storage = facts.destination.storage
     listed = pipeline | counters.LIST_IMAGES >> ListImages(input_root=config.input, manifest=config.manifest,
                                                    storage=output_storage)
     resolved = listed['images'] | 'ResolveLabels' >> ResolveLabels(

@@ -68,7 +68,7 @@ def prepare(config: BuildConfig, beam_args: typing.Sequence[str],
         raise UserError(str(error)) from None
     options = pipeline_options(beam_args, config)
     facts = dataclasses.replace(RunFacts.start(now), decoders=decoders(options, beam_args),
-                                output=Output(config.output, preflight.job_storage(config.output, config, options)))
+                                destination=Output(config.output, preflight.job_storage(config.output, config, options)))
     return config, facts, options
 
 
@@ -118,9 +118,9 @@ def launch(config: BuildConfig, facts: RunFacts,
 
 def _output(facts: RunFacts) -> Output:
     """The output of a run whose facts ``prepare`` made (which made it once, with the job's storage)."""
-    if facts.output is None:
+    if facts.destination is None:
         raise ValueError('RunFacts without an output: make them with launcher.prepare')
-    return facts.output
+    return facts.destination
 
 
 def prune(config: BuildConfig, output: Output) -> publication.Retention | None:

@@ -68,14 +68,14 @@ def check(config: BuildConfig, options: PipelineOptions, output: Output,
         print(f"build-dataset: finished an interrupted publication: LATEST names {', '.join(tidied.published)}",
               flush=True)
     check_free_space(config, options)
-    latest = output.latest()
+    latest = read_latest(output.root, output.storage)
     # (BuildConfig.labels is declared a tuple, but None until pinned: pipelines/options.py)
     config = dataclasses.replace(config, labels=labels)  # type: ignore[arg-type]
     if settle is not None:
         config = settle(config, latest)
     if publication.refuse_published(config.output, config.version, config.recorded(), files):
         print(f'build-dataset: finished an interrupted publication: LATEST names {config.version}', flush=True)
-        latest = output.latest()
+        latest = read_latest(output.root, output.storage)
     return config, latest
 
 

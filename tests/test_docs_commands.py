@@ -253,4 +253,5 @@ def test_every_source_path_and_module_the_docs_name_exists():
     for page in PAGES:
         for module in re.findall(rf'python -m ((?:{packages})[\w.]*)', page.read_text()):
             relative = pathlib.Path(*module.split('.'))
-            assert (REPO / relative.with_suffix('.py')).is_file(), f'{page.relative_to(REPO)}: {module}'
+            assert ((REPO / relative.with_suffix('.py')).is_file() or (REPO / relative / '__main__.py').is_file()), \
+                f'{page.relative_to(REPO)}: {module}'

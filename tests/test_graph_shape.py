@@ -23,7 +23,7 @@ def graph(sample_images, tmp_path_factory):
     argv = ['--input', sample_images, '--output', str(tmp_path_factory.mktemp('shape') / 'out'),
             '--image_size', '32']
     config, facts, options = launcher.parse(argv)
-    config, latest = preflight.check(config, options, facts.output)
+    config, latest = preflight.check(config, options, facts.destination)
     facts = dataclasses.replace(facts, previous=latest, refresh=refresh.plan(config, latest))
     pipeline = beam.Pipeline(options=options)
     build_pipeline(pipeline, config, facts)

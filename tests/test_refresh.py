@@ -373,7 +373,7 @@ def _decides_nothing_changed(images, output, *extra):
     """What the check before the job decides for a refresh of ``images`` into ``output`` (no pipeline runs)."""
     config, facts, options = launcher.parse(['--input', str(images), '--output', str(output), '--image_size', '32',
                                               '--direct_running_mode', 'in_memory', *OPTIONS, *extra])
-    config, latest = preflight.check(config, options, facts.output)
+    config, latest = preflight.check(config, options, facts.destination)
     return refresh.nothing_changed(config, refresh.plan(config, latest), options)
 
 
@@ -631,15 +631,16 @@ def test_a_given_stratify_or_near_duplicates_change_moves_no_published_image(tmp
 
 def test_a_refresh_writes_the_near_duplicate_conflicts_an_earlier_version_quarantined(tmp_path, capsys):
     """A version that quarantined a near-duplicate pair under two labels (asked to, or built before they
-    were kept): an unchanged input is not "nothing changed" under the default rule, which decides the pair
-    again and writes both, in one split; the summary says so in one line."""
+    were kept): an unchanged input is not "nothing changed" under the rule that keeps them, which decides the
+    pair again and writes both, in one split; the summary says so in one line. (Left out, the option keeps
+    the published version's value, as every setting a refresh is not given does: so it is given here.)"""
     images = _with_label_conflicts(tmp_path)
     output = tmp_path / 'out'
     _refresh(images, output, '--version', 'v1', '--max_error_rate', '0.2', '--near_duplicate_conflicts', 'quarantine')
     assert not _decides_nothing_changed(images, output, '--version', 'v2', '--max_error_rate', '0.2')
     assert build_dataset.main(['--input', str(images), '--output', str(output), '--image_size', '32',
                                '--direct_running_mode', 'in_memory', *OPTIONS, '--version', 'v2',
-                               '--max_error_rate', '0.2', '--no_progress']) == 0
+                               '--max_error_rate', '0.2', '--no_progress', '--near_duplicate_conflicts', 'keep']) == 0
     printed = capsys.readouterr()
     quarantined = [json.loads(line) for line in (output / 'v2' / layout.QUARANTINE_JSONL).read_text().splitlines()]
     assert sorted((item['source'], item['reason']) for item in quarantined) == [
