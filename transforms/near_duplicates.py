@@ -23,7 +23,7 @@ from imgrec.imaging import picture_check
 from imgrec.versions import failed_build
 from imgrec.transforms.constants import Empty, Value
 from imgrec.transforms.elements import Rejected
-from imgrec.transforms.near_duplicate_groups import MAX_GROUP, FindGroups, Node, Threshold
+from imgrec.transforms.near_duplicate_groups import MAX_GROUP, FindGroups, Member, Node, Threshold
 from imgrec.transforms.splits import GROUPS, MOVES, DealSplits, split_for
 
 GROUP, REPORT, OFF = MODES
@@ -82,7 +82,7 @@ class _SortOutFn(beam.DoFn):
                     record.inode))
             else:
                 self.grouped.inc()
-                yield beam.pvalue.TaggedOutput(MEMBERS, (nodes[0].group, (record, nodes[0])))
+                yield beam.pvalue.TaggedOutput(MEMBERS, (nodes[0].group, Member(record, nodes[0])))
 
 
 def _label_messages(joined):
@@ -240,7 +240,7 @@ def _regroup(groups, records):
         lambda group: [(record.source, (group[0], node)) for record, node in group[1]])
     return ({'group': nodes, 'final': final}
             | 'JoinFinal' >> beam.CoGroupByKey()
-            | 'FinalMembers' >> beam.FlatMap(lambda joined: [(name, (record, node)) for name, node in joined[1]['group']
+            | 'FinalMembers' >> beam.FlatMap(lambda joined: [(name, Member(record, node)) for name, node in joined[1]['group']
                                                              for record in joined[1]['final']])
             | 'FinalGroups' >> beam.GroupByKey())
 
