@@ -233,7 +233,7 @@ def _needed(counts, weights):
 
 
 def _regroup(groups, records):
-    """The groups (name, [(record, node)]) again, each record as dealt: for ``report``, whose groups were
+    """The groups (name, [Member]) again, each record as dealt: for ``report``, whose groups were
     dealt image by image."""
     final = records | 'FinalBySource' >> beam.Map(lambda record: (record.source, record))
     nodes = groups | 'NodesBySource' >> beam.FlatMap(
@@ -296,7 +296,7 @@ class NearDuplicates(beam.PTransform):
         return self._describe(totals, threshold, pairs)
 
     def _groups(self, records, threshold):
-        """(singletons, groups (name, [(record, node)]), rejected, [their stats]) before dealing."""
+        """(singletons, groups (name, [Member]), rejected, [their stats]) before dealing."""
         nodes = records | 'FindGroups' >> FindGroups(threshold, files=self._files)
         joined = ((records | 'KeyBySource' >> beam.Map(lambda r: (r.source, r)), nodes)
                   | 'RecordsAndNodes' >> beam.Flatten()
