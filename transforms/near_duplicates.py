@@ -75,7 +75,7 @@ class _SortOutFn(beam.DoFn):
                 yield record
             elif self._quarantine and record.source in conflicts:
                 self.conflicts.inc()
-                yield beam.pvalue.TaggedOutput('stats', (None, (_STATS, {'label_conflicts': 1})))
+                yield beam.pvalue.TaggedOutput('stats', (None, Stat(_STATS, {'label_conflicts': 1})))
                 yield beam.pvalue.TaggedOutput(REJECTED, Rejected(
                     record.source, NEAR_DUPLICATE_CONFLICT, conflicts[record.source], record.source_size,
                     record.split, record.label_text, record.mtime_ns, record.generation, record.ctime_ns,
@@ -130,9 +130,9 @@ def _pair_stats(keyed):
                 stats['pairs_across_labels'] += label != own[1]
                 if label != own[1]:
                     listed.append((other, label, split, source, own[1], own[0]))
-    yield None, (_STATS, stats)
+    yield None, Stat(_STATS, stats)
     if listed:
-        yield None, (_CONFLICT_PAIRS, sorted(listed)[:LISTED_CONFLICT_PAIRS])
+        yield None, Stat(_CONFLICT_PAIRS, sorted(listed)[:LISTED_CONFLICT_PAIRS])
 
 
 class _DescribeGroupFn(beam.DoFn):
@@ -159,15 +159,22 @@ class _DescribeGroupFn(beam.DoFn):
         self.moved.inc(moved)
         for message in _pair_messages(group):
             yield beam.pvalue.TaggedOutput('pairs', message)
-        yield beam.pvalue.TaggedOutput('stats', (None, (_STATS, dict(
+        yield beam.pvalue.TaggedOutput('stats', (None, Stat(_STATS, dict(
             groups=1, images=len(members), images_moved=moved, label_conflicts=0, largest_group=len(members),
             links_cut=cut))))  # each cut link counted at both ends: halved in _describe
-        yield beam.pvalue.TaggedOutput('stats', (None, (_LARGEST, (len(members), name))))
+        yield beam.pvalue.TaggedOutput('stats', (None, Stat(_LARGEST, (len(members), name))))
 
 
 # What the summary sums, each input tagged: a dict of counts, a record's final split, a group's (size, leader),
 # pairs under two labels (the first LISTED_CONFLICT_PAIRS by source kept).
 _STATS, _SPLIT, _LARGEST, _CONFLICT_PAIRS = 'stats', 'split', 'largest', 'conflict_pairs'
+
+
+class Stat(typing.NamedTuple):
+    """One input of the summary (``_SummaryFn``), each keyed None: ``kind`` _STATS, _SPLIT, _LARGEST or
+    _CONFLICT_PAIRS, and its ``value``."""
+    kind: str
+    value: typing.Any
 
 
 class _SummaryFn(beam.CombineFn):
@@ -195,12 +202,12 @@ class _SummaryFn(beam.CombineFn):
     def merge_accumulators(self, accumulators):
         merged = self.create_accumulator()
         for totals, splits, largest, pairs in accumulators:
-            merged = self.add_input(merged, (_STATS, totals))
+            merged = self.add_input(merged, Stat(_STATS, totals))
             for split, count in splits.items():
                 merged[1][split] = merged[1].get(split, 0) + count
             if largest is not None:
-                merged = self.add_input(merged, (_LARGEST, largest))
-            merged = self.add_input(merged, (_CONFLICT_PAIRS, pairs))
+                merged = self.add_input(merged, Stat(_LARGEST, largest))
+            merged = self.add_input(merged, Stat(_CONFLICT_PAIRS, pairs))
         return merged
 
     def extract_output(self, summary):
@@ -336,11 +343,11 @@ class NearDuplicates(beam.PTransform):
         pair_stats = (described.pairs
                       | 'HearSplits' >> beam.GroupByKey()
                       | 'PairStats' >> beam.FlatMap(_pair_stats))
-        final_splits = dealt['records'] | 'FinalSplit' >> beam.Map(lambda record: (None, (_SPLIT, record.split)))
+        final_splits = dealt['records'] | 'FinalSplit' >> beam.Map(lambda record: (None, Stat(_SPLIT, record.split)))
         written_again = []
         if self._conflicts_before is not None:  # a refresh: its previous version's conflicts written this time
             written_again = [dealt['records'] | 'WrittenAgain' >> beam.FlatMap(
-                lambda record, before: [(None, (_STATS, {'conflicts_written_again': 1}))] if record.source in before
+                lambda record, before: [(None, Stat(_STATS, {'conflicts_written_again': 1}))] if record.source in before
                 else [], beam.pvalue.AsDict(self._conflicts_before | 'AsKeys' >> beam.Map(lambda s: (s, True))))]
         totals = ((described.stats, pair_stats, *conflict_stats, *written_again, final_splits)
                   | 'AllStats' >> beam.Flatten()
