@@ -85,51 +85,67 @@ class _SortOutFn(beam.DoFn):
                 yield beam.pvalue.TaggedOutput(MEMBERS, (nodes[0].group, Member(record, nodes[0])))
 
 
+class LabelHeard(typing.NamedTuple):
+    """A linked image's class (``label``), told to an image (``own``: to itself) by ``source``."""
+    own: bool
+    source: str
+    label: str
+
+
+class SplitHeard(typing.NamedTuple):
+    """A group member's final ``split`` and ``label``, told to an image (``own``: to itself) by ``source``."""
+    own: bool
+    split: str
+    label: str
+    source: str
+
+
 def _label_messages(joined):
-    """A linked image's class, told to itself and to each image it is linked to."""
+    """A linked image's class, told to itself and to each image it is linked to: (source, LabelHeard)."""
     records, nodes = _sides(joined)
     for record in records if nodes else ():
-        yield record.source, (True, record.source, record.label_text)
+        yield record.source, LabelHeard(True, record.source, record.label_text)
         for other, *_ in nodes[0].neighbours:
-            yield other, (False, record.source, record.label_text)
+            yield other, LabelHeard(False, record.source, record.label_text)
 
 
 def _conflict(keyed):
     """An image linked to one of another class: (source, why), once."""
     source, messages = keyed
     messages = sorted(messages)
-    own = next((label for is_own, _, label in messages if is_own), None)
-    others = sorted((label, other) for is_own, other, label in messages if not is_own and label != own)
+    own = next((heard.label for heard in messages if heard.own), None)
+    others = sorted((heard.label, heard.source) for heard in messages if not heard.own and heard.label != own)
     if own is not None and others:
         label, other = others[0]
         yield source, f'a near-duplicate of {other}, filed under {label!r}, not {own!r}'
 
 
 def _pair_messages(group):
-    """Each member's final split told to itself, and to each image it is linked to (once a pair)."""
+    """Each member's final split told to itself, and to each image it is linked to (once a pair): (source,
+    SplitHeard)."""
     _, members = group
     for record, node in members:
-        yield record.source, (True, record.split, record.label_text, record.source)
+        yield record.source, SplitHeard(True, record.split, record.label_text, record.source)
         for other, *_ in node.neighbours:
             if other > record.source:
-                yield other, (False, record.split, record.label_text, record.source)
+                yield other, SplitHeard(False, record.split, record.label_text, record.source)
 
 
 def _pair_stats(keyed):
     """One image's links to smaller sources: their counts, and those under another label listed."""
     source, messages = keyed
     messages = sorted(messages)
-    own = next(((split, label) for is_own, split, label, _ in messages if is_own), None)
+    own = next((heard for heard in messages if heard.own), None)
     stats = dict.fromkeys(_PAIR_STATS, 0)
     listed = []
     if own is not None:
-        for is_own, split, label, other in messages:
-            if not is_own:
+        for heard in messages:
+            if not heard.own:
                 stats['pairs'] += 1
-                stats['pairs_across_splits'] += split != own[0]
-                stats['pairs_across_labels'] += label != own[1]
-                if label != own[1]:
-                    listed.append((other, label, split, source, own[1], own[0]))
+                stats['pairs_across_splits'] += heard.split != own.split
+                stats['pairs_across_labels'] += heard.label != own.label
+                if heard.label != own.label:
+                    listed.append((heard.source, heard.label, heard.split, source, own.label, own.split))
     yield None, Stat(_STATS, stats)
     if listed:
         yield None, Stat(_CONFLICT_PAIRS, sorted(listed)[:LISTED_CONFLICT_PAIRS])
