@@ -19,7 +19,7 @@ from imgrec.pipelines.refresh_plan import RefreshPlan
 from imgrec.transforms.constants import Value
 from imgrec.transforms.decode import CountDecisions
 from imgrec.transforms.dedupe import Dedupe
-from imgrec.transforms.elements import ImageRef
+from imgrec.transforms.elements import DECODED, IGNORED, LISTED, UPSCALED, ImageRef, Tally
 from imgrec.transforms.encode import Encode, batched
 from imgrec.transforms.labels import ResolveLabels
 from imgrec.transforms.listing import ListImages
@@ -27,7 +27,7 @@ from imgrec.transforms.near_duplicates import OFF, NearDuplicates
 from imgrec.transforms.previous import (COUNTS, REJECTED, REUSED, TO_DECODE, MatchPrevious, PreviousConflicts,
                                         ReadPrevious, ReuseCheck, nothing_changed)
 from imgrec.transforms.published import WithPublishedSplits
-from imgrec.transforms.publish import DECODED, IGNORED, UPSCALED, Publish
+from imgrec.transforms.publish import Publish, PublishInputs
 from imgrec.transforms.quarantine import Quarantine
 from imgrec.transforms.sharding import AssignBalancedShards
 from imgrec.transforms.splits import MOVES, AssignSplit
@@ -45,8 +45,8 @@ def _image_ref(record):
                     record.mtime_ns, record.generation, record.ctime_ns, record.inode)
 
 
-def _tally(name):
-    return beam.Map(lambda _: (name, 1))
+def _tally(kind):
+    return beam.Map(lambda _: (Tally(kind), 1))
 
 
 def build_pipeline(pipeline, config, facts):
@@ -119,21 +119,21 @@ def build_pipeline(pipeline, config, facts):
     # image listed: one step tells both.
     decodes_all = decode_inputs[0] is images
     tallies = ((images | 'SplitOf' >> beam.FlatMap(
-                    lambda ref: [(ref.split, 1), (DECODED, 1)] if decodes_all else [(ref.split, 1)]), near[MOVES],
+                    lambda ref: [(Tally(LISTED, ref.split), 1), (Tally(DECODED), 1)] if decodes_all
+                    else [(Tally(LISTED, ref.split), 1)]), near[MOVES],
                 *[inputs | f'Decoded{i}' >> _tally(DECODED) for i, inputs in enumerate(decode_inputs)
                   if inputs is not images],
-                kept | 'Upscaled' >> beam.FlatMap(lambda record: [(UPSCALED, 1)] if record.upscaled else []),
+                kept | 'Upscaled' >> beam.FlatMap(lambda record: [(Tally(UPSCALED), 1)] if record.upscaled else []),
                 listed['ignored'] | 'Ignored' >> _tally(IGNORED))
                | 'AllTallies' >> beam.Flatten()
                | 'Tally' >> beam.CombinePerKey(sum))
-    return written['stats'] | counters.PUBLISH >> Publish(
-        config.output, config.version, staging_dir, facts.previous or Latest(),
-        {'name': config.name, 'created': facts.created, 'options': config.describe(),
-         'record_options': config.record_options.recorded(),
-         'label_order': label_order(config, refresh)},
-        labels=resolved['labels'], tallies=tallies,
-        rejected=tuple(rejected) | 'Quarantine' >> Quarantine(), duplicates=deduped['duplicates'],
-        decisions=kept | 'CountDecisions' >> CountDecisions(), index_parts=index_parts,
-        near_duplicates=(near['near_duplicates'], near['summary']),
-        refresh=(refresh.describe(), counts, unchanged), keep_versions=config.keep_versions,
-        max_error_rate=config.max_error_rate, storage=output_storage)
+    return written['stats'] | counters.PUBLISH >> Publish(PublishInputs(
+        output=facts.output, version=config.version, staging_dir=staging_dir, previous=facts.previous or Latest(),
+        describe={'name': config.name, 'created': facts.created, 'options': config.describe(),
+                  'record_options': config.record_options.recorded(),
+                  'label_order': label_order(config, refresh)},
+        refresh=refresh.describe(), keep_versions=config.keep_versions, max_error_rate=config.max_error_rate,
+        tallies=tallies, rejected=tuple(rejected) | 'Quarantine' >> Quarantine(),
+        duplicates=deduped['duplicates'], unchanged=unchanged, labels=resolved['labels'],
+        decisions=kept | 'CountDecisions' >> CountDecisions(), index_parts=index_parts, refresh_counts=counts,
+        near_rows=near['near_duplicates'], near_summary=near['summary']))

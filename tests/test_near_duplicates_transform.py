@@ -153,8 +153,8 @@ def _run(records, *args, **kwargs):
     result = p | beam.Create(records) | NearDuplicates(*args, **kwargs)
     out = _collect({name: result[name] for name in ('records', 'near_duplicates', 'summary', 'moves', 'rejected')})(p)
     moves = collections.Counter()
-    for split, change in out['moves']:
-        moves[split] += change
+    for listed, change in out['moves']:
+        moves[listed.split] += change
     return dict(out, summary=out['summary'][0], moves=moves)
 
 

@@ -20,12 +20,14 @@ import pytest
 
 from imgrec.contract import layout
 from imgrec.storage import gcs_storage, leases, publication, storage
+from imgrec.storage.output import Output
 from imgrec.pipelines import build_dataset, launcher
 from imgrec.pipelines.graph import build_pipeline
 from imgrec.samples.generate import write_images
 from tests.conftest import SMALL, listing
 from tests.gcs_emulator import gcs_emulator  # noqa: F401  (the fixture)
 from imgrec.transforms import publish
+from imgrec.transforms.elements import LISTED, Tally
 
 BUILD_ID = 'steps0000001'
 STAGING = layout.staging_name('v2', BUILD_ID)
@@ -116,15 +118,15 @@ def _steps(where):
         counts = {labels.index(label): n for label, n in entry['class_counts'].items()}
         for i, shard in enumerate(entry['shards']):
             shard_stats.append(dict(shard, split=split, index=i, label_counts=counts if i == 0 else {}))
-    tallies = {split: entry['num_examples'] for split, entry in document['splits'].items()}  # listed a split
+    tallies = {Tally(LISTED, split): entry['num_examples'] for split, entry in document['splits'].items()}
     describe = {key: document[key] for key in ('name', 'created', 'options', 'record_options', 'label_order')}
     refresh = {'previous': 'v1', 'mode': 'full', 'full_reason': '--full was given'}
     index_parts = [{'file': name, 'rows': document['index']['num_records'] if i == 0 else 0}
                    for i, name in enumerate(document['index']['files'])]
     near_summary = {key: value for key, value in document['near_duplicates'].items() if key != 'file'}
     account = publish._Account(publication.Publication(  # pylint: disable=protected-access
-        where.output, 'v2', layout.join(where.output, STAGING), publication.read_latest(where.output),
-        storage.storage_for(where.output), keep_versions=1), max_error_rate=0.05)
+        Output(where.output, storage.storage_for(where.output)), 'v2', layout.join(where.output, STAGING),
+        publication.read_latest(where.output), keep_versions=1), max_error_rate=0.05)
     write = publish._WriteMetadata(describe, refresh)  # pylint: disable=protected-access
     return [
         ('account', lambda _: next(account.process(None, shard_stats, tallies, [], [], False))),

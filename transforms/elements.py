@@ -106,3 +106,16 @@ def stamp(item):
     file, as git's index keeps them, or the generation of a gs:// object (the rest None). ``item``: any
     element above."""
     return item.mtime_ns, item.ctime_ns, item.inode, item.generation
+
+
+# The kinds of a Tally: the images listed in a split, and the build's ignored, decoded and upscaled images.
+LISTED, IGNORED, DECODED, UPSCALED = 'listed', 'ignored', 'decoded', 'upscaled'
+
+
+class Tally(typing.NamedTuple):
+    """A key of the counts Publish reports, summed in one combine (``imgrec.pipelines.graph``) from
+    (Tally, count) pairs: LISTED, the images listed in ``split`` (as hashed, and the moves of the dealing,
+    ``imgrec.transforms.splits.MOVES``); IGNORED, DECODED, UPSCALED: the build's (``split`` empty)."""
+    kind: str
+    split: str = ''
+

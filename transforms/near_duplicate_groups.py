@@ -42,6 +42,7 @@ from imgrec.imaging import perceptual_hash as ph
 from imgrec.imaging import picture_check
 from imgrec.storage.frames import FrameReader
 from imgrec.storage.storage import given_or_default
+from imgrec.transforms.elements import RecordRef
 
 # Label rounds: each is a shuffle of the links and a stage of its own; what they leave unsettled is
 # joined on one worker, so fewer rounds cost a bigger (still small) gather, never a wrong group.
@@ -64,6 +65,13 @@ class Node(typing.NamedTuple):
     neighbours: tuple  # ((source, distance, similarity), ...), sorted: every confirmed link, kept or cut
     similarity: float | None = None  # the check's correlation with ``nearest`` (picture_check.similarity)
     cut: tuple = ()    # the sources whose links to this image were cut to bound the group's size
+
+
+class Member(typing.NamedTuple):
+    """An image of a near-duplicate group: its record, and its Node. A group crosses Beam as
+    (its name, [Member, ...]), grouped by name (``imgrec.transforms.near_duplicates``)."""
+    record: RecordRef
+    node: Node
 
 
 _MASK = (1 << ph.BITS) - 1

@@ -23,7 +23,7 @@ from imgrec.imaging import picture_check
 from imgrec.versions import failed_build
 from imgrec.transforms.constants import Empty, Value
 from imgrec.transforms.elements import Rejected
-from imgrec.transforms.near_duplicate_groups import MAX_GROUP, FindGroups, Node, Threshold
+from imgrec.transforms.near_duplicate_groups import MAX_GROUP, FindGroups, Member, Node, Threshold
 from imgrec.transforms.splits import GROUPS, MOVES, DealSplits, split_for
 
 GROUP, REPORT, OFF = MODES
@@ -75,64 +75,80 @@ class _SortOutFn(beam.DoFn):
                 yield record
             elif self._quarantine and record.source in conflicts:
                 self.conflicts.inc()
-                yield beam.pvalue.TaggedOutput('stats', (None, (_STATS, {'label_conflicts': 1})))
+                yield beam.pvalue.TaggedOutput('stats', (None, Stat(_STATS, {'label_conflicts': 1})))
                 yield beam.pvalue.TaggedOutput(REJECTED, Rejected(
                     record.source, NEAR_DUPLICATE_CONFLICT, conflicts[record.source], record.source_size,
                     record.split, record.label_text, record.mtime_ns, record.generation, record.ctime_ns,
                     record.inode))
             else:
                 self.grouped.inc()
-                yield beam.pvalue.TaggedOutput(MEMBERS, (nodes[0].group, (record, nodes[0])))
+                yield beam.pvalue.TaggedOutput(MEMBERS, (nodes[0].group, Member(record, nodes[0])))
+
+
+class LabelHeard(typing.NamedTuple):
+    """A linked image's class (``label``), told to an image (``own``: to itself) by ``source``."""
+    own: bool
+    source: str
+    label: str
+
+
+class SplitHeard(typing.NamedTuple):
+    """A group member's final ``split`` and ``label``, told to an image (``own``: to itself) by ``source``."""
+    own: bool
+    split: str
+    label: str
+    source: str
 
 
 def _label_messages(joined):
-    """A linked image's class, told to itself and to each image it is linked to."""
+    """A linked image's class, told to itself and to each image it is linked to: (source, LabelHeard)."""
     records, nodes = _sides(joined)
     for record in records if nodes else ():
-        yield record.source, (True, record.source, record.label_text)
+        yield record.source, LabelHeard(True, record.source, record.label_text)
         for other, *_ in nodes[0].neighbours:
-            yield other, (False, record.source, record.label_text)
+            yield other, LabelHeard(False, record.source, record.label_text)
 
 
 def _conflict(keyed):
     """An image linked to one of another class: (source, why), once."""
     source, messages = keyed
     messages = sorted(messages)
-    own = next((label for is_own, _, label in messages if is_own), None)
-    others = sorted((label, other) for is_own, other, label in messages if not is_own and label != own)
+    own = next((heard.label for heard in messages if heard.own), None)
+    others = sorted((heard.label, heard.source) for heard in messages if not heard.own and heard.label != own)
     if own is not None and others:
         label, other = others[0]
         yield source, f'a near-duplicate of {other}, filed under {label!r}, not {own!r}'
 
 
 def _pair_messages(group):
-    """Each member's final split told to itself, and to each image it is linked to (once a pair)."""
+    """Each member's final split told to itself, and to each image it is linked to (once a pair): (source,
+    SplitHeard)."""
     _, members = group
     for record, node in members:
-        yield record.source, (True, record.split, record.label_text, record.source)
+        yield record.source, SplitHeard(True, record.split, record.label_text, record.source)
         for other, *_ in node.neighbours:
             if other > record.source:
-                yield other, (False, record.split, record.label_text, record.source)
+                yield other, SplitHeard(False, record.split, record.label_text, record.source)
 
 
 def _pair_stats(keyed):
     """One image's links to smaller sources: their counts, and those under another label listed."""
     source, messages = keyed
     messages = sorted(messages)
-    own = next(((split, label) for is_own, split, label, _ in messages if is_own), None)
+    own = next((heard for heard in messages if heard.own), None)
     stats = dict.fromkeys(_PAIR_STATS, 0)
     listed = []
     if own is not None:
-        for is_own, split, label, other in messages:
-            if not is_own:
+        for heard in messages:
+            if not heard.own:
                 stats['pairs'] += 1
-                stats['pairs_across_splits'] += split != own[0]
-                stats['pairs_across_labels'] += label != own[1]
-                if label != own[1]:
-                    listed.append((other, label, split, source, own[1], own[0]))
-    yield None, (_STATS, stats)
+                stats['pairs_across_splits'] += heard.split != own.split
+                stats['pairs_across_labels'] += heard.label != own.label
+                if heard.label != own.label:
+                    listed.append((heard.source, heard.label, heard.split, source, own.label, own.split))
+    yield None, Stat(_STATS, stats)
     if listed:
-        yield None, (_CONFLICT_PAIRS, sorted(listed)[:LISTED_CONFLICT_PAIRS])
+        yield None, Stat(_CONFLICT_PAIRS, sorted(listed)[:LISTED_CONFLICT_PAIRS])
 
 
 class _DescribeGroupFn(beam.DoFn):
@@ -159,15 +175,22 @@ class _DescribeGroupFn(beam.DoFn):
         self.moved.inc(moved)
         for message in _pair_messages(group):
             yield beam.pvalue.TaggedOutput('pairs', message)
-        yield beam.pvalue.TaggedOutput('stats', (None, (_STATS, dict(
+        yield beam.pvalue.TaggedOutput('stats', (None, Stat(_STATS, dict(
             groups=1, images=len(members), images_moved=moved, label_conflicts=0, largest_group=len(members),
             links_cut=cut))))  # each cut link counted at both ends: halved in _describe
-        yield beam.pvalue.TaggedOutput('stats', (None, (_LARGEST, (len(members), name))))
+        yield beam.pvalue.TaggedOutput('stats', (None, Stat(_LARGEST, (len(members), name))))
 
 
 # What the summary sums, each input tagged: a dict of counts, a record's final split, a group's (size, leader),
 # pairs under two labels (the first LISTED_CONFLICT_PAIRS by source kept).
 _STATS, _SPLIT, _LARGEST, _CONFLICT_PAIRS = 'stats', 'split', 'largest', 'conflict_pairs'
+
+
+class Stat(typing.NamedTuple):
+    """One input of the summary (``_SummaryFn``), each keyed None: ``kind`` _STATS, _SPLIT, _LARGEST or
+    _CONFLICT_PAIRS, and its ``value``."""
+    kind: str
+    value: typing.Any
 
 
 class _SummaryFn(beam.CombineFn):
@@ -195,12 +218,12 @@ class _SummaryFn(beam.CombineFn):
     def merge_accumulators(self, accumulators):
         merged = self.create_accumulator()
         for totals, splits, largest, pairs in accumulators:
-            merged = self.add_input(merged, (_STATS, totals))
+            merged = self.add_input(merged, Stat(_STATS, totals))
             for split, count in splits.items():
                 merged[1][split] = merged[1].get(split, 0) + count
             if largest is not None:
-                merged = self.add_input(merged, (_LARGEST, largest))
-            merged = self.add_input(merged, (_CONFLICT_PAIRS, pairs))
+                merged = self.add_input(merged, Stat(_LARGEST, largest))
+            merged = self.add_input(merged, Stat(_CONFLICT_PAIRS, pairs))
         return merged
 
     def extract_output(self, summary):
@@ -233,14 +256,14 @@ def _needed(counts, weights):
 
 
 def _regroup(groups, records):
-    """The groups (name, [(record, node)]) again, each record as dealt: for ``report``, whose groups were
+    """The groups (name, [Member]) again, each record as dealt: for ``report``, whose groups were
     dealt image by image."""
     final = records | 'FinalBySource' >> beam.Map(lambda record: (record.source, record))
     nodes = groups | 'NodesBySource' >> beam.FlatMap(
         lambda group: [(record.source, (group[0], node)) for record, node in group[1]])
     return ({'group': nodes, 'final': final}
             | 'JoinFinal' >> beam.CoGroupByKey()
-            | 'FinalMembers' >> beam.FlatMap(lambda joined: [(name, (record, node)) for name, node in joined[1]['group']
+            | 'FinalMembers' >> beam.FlatMap(lambda joined: [(name, Member(record, node)) for name, node in joined[1]['group']
                                                              for record in joined[1]['final']])
             | 'FinalGroups' >> beam.GroupByKey())
 
@@ -296,7 +319,7 @@ class NearDuplicates(beam.PTransform):
         return self._describe(totals, threshold, pairs)
 
     def _groups(self, records, threshold):
-        """(singletons, groups (name, [(record, node)]), rejected, [their stats]) before dealing."""
+        """(singletons, groups (name, [Member]), rejected, [their stats]) before dealing."""
         nodes = records | 'FindGroups' >> FindGroups(threshold, files=self._files)
         joined = ((records | 'KeyBySource' >> beam.Map(lambda r: (r.source, r)), nodes)
                   | 'RecordsAndNodes' >> beam.Flatten()
@@ -336,11 +359,11 @@ class NearDuplicates(beam.PTransform):
         pair_stats = (described.pairs
                       | 'HearSplits' >> beam.GroupByKey()
                       | 'PairStats' >> beam.FlatMap(_pair_stats))
-        final_splits = dealt['records'] | 'FinalSplit' >> beam.Map(lambda record: (None, (_SPLIT, record.split)))
+        final_splits = dealt['records'] | 'FinalSplit' >> beam.Map(lambda record: (None, Stat(_SPLIT, record.split)))
         written_again = []
         if self._conflicts_before is not None:  # a refresh: its previous version's conflicts written this time
             written_again = [dealt['records'] | 'WrittenAgain' >> beam.FlatMap(
-                lambda record, before: [(None, (_STATS, {'conflicts_written_again': 1}))] if record.source in before
+                lambda record, before: [(None, Stat(_STATS, {'conflicts_written_again': 1}))] if record.source in before
                 else [], beam.pvalue.AsDict(self._conflicts_before | 'AsKeys' >> beam.Map(lambda s: (s, True))))]
         totals = ((described.stats, pair_stats, *conflict_stats, *written_again, final_splits)
                   | 'AllStats' >> beam.Flatten()

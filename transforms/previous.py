@@ -20,6 +20,7 @@ import hashlib
 import io
 import json
 import logging
+import typing
 
 import apache_beam as beam
 import pyarrow.parquet
@@ -41,6 +42,14 @@ WRITTEN, QUARANTINED, DUPLICATE = 'written', 'quarantined', 'duplicate'
 # A read error is tried again; a label conflict is a fate of Dedupe, decided again from the sha256s.
 DECODING_VERDICTS = frozenset((EMPTY, NOT_AN_IMAGE, UNSUPPORTED_FORMAT, TOO_MANY_PIXELS, TOO_SMALL, TRUNCATED,
                                CORRUPT))
+
+
+class Fate(typing.NamedTuple):
+    """What the previous version did with a source: ``kind`` WRITTEN, QUARANTINED or DUPLICATE, and ``facts``, what
+    a refresh compares ('size', 'stamp', 'label') and reuses ('sha256', 'split', 'payload', 'decisions', 'image'
+    of a written image; 'reason', 'message' of a quarantined one). ReadPrevious gives (source, Fate)."""
+    kind: str
+    facts: dict
 
 
 # RecordRef field <- index column, for what a reused record keeps from the previous version.
@@ -66,7 +75,7 @@ def _written(row, version_dir, labels):
                      'row): decoding it again', row.get(I.SOURCE), version_dir)
         Metrics.counter(*counters.FACTS_DAMAGED).inc()
         row = dict(row, **{I.SOURCE_SIZE: _UNTRUSTED_SIZE})  # never a listed size: decoded again, as changed
-    return row[I.SOURCE], (WRITTEN, {
+    return row[I.SOURCE], Fate(WRITTEN, {
         'size': row[I.SOURCE_SIZE],
         'stamp': (row[I.SOURCE_MTIME_NS], row.get(I.SOURCE_CTIME_NS), row.get(I.SOURCE_INODE), row[I.SOURCE_GENERATION]),
         'label': labels[row[I.LABEL]], 'sha256': row[I.SHA256],
@@ -85,14 +94,14 @@ def _quarantined(line, verdicts=DECODING_VERDICTS):
     item = json.loads(line)
     if item.get('reason') not in verdicts:
         return []
-    return [(item['source'], (QUARANTINED, {
+    return [(item['source'], Fate(QUARANTINED, {
         'size': item['bytes'], 'stamp': _listed_stamp(item),
         'label': item.get('label'), 'reason': item['reason'], 'message': item['message']}))]
 
 
 def _duplicate(line):
     item = json.loads(line)
-    return item['source'], (DUPLICATE, {
+    return item['source'], Fate(DUPLICATE, {
         'size': item['bytes'], 'stamp': _listed_stamp(item),
         'label': item['label'], 'sha256': item['sha256']})
 
@@ -107,7 +116,7 @@ def nothing_changed(counts, reusable, keep_labels, labels):
 
 
 class ReadPrevious(beam.PTransform):
-    """PBegin -> (source, (fate, facts)) for every input of the previous version that had a fate."""
+    """PBegin -> (source, Fate) for every input of the previous version that had a fate."""
 
     def __init__(self, version_dir, document):
         super().__init__()
@@ -202,7 +211,7 @@ class _MatchFn(beam.DoFn):
         # One listing of the source and one previous fate: the usual case. A manifest that lists a path
         # twice is simply decoded again.
         if len(listed) == 1 and len(previous) == 1 and _unchanged(
-                listed[0], previous[0][1], self._digest if self._storage is not None else None):
+                listed[0], previous[0].facts, self._digest if self._storage is not None else None):
             ref, (fate, facts) = listed[0], previous[0]
             self.reused.inc()
             yield beam.pvalue.TaggedOutput(COUNTS, ('reused', 1))
@@ -330,7 +339,7 @@ class ReuseCheck:
 
 
 def read_fates(version_dir, document, read_bytes, verdicts=DECODING_VERDICTS):
-    """(source, (fate, facts)) of every input of the previous version that had a fate, as ReadPrevious gives
+    """(source, Fate) of every input of the previous version that had a fate, as ReadPrevious gives
     them, read here without a pipeline (a refresh that may change nothing, ``imgrec.pipelines.refresh``).
 
     ``read_bytes(path)`` reads one whole file; the index is read a part at a time. ``verdicts``: the
@@ -361,6 +370,6 @@ def nothing_new_changed_or_removed(listed, fates, digest=None):
         previous[source] = fate
     for ref in listed:
         fate = previous.pop(ref.source, None)
-        if fate is None or not _unchanged(ref, fate[1], digest):  # new, listed twice, or changed
+        if fate is None or not _unchanged(ref, fate.facts, digest):  # new, listed twice, or changed
             return False
     return not previous  # else removed

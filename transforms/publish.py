@@ -25,7 +25,8 @@ from imgrec.contract.reasons import NOT_ERRORS
 from imgrec.console.errors import BuildFailed
 from imgrec.imaging import image_ops
 from imgrec.storage import publication
-from imgrec.storage.storage import Storage
+from imgrec.storage.output import Output
+from imgrec.transforms.elements import DECODED, IGNORED, LISTED, UPSCALED, Tally
 from imgrec.versions import failed_build, tfds_metadata
 from imgrec.versions.report import facts as report_facts, page as report_page
 from imgrec.versions.version import Version
@@ -128,10 +129,10 @@ class _Account(beam.DoFn):
         self._max_error_rate = max_error_rate
         self.unchanged = Metrics.counter(*counters.UNCHANGED)
 
-    def process(self, _: Any, shard_stats: Sequence[Mapping[str, Any]], tallies: Mapping[Any, int],
+    def process(self, _: Any, shard_stats: Sequence[Mapping[str, Any]], tallies: Mapping[Tally, int],
                 rejected: Sequence[Any], duplicates: Sequence[Any],
                 unchanged: bool) -> Iterator[publication.Publication]:
-        listed_per_split = {key: count for key, count in tallies.items() if isinstance(key, str)}
+        listed_per_split = {key.split: count for key, count in tallies.items() if key.kind == LISTED}
         rejected = sorted(rejected, key=lambda item: (item.source, item.reason))
         duplicates = sorted(duplicates)
         per_split, totals = account(shard_stats, listed_per_split, rejected, duplicates)
@@ -140,7 +141,7 @@ class _Account(beam.DoFn):
             yield dataclasses.replace(self._start, unchanged=True)
             return
         quarantine_path = layout.join(self._start.staging_dir, layout.QUARANTINE_JSONL)
-        ignored = tallies.get(IGNORED, 0)
+        ignored = tallies.get(Tally(IGNORED), 0)
         facts = {'counts': dict(totals, ignored=ignored), 'splits': per_split}  # for a failed build's report
         try:
             with failed_build.known(self._start.staging_dir, facts, self._start.storage):
@@ -154,7 +155,7 @@ class _Account(beam.DoFn):
             raise
         yield dataclasses.replace(self._start, accounting=publication.Accounting(
             tuple(sorted(shard_stats, key=lambda s: (s['split'], s['index']))), per_split, totals, tuple(rejected),
-            tuple(duplicates), ignored, tallies.get(DECODED, 0), tallies.get(UPSCALED, 0)))
+            tuple(duplicates), ignored, tallies.get(Tally(DECODED), 0), tallies.get(Tally(UPSCALED), 0)))
 
 
 class _WriteMetadata(beam.DoFn):
@@ -227,7 +228,7 @@ class _WriteMetadata(beam.DoFn):
         # report is the same bytes again.
         seconds = report_page.recorded_build_seconds(staging, files) or report_page.seconds_since(document['created'])
         report_page.write_report(staging, seconds, Version(staging, document, list(labels)), files,
-                                 report_facts.pruning_plan(started.output, started.version, started.keep_versions, files))
+                                 report_facts.pruning_plan(started.output.root, started.version, started.keep_versions, files))
         yield written
 
 
@@ -245,7 +246,7 @@ def publish_tfds_view(done: publication.Publication) -> publication.Publication:
     """After LATEST moved and pruning: the view that lets ``tfds.load(NAME, data_dir=OUT)`` find the newest
     version (``tfds_metadata.write_view``; idempotent, so a retried bundle writes none twice)."""
     if not done.unchanged:
-        tfds_metadata.write_view(done.output, done.version, done.storage)
+        tfds_metadata.write_view(done.output.root, done.version, done.storage)
     return done
 
 
@@ -268,50 +269,70 @@ class _Report(beam.DoFn):
             yield done.document
 
 
-# The keys of the counts Publish takes in one side input of (key, count) pairs (``tallies``) beside the
-# splits' names: 1-tuples, which no split's name can be.
-IGNORED, DECODED, UPSCALED = ('ignored',), ('decoded',), ('upscaled',)
+@dataclasses.dataclass(frozen=True, eq=False)
+class PublishInputs:
+    """What ``Publish`` takes besides the per-shard stats it is applied to: the facts of the build, and the
+    PCollections its steps read as side inputs (built in ``imgrec.pipelines.graph``).
+
+    Facts: ``output`` (the ``Output``, as the job built it: its storage's retry policy and options, which
+    every step uses); ``version`` and its ``staging_dir``; ``previous``, the ``publication.Latest`` read when
+    the build started: LATEST moves only if it still holds it; ``describe`` (name, created, options,
+    record_options, label_order of dataset.json); ``refresh`` (``RefreshPlan.describe()``: previous, mode,
+    full_reason); ``keep_versions``; ``max_error_rate``.
+
+    Of the accounting: ``tallies``, (``Tally``, count) pairs summed once in one combine: the images listed
+    in each split, and the ignored, decoded and upscaled ones (a key not there is 0); ``rejected``
+    (Rejected) and ``duplicates`` (Duplicate), gathered on one worker: the first are bounded by
+    ``max_error_rate``, the second take ~200 bytes each; ``unchanged``: singleton of
+    ``previous.nothing_changed``.
+
+    Of the metadata: ``labels`` (singleton list), ``decisions`` ((decision, count) of the written images),
+    ``index_parts`` ({'file', 'rows'}), ``refresh_counts`` (singleton of the refresh's counts),
+    ``near_rows`` (NearDuplicate rows, one a written image in a group, gathered like the duplicates) and
+    ``near_summary`` (singleton of the near-duplicates summary).
+    """
+    output: Output
+    version: str
+    staging_dir: str
+    previous: publication.Latest
+    describe: Mapping[str, Any]
+    refresh: Mapping[str, Any]
+    keep_versions: int | None
+    max_error_rate: float
+    tallies: beam.PCollection
+    rejected: beam.PCollection
+    duplicates: beam.PCollection
+    unchanged: beam.PCollection
+    labels: beam.PCollection
+    decisions: beam.PCollection
+    index_parts: beam.PCollection
+    refresh_counts: beam.PCollection
+    near_rows: beam.PCollection
+    near_summary: beam.PCollection
 
 
 class Publish(beam.PTransform):
     """Per-shard stats -> the dataset.json document, once published with LATEST pointing at it.
 
-    ``previous`` is the ``publication.Latest`` read when the build started: LATEST moves only if it still
-    holds it. ``storage``: the output's, as the job built it (its retry policy and options), which every step
-    uses. Side inputs:
-    - of the accounting: ``tallies``, (key, count) pairs summed once in one combine: a split's name ->
-      the images listed there (a key not there is 0), and IGNORED, DECODED and UPSCALED -> those
-      counts (a key not there is 0); ``rejected`` (Rejected) and
-      ``duplicates`` (Duplicate), gathered here on one worker: the first are bounded by
-      ``max_error_rate``, the second take ~200 bytes each; ``refresh``'s singleton of
-      ``previous.nothing_changed``;
-    - of the metadata: ``labels`` (singleton list), ``decisions`` ((decision, count) of the written
-      images), ``index_parts`` ({'file', 'rows'}), ``refresh``: (``RefreshPlan.describe()``, singleton of
-      its counts), ``near_duplicates``: (NearDuplicate rows, one a written image in a group, gathered
-      here like the duplicates; singleton of the near-duplicates summary).
+    ``inputs``: a ``PublishInputs``, the build's facts and the side inputs each step reads.
     Fails the build, before LATEST, when the accounting does not add up or more than ``max_error_rate``
     of the inputs were quarantined. Publishes nothing when nothing changed since the previous version,
     and prunes to ``keep_versions`` once LATEST has moved (or stayed): the metrics RETENTION and
     EARLIER_RUN say what it did (``retention``, ``earlier_run``).
     """
 
-    def __init__(self, output: str, version: str, staging_dir: str, previous: publication.Latest,
-                 describe: Mapping[str, Any], *, labels: Any, tallies: Any, rejected: Any,
-                 duplicates: Any, decisions: Any, index_parts: Any, refresh: tuple[Mapping[str, Any], Any, Any],
-                 keep_versions: int | None, max_error_rate: float, near_duplicates: tuple[Any, Any],
-                 storage: Storage) -> None:
+    def __init__(self, inputs: PublishInputs) -> None:
         super().__init__()
-        described, counts, unchanged = refresh
-        near_rows, near_summary = near_duplicates
-        self._start = publication.Publication(output, version, staging_dir, previous, storage, keep_versions)
-        self._max_error_rate = max_error_rate
-        self._describe, self._refresh = describe, described
-        self._accounting = (beam.pvalue.AsDict(tallies),
-                            beam.pvalue.AsList(rejected), beam.pvalue.AsList(duplicates),
-                            beam.pvalue.AsSingleton(unchanged))
-        self._metadata = (beam.pvalue.AsSingleton(labels), beam.pvalue.AsDict(decisions),
-                          beam.pvalue.AsList(index_parts), beam.pvalue.AsSingleton(counts),
-                          beam.pvalue.AsList(near_rows), beam.pvalue.AsSingleton(near_summary))
+        self._start = publication.Publication(inputs.output, inputs.version, inputs.staging_dir, inputs.previous,
+                                              inputs.keep_versions)
+        self._max_error_rate = inputs.max_error_rate
+        self._describe, self._refresh = inputs.describe, inputs.refresh
+        self._accounting = (beam.pvalue.AsDict(inputs.tallies),
+                            beam.pvalue.AsList(inputs.rejected), beam.pvalue.AsList(inputs.duplicates),
+                            beam.pvalue.AsSingleton(inputs.unchanged))
+        self._metadata = (beam.pvalue.AsSingleton(inputs.labels), beam.pvalue.AsDict(inputs.decisions),
+                          beam.pvalue.AsList(inputs.index_parts), beam.pvalue.AsSingleton(inputs.refresh_counts),
+                          beam.pvalue.AsList(inputs.near_rows), beam.pvalue.AsSingleton(inputs.near_summary))
 
     def expand(self, shard_stats: beam.PCollection) -> beam.PCollection:
         # One element, run once every side input is complete: the stats gathered as a side input cost the

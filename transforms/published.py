@@ -8,6 +8,12 @@ import apache_beam as beam
 from imgrec.transforms.previous import WRITTEN
 
 
+def _written_split(keyed):
+    """(source, Fate) -> (source, (sha256, split)) of an image the previous version wrote; none else."""
+    source, fate = keyed
+    return [(source, (fate.facts['sha256'], fate.facts['split']))] if fate.kind == WRITTEN else []
+
+
 def _published(joined):
     _, sides = joined
     written = list(sides['written'])
@@ -25,8 +31,7 @@ class WithPublishedSplits(beam.PTransform):
         self._previous = previous
 
     def expand(self, records):
-        written = self._previous | 'WrittenSplits' >> beam.FlatMap(
-            lambda kv: [(kv[0], (kv[1][1]['sha256'], kv[1][1]['split']))] if kv[1][0] == WRITTEN else [])
+        written = self._previous | 'WrittenSplits' >> beam.FlatMap(_written_split)
         return ({'record': records | 'KeyBySource' >> beam.Map(lambda record: (record.source, record)),
                  'written': written}
                 | 'JoinPublished' >> beam.CoGroupByKey()

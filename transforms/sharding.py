@@ -67,14 +67,21 @@ def label_offsets(label_counts, split, num_labels):
     return offsets
 
 
+class Sized(typing.NamedTuple):
+    """A key of the sizes AssignBalancedShards sums, (Sized, (records, bytes)) pairs: of a ``split``, or of one
+    ``label`` (its index) in it (its bytes not counted)."""
+    split: str
+    label: int | None = None
+
+
 def _sizes(record):
     """What one record adds to the sizes: (records, bytes) of its (split, label) and of its split."""
-    return [((record.split, record.label), (1, 0)), (record.split, (1, record.payload_length))]
+    return [(Sized(record.split, record.label), (1, 0)), (Sized(record.split), (1, record.payload_length))]
 
 
 def label_counts(sizes):
     """{(split, label): records} of the summed ``_sizes``."""
-    return {key: count for key, (count, _) in sizes.items() if isinstance(key, tuple)}
+    return {(key.split, key.label): count for key, (count, _) in sizes.items() if key.label is not None}
 
 
 _BUCKET_COUNTS = 'bucket_counts'
@@ -82,7 +89,7 @@ _BUCKET_COUNTS = 'bucket_counts'
 
 def _key_by_bucket(record, sizes):
     """((split, label, bucket), record), and (that key, 1) as _BUCKET_COUNTS."""
-    key = (record.split, record.label, bucket_of(record.order_key[0], sizes[(record.split, record.label)][0]))
+    key = (record.split, record.label, bucket_of(record.order_key[0], sizes[Sized(record.split, record.label)][0]))
     yield beam.pvalue.TaggedOutput(_BUCKET_COUNTS, (key, 1))
     yield key, record
 
@@ -145,7 +152,7 @@ class AssignBalancedShards(beam.PTransform):
             | 'SumSizes' >> beam.CombinePerKey(TupleCombineFn(sum, sum)))
 
         def count_shards(_, sizes):
-            return {split: config.num_shards(split, *sizes.get(split, (0, 0))) for split in splits}
+            return {split: config.num_shards(split, *sizes.get(Sized(split), (0, 0))) for split in splits}
 
         # One element made once the sizes are known (side inputs cost no steps; a ToList costs nine).
         shard_counts = (records.pipeline

@@ -28,6 +28,7 @@ from apache_beam.metrics import Metrics
 
 from imgrec.contract import counters
 from imgrec.contract.hashing import order_key, stable_hash
+from imgrec.transforms.elements import LISTED, Tally
 from imgrec.transforms.sharding import bucket_of
 
 _SALT = 'split'
@@ -99,6 +100,11 @@ def targets_for(total, weights, at_least_one=False):
     return counts
 
 
+def _first(group):
+    """The first Member of a group, (name, [Member, ...])."""
+    return next(iter(group[1]))
+
+
 def _most_lacking(targets, given, names):
     return max(names, key=lambda name: (targets[name] - given[name], -names.index(name)))
 
@@ -165,20 +171,39 @@ class _Mover:
         if split == record.split:
             return record, ()
         self.moved.inc()
-        return record._replace(split=split), (beam.pvalue.TaggedOutput(MOVES, (record.split, -1)),
-                                              beam.pvalue.TaggedOutput(MOVES, (split, 1)))
+        return record._replace(split=split), (beam.pvalue.TaggedOutput(MOVES, (Tally(LISTED, record.split), -1)),
+                                              beam.pvalue.TaggedOutput(MOVES, (Tally(LISTED, split), 1)))
 
 
-# Every count DealSplits needs is summed in one of two combines, each count keyed (kind, key): before
+# Every count DealSplits needs is summed in one of two combines, each count keyed by a Count: before
 # dealing, the scopes' sizes, their published images and their images in no group; after, the buckets
 # and what the groups placed. A combine a count cost two steps, two stages and a side input each.
 _SCOPE, _PUBLISHED, _FREE, _BUCKET, _PLACED = 'scope', 'published', 'free', 'bucket', 'placed'
 _COUNTS, _KEPT = 'counts', 'kept'
 
 
-def _of(counts, kind):
-    """{key: count} of one kind of the summed counts."""
-    return {key: count for (of, key), count in counts.items() if of == kind}
+class Count(typing.NamedTuple):
+    """A key of DealSplits's counts, (Count, images) pairs: ``kind`` is _SCOPE (the scope's images), _FREE (its
+    images in no group), _PUBLISHED (its published images kept in ``split``), _PLACED (its images the groups
+    put in ``split``) or _BUCKET (its images in no group in ``bucket``)."""
+    kind: str
+    scope: str        # WHOLE, or a class with --stratify
+    split: str = ''   # _PUBLISHED, _PLACED
+    bucket: int = 0   # _BUCKET
+
+
+def _in_splits(counts, kinds):
+    """{scope: {split: count}} of the summed counts of ``kinds`` (_PUBLISHED, _PLACED)."""
+    found: collections.defaultdict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
+    for key, count in counts.items():
+        if key.kind in kinds:
+            found[key.scope][key.split] += count
+    return found
+
+
+def _buckets(counts):
+    """{(scope, bucket): count} of the summed _BUCKET counts."""
+    return {(key.scope, key.bucket): count for key, count in counts.items() if key.kind == _BUCKET}
 
 
 class _SortOutFn(beam.DoFn):
@@ -193,20 +218,20 @@ class _SortOutFn(beam.DoFn):
 
     def process(self, record):
         scope = self._scope(record)
-        yield beam.pvalue.TaggedOutput(_COUNTS, ((_SCOPE, scope), 1))
+        yield beam.pvalue.TaggedOutput(_COUNTS, (Count(_SCOPE, scope), 1))
         if self._keep_published and record.published_split in self._names:
-            yield beam.pvalue.TaggedOutput(_COUNTS, ((_PUBLISHED, (scope, record.published_split)), 1))
+            yield beam.pvalue.TaggedOutput(_COUNTS, (Count(_PUBLISHED, scope, split=record.published_split), 1))
             kept, moves = self._mover.place(record, record.published_split)
             yield from moves
             yield beam.pvalue.TaggedOutput(_KEPT, kept)
         else:
-            yield beam.pvalue.TaggedOutput(_COUNTS, ((_FREE, scope), 1))
+            yield beam.pvalue.TaggedOutput(_COUNTS, (Count(_FREE, scope), 1))
             yield record
 
 
 class _DealScopeFn(beam.DoFn):
-    """One scope's groups -> their images with their splits; GROUPS: each group with its members placed;
-    _COUNTS: ((_PLACED, (scope, split)), images) the groups put there."""
+    """One scope's groups, (name, [Member, ...]) -> their images with their splits; GROUPS: each group with its
+    members placed; _COUNTS: (Count(_PLACED, scope, split), images) the groups put there."""
 
     def __init__(self, weights, stratify, keep_published):
         self._weights = weights
@@ -218,11 +243,11 @@ class _DealScopeFn(beam.DoFn):
     def process(self, keyed, before):
         scope, groups = keyed
         groups = sorted(groups, key=lambda group: group[0])
-        targets = targets_for(before[(_SCOPE, scope)], self._weights, self._stratify)
-        given = collections.Counter({split: n for (of, split), n in _of(before, _PUBLISHED).items() if of == scope})
+        targets = targets_for(before[Count(_SCOPE, scope)], self._weights, self._stratify)
+        given = _in_splits(before, (_PUBLISHED,))[scope]
         split_of, new = {}, []
         for group, members in groups:
-            records = [member[0] for member in members]
+            records = [member.record for member in members]
             split = published_group_split(records, self._names) if self._keep_published else None
             if split is None:
                 new.append((len(members), order_key(group), group))
@@ -232,17 +257,18 @@ class _DealScopeFn(beam.DoFn):
         split_of.update(deal_groups(new, targets, given, self._weights))
         for group, members in groups:
             placed = []
-            for record, *rest in members:
-                final = self._final(record, split_of[group])
-                moved, moves = self._mover.place(record, final)
+            for member in members:
+                final = self._final(member.record, split_of[group])
+                moved, moves = self._mover.place(member.record, final)
                 yield from moves
-                placed.append((moved, *rest))
+                placed.append(member._replace(record=moved))
                 # Counted in the image's own scope: a group kept under two labels (--stratify) is dealt with
                 # its first image's class, but each image fills its own class's share.
-                yield beam.pvalue.TaggedOutput(_COUNTS, ((_PLACED, (self._scope_of(record, scope), final)), 1))
+                yield beam.pvalue.TaggedOutput(_COUNTS, (
+                    Count(_PLACED, self._scope_of(member.record, scope), split=final), 1))
             yield beam.pvalue.TaggedOutput(GROUPS, (group, placed))
-            for record, *_ in placed:
-                yield record
+            for member in placed:
+                yield member.record
 
     def _scope_of(self, record, scope):
         return record.label if self._stratify else scope
@@ -255,16 +281,16 @@ class _DealScopeFn(beam.DoFn):
 
 
 class _KeyByBucketFn(beam.DoFn):
-    """An image to deal by rank -> ((scope, bucket), record); _COUNTS: one more in its bucket."""
+    """An image to deal by rank -> ((scope, bucket), record); _COUNTS: one more in its bucket (Count(_BUCKET))."""
 
     def __init__(self, scope):
         self._scope = scope
 
     def process(self, record, before):
         scope = self._scope(record)
-        key = (scope, bucket_of(deal_key(record.source)[0], before[(_FREE, scope)]))
-        yield beam.pvalue.TaggedOutput(_COUNTS, ((_BUCKET, key), 1))
-        yield key, record
+        bucket = bucket_of(deal_key(record.source)[0], before[Count(_FREE, scope)])
+        yield beam.pvalue.TaggedOutput(_COUNTS, (Count(_BUCKET, scope, bucket=bucket), 1))
+        yield (scope, bucket), record
 
 
 class _DealBucketFn(beam.DoFn):
@@ -290,15 +316,15 @@ class _DealBucketFn(beam.DoFn):
         if self._sides is None or self._sides[0] is not before or self._sides[1] is not after:
             # side inputs are the same objects all bundle long
             self._sides = (before, after)
-            self._starts = self.bucket_starts(_of(after, _BUCKET))
+            self._starts = self.bucket_starts(_buckets(after))
             # where the published images stay, and where the groups went
-            self._placed = collections.Counter(_of(before, _PUBLISHED)) + collections.Counter(_of(after, _PLACED))
+            self._placed = _in_splits({**before, **after}, (_PUBLISHED, _PLACED))
         (scope, bucket), records = keyed_bucket
         assert self._starts is not None and self._placed is not None  # set above from the side inputs
         start = self._starts[(scope, bucket)]
-        targets = targets_for(before[(_SCOPE, scope)], self._weights, self._stratify)
-        there = {split: n for (of, split), n in self._placed.items() if of == scope}
-        quotas = singleton_quotas(targets, there, before[(_FREE, scope)], self._weights)
+        targets = targets_for(before[Count(_SCOPE, scope)], self._weights, self._stratify)
+        there = self._placed.get(scope, {})
+        quotas = singleton_quotas(targets, there, before[Count(_FREE, scope)], self._weights)
         for position, record in enumerate(sorted(records, key=lambda r: deal_key(r.source))):
             dealt, moves = self._mover.place(record, split_of_rank(start + position, quotas, self._weights))
             yield from moves
@@ -306,9 +332,9 @@ class _DealBucketFn(beam.DoFn):
 
 
 class DealSplits(beam.PTransform):
-    """{'singletons': RecordRef in no group, 'groups': (group, [(RecordRef, ...), ...])} -> {'records':
-    every RecordRef with its final split, GROUPS: the groups with their members' final splits, MOVES:
-    (split, -1) and (split, +1) for every record whose split is not its hash's}.
+    """{'singletons': RecordRef in no group, 'groups': (group, [Member, ...])} -> {'records': every RecordRef
+    with its final split, GROUPS: the groups with their members' final splits, MOVES: (Tally(LISTED, split), -1)
+    and (Tally(LISTED, split), +1) for every record whose split is not its hash's}.
 
     ``weights``: ((name, weight), ...); ``stratify``: a class is a scope; ``keep_published``: records'
     ``published_split`` is final (a previous version with the same splits, no --resplit).
@@ -329,12 +355,12 @@ class DealSplits(beam.PTransform):
         sorted_out = singletons | 'SortOut' >> beam.ParDo(_SortOutFn(scope, names, keep)).with_outputs(
             _COUNTS, _KEPT, MOVES, main='free')
         member_scopes = groups | 'MemberScopes' >> beam.FlatMap(
-            lambda group: [((_SCOPE, scope(member[0])), 1) for member in group[1]])
+            lambda group: [(Count(_SCOPE, scope(member.record)), 1) for member in group[1]])
         before = beam.pvalue.AsDict((sorted_out[_COUNTS], member_scopes)
                                     | 'AllBefore' >> beam.Flatten()
                                     | 'CountBefore' >> beam.CombinePerKey(sum))
         dealt_groups = (groups
-                        | 'KeyByScope' >> beam.Map(lambda group: (scope(group[1][0][0]), group))
+                        | 'KeyByScope' >> beam.Map(lambda group: (scope(_first(group).record), group))
                         | 'GroupsOfScope' >> beam.GroupByKey()
                         | 'DealGroups' >> beam.ParDo(_DealScopeFn(self._weights, self._stratify, keep),
                                                      before).with_outputs(GROUPS, MOVES, _COUNTS, main='records'))

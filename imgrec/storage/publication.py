@@ -38,12 +38,15 @@ import os
 import signal
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from imgrec.contract import layout, metadata, shard_check, version_ref
 from imgrec.console.errors import BuildFailed, UserError
 from imgrec.storage import leases, retries, storage
 from imgrec.storage.storage import Storage
+
+if TYPE_CHECKING:  # output.py's methods call this module's functions
+    from imgrec.storage.output import Output
 
 # Objects copied at once where each copy is a round trip (gs://).
 THREADS = 8
@@ -126,17 +129,16 @@ class Accounting:
 class Publication:
     """What one build publishes, handed from step to step (``imgrec.transforms.publish`` runs the steps).
 
-    ``storage``: the output's, as the job built it (its retry policy and options), which every step's I/O goes
-    through. ``unchanged``: nothing changed, nothing to publish (the staging folder goes, LATEST stays, pruning
+    ``output``: the output folder and its storage, as the job built it (its retry policy and options), which
+    every step's I/O goes through. ``unchanged``: nothing changed, nothing to publish (the staging folder goes, LATEST stays, pruning
     still runs). ``accounting``: what the accounting step found, for the step that writes the metadata;
     ``document`` is the version's dataset.json and ``dataset_json`` its bytes, once written. The
     promotion sets ``earlier_run`` when an earlier run of the same build had published the version.
     """
-    output: str
+    output: Output
     version: str
     staging_dir: str
     previous: Latest
-    storage: Storage
     keep_versions: int | None = None
     unchanged: bool = False
     accounting: Accounting | None = None
@@ -147,7 +149,12 @@ class Publication:
 
     @property
     def version_dir(self) -> str:
-        return layout.join(self.output, self.version)
+        return self.output.version_dir(self.version)
+
+    @property
+    def storage(self) -> Storage:
+        """The output's storage, through which every step's I/O goes."""
+        return self.output.storage
 
 
 def _name(path: str) -> str:
@@ -319,10 +326,10 @@ def published_by(publication: Publication) -> str | None:
     except ValueError:
         recorded = {}
     if _same_build(recorded, publication.document) and \
-            _latest_version(publication.output, publication.storage) == publication.version:
+            _latest_version(publication.output.root, publication.storage) == publication.version:
         if _nothing_new_since(publication.document, publication.version):
             return EARLIER_RUN
-        raise BuildFailed(f'version {publication.version} already exists in {publication.output} (an earlier run '
+        raise BuildFailed(f'version {publication.version} already exists in {publication.output.root} (an earlier run '
                           f'of this build published it) and images changed since: pass another --version')
     raise BuildFailed(f'version folder {publication.version_dir} was published by another build meanwhile')
 
@@ -331,7 +338,7 @@ def _check_promotion(files: Storage, publication: Publication, listed: Mapping[s
     """Everything that must hold before the staging folder (its files ``listed``) becomes the version; then
     removes an unpublished folder of that name (what a killed promotion or pruning left). Locally, runs
     under the lock."""
-    output, version, staging_dir = publication.output, publication.version, publication.staging_dir
+    output, version, staging_dir = publication.output.root, publication.version, publication.staging_dir
     assert publication.document is not None
     _check_lease(output, staging_dir, files)
     prefix = staging_dir.rstrip('/') + '/'
@@ -355,7 +362,7 @@ def _promote_by_rename(publication: Publication) -> None:
     """Where a folder rename is atomic (locally): one rename, under the lock."""
     files = publication.storage
     assert publication.document is not None
-    with files.locked(publication.output):
+    with files.locked(publication.output.root):
         listed = _objects(publication.staging_dir, files)
         _check_promotion(files, publication, listed)
         os.rename(publication.staging_dir, publication.version_dir)
@@ -365,7 +372,7 @@ def _promote_by_rename(publication: Publication) -> None:
 def _promote_by_copy(publication: Publication) -> None:
     """Where there are no folders (gs://): every object but dataset.json copied and the copies checked, then
     dataset.json, last; then the staging objects deleted."""
-    output, staging_dir, version_dir, files = (publication.output, publication.staging_dir,
+    output, staging_dir, version_dir, files = (publication.output.root, publication.staging_dir,
                                                publication.version_dir, publication.storage)
     listed = _objects(staging_dir, files)
     _check_promotion(files, publication, listed)
@@ -420,9 +427,9 @@ def move_latest(publication: Publication) -> Publication:
     """Step 4: LATEST names the version, if it still named the one the build started from (or names this
     version already: a retry); then the build lease is released. Nothing changed: only the release."""
     if not publication.unchanged:
-        replace_latest(publication.output, publication.version, publication.previous, publication.storage)
+        publication.output.replace_latest(publication.version, publication.previous)
         crash_point('publish:after_latest')
-    release_build_lease(publication.output, publication.staging_dir, publication.storage)
+    release_build_lease(publication.output.root, publication.staging_dir, publication.storage)
     return publication
 
 
@@ -430,7 +437,7 @@ def prune(publication: Publication) -> Publication:
     """Step 5: prunes to ``keep_versions`` (none given: keeps every version), also when nothing changed."""
     if not publication.keep_versions:
         return publication
-    kept = keep_newest(publication.output, publication.keep_versions, publication.storage)
+    kept = publication.output.keep_newest(publication.keep_versions)
     return dataclasses.replace(publication, retention=kept)
 
 
