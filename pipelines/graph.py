@@ -128,7 +128,7 @@ def build_pipeline(pipeline, config, facts):
                | 'AllTallies' >> beam.Flatten()
                | 'Tally' >> beam.CombinePerKey(sum))
     return written['stats'] | counters.PUBLISH >> Publish(PublishInputs(
-        output=facts.output, version=config.version, staging_dir=staging_dir, previous=facts.previous or Latest(),
+        output=facts.destination, version=config.version, staging_dir=staging_dir, previous=facts.previous or Latest(),
         describe={'name': config.name, 'created': facts.created, 'options': config.describe(),
                   'record_options': config.record_options.recorded(),
                   'label_order': label_order(config, refresh)},
