@@ -45,7 +45,7 @@ from imgrec.pipelines.config import BuildConfig, RunFacts, utc_now
 from imgrec.pipelines.options import parse_args
 from imgrec.pipelines.summary import report
 from imgrec.storage import publication
-from imgrec.storage.output import Output
+from imgrec.storage.publication import Output
 from imgrec.versions import failed_build
 from imgrec.versions.units import human_bytes
 

@@ -27,7 +27,7 @@ from imgrec.transforms.listing import is_image_name, iter_files, list_top_level,
 
 if typing.TYPE_CHECKING:
     from imgrec.pipelines.config import BuildConfig
-    from imgrec.storage.output import Output
+    from imgrec.storage.publication import Output
 
 # Below this much free space on a local output's disk the build is refused before it starts.
 MIN_FREE_BYTES = 64 * 2**20

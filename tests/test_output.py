@@ -6,7 +6,7 @@ import pytest
 
 from imgrec.contract import layout
 from imgrec.storage import publication, storage
-from imgrec.storage.output import Output
+from imgrec.storage.publication import Output
 from tests.gcs_emulator import gcs_emulator  # noqa: F401  (a fixture)
 
 

@@ -20,7 +20,7 @@ import pytest
 
 from imgrec.contract import layout
 from imgrec.storage import gcs_storage, leases, publication, storage
-from imgrec.storage.output import Output
+from imgrec.storage.publication import Output
 from imgrec.pipelines import build_dataset, launcher
 from imgrec.pipelines.graph import build_pipeline
 from imgrec.samples.generate import write_images

@@ -25,7 +25,6 @@ from imgrec.contract.reasons import NOT_ERRORS
 from imgrec.console.errors import BuildFailed
 from imgrec.imaging import image_ops
 from imgrec.storage import publication
-from imgrec.storage.output import Output
 from imgrec.transforms.elements import DECODED, IGNORED, LISTED, UPSCALED, Tally
 from imgrec.versions import failed_build, tfds_metadata
 from imgrec.versions.report import facts as report_facts, page as report_page
@@ -291,7 +290,7 @@ class PublishInputs:
     ``near_rows`` (NearDuplicate rows, one a written image in a group, gathered like the duplicates) and
     ``near_summary`` (singleton of the near-duplicates summary).
     """
-    output: Output
+    output: publication.Output
     version: str
     staging_dir: str
     previous: publication.Latest

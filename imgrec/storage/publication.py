@@ -38,15 +38,13 @@ import os
 import signal
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from imgrec.contract import layout, metadata, shard_check, version_ref
 from imgrec.console.errors import BuildFailed, UserError
 from imgrec.storage import leases, retries, storage
 from imgrec.storage.storage import Storage
 
-if TYPE_CHECKING:  # output.py's methods call this module's functions
-    from imgrec.storage.output import Output
 
 # Objects copied at once where each copy is a round trip (gs://).
 THREADS = 8
@@ -135,7 +133,7 @@ class Publication:
     ``document`` is the version's dataset.json and ``dataset_json`` its bytes, once written. The
     promotion sets ``earlier_run`` when an earlier run of the same build had published the version.
     """
-    output: Output
+    output: 'Output'
     version: str
     staging_dir: str
     previous: Latest
@@ -762,3 +760,48 @@ def refuse_published(output: str, version: str, recorded: Mapping[str, Any],
     if version not in building and _finish_latest(output, version, files):
         return True
     raise UserError(f'version {version} already exists in {output}; pass another --version')
+
+
+# -- an output as one object ------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Output:
+    """An output folder, ``root`` (a local folder or gs:// prefix), and ``storage``, the storage that reaches
+    it: built once, before the job, with the job's credentials (``imgrec.pipelines.launcher.prepare``), and
+    carried on the run's facts and its ``Publication``, so no step rebuilds the output's storage or passes
+    its path and storage apart. Each method is a step of the protocol above on this output."""
+    root: str
+    storage: Storage
+
+    def version_dir(self, version: str) -> str:
+        return layout.join(self.root, version)
+
+    def staging(self, version: str, build_id: str) -> str:
+        """The staging folder a build of ``version`` with ``build_id`` writes before it publishes."""
+        return layout.join(self.root, layout.staging_name(version, build_id))
+
+    def latest(self) -> Latest:
+        """What LATEST names now (``read_latest``)."""
+        return read_latest(self.root, self.storage)
+
+    def replace_latest(self, version: str, expected: Latest) -> None:
+        """Points LATEST at ``version`` if it is still as ``expected`` (``replace_latest``)."""
+        replace_latest(self.root, version, expected, self.storage)
+
+    def versions(self) -> list[tuple[float, str]]:
+        """[(published at, version)], oldest first (``published_versions``)."""
+        return published_versions(self.root, self.storage)
+
+    @contextlib.contextmanager
+    def lease(self, staging_dir: str, detached: bool = False) -> Iterator[leases.Lease]:
+        """A build's lease on its staging folder, held for the block (``build_lease``)."""
+        with build_lease(self.root, staging_dir, detached, self.storage) as lease:
+            yield lease
+
+    def tidy(self, clean: bool = False) -> Tidied:
+        """Before a build: what killed builds and prunings left, finished or removed (``tidy``)."""
+        return tidy(self.root, clean, self.storage)
+
+    def keep_newest(self, count: int) -> Retention:
+        """Deletes all but the ``count`` newest versions and those a lease holds (``keep_newest``)."""
+        return keep_newest(self.root, count, self.storage)
