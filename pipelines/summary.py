@@ -77,12 +77,9 @@ def _split_line(name, split):
     return f"  {name}: {split['num_examples']} examples{shares} in {split['num_shards']} shard(s)"
 
 
-def _near_duplicates_line(near):
-    """What the near-duplicate step found and did, from dataset.json's ``near_duplicates``."""
-    return '\n'.join(_near_duplicates_lines(near))
-
-
 def _near_duplicates_lines(near):
+    """What the near-duplicate step found and did, from dataset.json's ``near_duplicates``: a line, then the
+    pairs kept under two labels and the earlier conflicts written again, when there are any."""
     if not near or near.get('mode') in (None, 'off'):
         yield '  near-duplicates: not looked for (--near_duplicates off)'
         return
@@ -156,7 +153,7 @@ def summary(config, options):
     if kept_settings:
         lines.append(kept_settings)
     lines += [_split_line(name, split) for name, split in document['splits'].items()]
-    lines.append(_near_duplicates_line(document.get('near_duplicates')))
+    lines += _near_duplicates_lines(document.get('near_duplicates'))
     quarantine = document.get('quarantine') or {}
     if quarantine.get('by_reason'):
         more = len(quarantine['by_reason']) - TOP_REASONS

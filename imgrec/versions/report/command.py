@@ -21,7 +21,7 @@ def main(argv=None):
             with version_lib.reading(args.path) as version:  # a reader lease: --keep_versions leaves it alone
                 version_dir = version.path
                 seconds = args.build_seconds if args.build_seconds is not None else recorded_build_seconds(version_dir)
-                path = write_report(version_dir, seconds, pruning=recorded_pruning(version_dir))
+                path = write_report(version_dir, seconds, version, pruning=recorded_pruning(version_dir))
         except version_lib.InspectionError as error:
             raise UserError(str(error)) from None
         print(f'dataset-report: wrote {path}')
