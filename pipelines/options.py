@@ -297,24 +297,23 @@ def config_from_keywords(keywords: typing.Mapping[str, typing.Any],
     return make_config(values, frozenset(given), now)
 
 
-def _integer(value, option):
-    if isinstance(value, bool) or not isinstance(value, (int, str)):
-        raise UserError(f'{option} must be a whole number, got {value!r}')
+def _converted(value, option, kind, accepted, noun):
+    """``value`` (a keyword's Python value or the command line's text) as ``kind``; the same one-line
+    mistakes as argparse's for text, and a clear one for a value of another type (a bool is not a number)."""
+    if isinstance(value, bool) or not isinstance(value, accepted):
+        raise UserError(f'{option} must be {noun}, got {value!r}')
     try:
-        return int(value)
+        return kind(value)
     except ValueError:
-        raise UserError(f'argument {option}: invalid int value: {value!r}') from None
+        raise UserError(f'argument {option}: invalid {kind.__name__} value: {value!r}') from None
+
+
+def _integer(value, option):
+    return _converted(value, option, int, (int, str), 'a whole number')
 
 
 def _number(value, option):
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise UserError(f'{option} must be a number, got {value!r}')
-    try:
-        return float(value)
-    except ValueError:
-        raise UserError(f'argument {option}: invalid float value: {value!r}') from None
+    return None if value is None else _converted(value, option, float, (int, float, str), 'a number')
 
 
 def _switch(value, option):

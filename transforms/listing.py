@@ -226,7 +226,8 @@ def manifest_records(stream: Iterable[bytes]) -> Iterator[tuple[int, str, str | 
         number, raw = item
         text, problem = _decoded(raw)
         if problem is None and text.count('"') % 2:  # a quote left open: the field goes on on the next line
-            joined, used = text, []  # type: tuple[str, list[tuple[int, bytes]]]
+            joined = text
+            used: list[tuple[int, bytes]] = []
             while joined.count('"') % 2 and len(used) < MAX_QUOTED_LINES - 1 and (more := take()) is not None:
                 used.append(more)
                 more_text, more_problem = _decoded(more[1])
