@@ -1,12 +1,13 @@
 """Finds groups of near-duplicate images at any scale: the pictures a confirmed link joins, together.
 
-Candidates: no pair of images is compared unless their perceptual hashes (``imgrec.imaging.
-perceptual_hash``, in every record) agree exactly on one of threshold + 1 bands: each record is keyed by
-its (band, value) pairs, and only the hashes of one key meet on a worker, where every pair is compared
-at once (vectorised) against the threshold. Every pair within the threshold shares a band
-(pigeonhole), and is kept from the first band it shares only. The threshold follows from the number of
-hashed images (``perceptual_hash.threshold_for``, a side input). Only light (hash, source, frame
-reference) tuples cross this shuffle, and not one by one: the members of each (band, value) are gathered
+Candidates: no pair of images is compared unless one of their perceptual hashes (``imgrec.imaging.
+perceptual_hash``: the whole image's and its centre's, in every record) agree exactly on one of threshold + 1
+bands: each record is keyed by its (hash, band, value) triples, and only the members of one key meet on a
+worker, where every pair is compared at once (vectorised) against the threshold. Every pair within the
+threshold on a hash shares one of its bands (pigeonhole), and is kept from the first hash and band it
+shares only. The threshold follows from the number of
+hashed images (``perceptual_hash.threshold_for``, a side input). Only light (hashes, source, frame
+reference) tuples cross this shuffle, and not one by one: the members of each key are gathered
 by a combine that Beam lifts, each worker sending one list a key, not one element an image and band.
 
 Confirmation: a candidate is a link only if the two images' own pixels agree
@@ -77,17 +78,25 @@ class Member(typing.NamedTuple):
 _MASK = (1 << ph.BITS) - 1
 
 
+def _signed(value):
+    """A hash as Beam's integer coder wants it: a signed 64-bit int."""
+    return value - (1 << ph.BITS) if value >> (ph.BITS - 1) else value
+
+
 def band_keys(record, threshold):
-    """((band, value), (hash, source, frame)) for each band of the record's hash; none without a hash.
-    The hash travels as a signed 64-bit int, as Beam's integer coder wants it; ``frame`` is where the
-    record's bytes are, (file, offset, length), for the confirmation to read."""
+    """((hash, band, value), (hashes, source, frame)) for each band of each of the record's hashes
+    (``perceptual_hash.HASHES``: the whole image's, the centre's); none without hashes. The hashes travel
+    as signed 64-bit ints; ``frame`` is where the record's bytes are, (file, offset, length), for the
+    confirmation to read."""
     if record.perceptual_hash is None:
         return
-    value = ph.from_hex(record.perceptual_hash)
-    signed = value - (1 << ph.BITS) if value >> (ph.BITS - 1) else value
-    frame = (record.payload_file, record.payload_offset, record.payload_length)
-    for band, band_value in enumerate(ph.band_values(value, ph.band_edges(ph.bands_for(threshold)))):
-        yield (band, band_value), (signed, record.source, frame)
+    values = ph.from_hex(record.perceptual_hash)
+    member = (tuple(_signed(value) for value in values), record.source,
+              (record.payload_file, record.payload_offset, record.payload_length))
+    edges = ph.band_edges(ph.bands_for(threshold))
+    for index, value in enumerate(values):
+        for band, band_value in enumerate(ph.band_values(value, edges)):
+            yield (index, band, band_value), member
 
 
 @functools.cache
@@ -97,29 +106,42 @@ def _earlier_bands(threshold):
     return tuple(tuple(masks[:band]) for band in range(len(masks)))
 
 
-def pairs_in_bucket(band, members, threshold):
-    """(source, source, distance) candidates among the (hash, source) ``members`` of one band value:
-    pairs within ``threshold`` whose first shared band is ``band``, the smaller source first. Two members
-    share this band; it is their first if every earlier band has a bit that differs (masks, not the
-    band values of both hashes: this test runs for every pair within the threshold in every band)."""
+def _hashes(values):
+    """A member's hashes as a tuple of unsigned ints (one hash may be given as an int)."""
+    return tuple(value & _MASK for value in ((values,) if isinstance(values, int) else values))
+
+
+def pairs_in_bucket(band, members, threshold, index=0):
+    """(source, source, distance) candidates among the (hashes, source) ``members`` of one value of band
+    ``band`` of hash ``index``: pairs within ``threshold`` on that hash whose first shared band is ``band``
+    and which no earlier hash has within the threshold (so each pair is found once, in one bucket), the
+    smaller source first; ``distance`` is the smallest of the pair's hash distances. Two members share this
+    band; it is their first if every earlier band has a bit that differs (masks, not the band values of
+    both hashes: this test runs for every pair within the threshold in every band). ``hashes``: a tuple,
+    one int a hash, or one int for the first hash alone."""
     earlier = _earlier_bands(threshold)[band]
-    members = sorted(((value & _MASK, source) for value, source in members), key=lambda member: member[1])
-    first_of: dict[int, str] = {}
+    members = sorted(((_hashes(values), source) for values, source in members), key=lambda member: member[1])
+    first_of: dict[int, tuple] = {}
     distinct = []
-    for value, source in members:
-        first = first_of.setdefault(value, source)
-        if first != source:
-            if band == 0:  # identical hashes share every band: a candidate of the first of them, once
-                yield first, source, 0
+
+    def found_before(a, b):
+        return any(ph.distance(x, y) <= threshold for x, y in zip(a[:index], b[:index]))
+
+    for values, source in members:
+        first = first_of.setdefault(values[index], (values, source))
+        if first[1] != source:
+            # identical hashes share every band: a candidate of the first of them, once
+            if band == 0 and not found_before(first[0], values):
+                yield first[1], source, ph.nearest_distance(first[0], values)
         else:
-            distinct.append((value, source))
+            distinct.append((values, source))
     if len(distinct) < 2:
         return
-    for i, j, distance in ph.pairs_within([value for value, _ in distinct], threshold):
+    for i, j, _ in ph.pairs_within([values[index] for values, _ in distinct], threshold):
         (a, source_a), (b, source_b) = distinct[i], distinct[j]
-        differ = a ^ b
-        if all(differ & mask for mask in earlier):
-            yield source_a, source_b, distance
+        differ = a[index] ^ b[index]
+        if all(differ & mask for mask in earlier) and not found_before(a, b):
+            yield source_a, source_b, ph.nearest_distance(a, b)
 
 
 def bounded_groups(links, max_group=MAX_GROUP):
@@ -165,7 +187,7 @@ def bounded_groups(links, max_group=MAX_GROUP):
 
 
 class _MembersFn(beam.CombineFn):
-    """The (hash, source, frame) members of one band value, as a list: gathered on each worker before the
+    """The (hashes, source, frame) members of one band value, as a list: gathered on each worker before the
     shuffle."""
 
     def create_accumulator(self):
@@ -252,11 +274,11 @@ class _CompareFn(beam.DoFn):
         return picture
 
     def process(self, keyed, threshold):
-        (band, _), members = keyed
+        (index, band, _), members = keyed
         members = list(members)
         frames = {source: tuple(frame) for _, source, frame in members}
         self.compared.inc(len(members) * (len(members) - 1) // 2)
-        pairs = list(pairs_in_bucket(band, [(value, source) for value, source, _ in members], threshold))
+        pairs = list(pairs_in_bucket(band, [(values, source) for values, source, _ in members], threshold, index))
         confirmed = 0
         for start in range(0, len(pairs), PAIRS_AT_ONCE):  # the frames of a slice of pairs read at once
             chunk = pairs[start:start + PAIRS_AT_ONCE]

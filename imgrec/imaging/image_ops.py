@@ -248,7 +248,7 @@ def decode_resize_encode(data, options, *, with_hash=False):
     (jpeg_bytes, notes) or raises ImageRejected.
 
     ``notes`` also holds the source's upright size (``source_width``, ``source_height``), whether it was
-    ``upscaled``, and, ``with_hash``, the ``perceptual_hash`` (hex) of the decoded image, before resizing:
+    ``upscaled``, and, ``with_hash``, the ``perceptual_hash`` (hex: ``perceptual_hash.perceptual_hashes``) of the decoded image, before resizing:
     the hash of the source as decoding holds it, the same whatever the resize mode.
     """
     image, notes = decode(data, options.image_size, options.resize, max_pixels=options.max_pixels,
@@ -259,6 +259,6 @@ def decode_resize_encode(data, options, *, with_hash=False):
     notes.update(source_width=width, source_height=height,
                  upscaled=upscaled(width, height, options.image_size, options.resize))
     if with_hash:
-        notes['perceptual_hash'] = perceptual_hash.to_hex(perceptual_hash.perceptual_hash(image))
+        notes['perceptual_hash'] = perceptual_hash.to_hex(perceptual_hash.perceptual_hashes(image))
     return encode_jpeg(resize(image, options.image_size, options.resize), options.jpeg_quality), notes
 

@@ -19,7 +19,8 @@ allowed for:
   purple and one green) is not a copy: the kept colour cells' chroma (hue and saturation, not light) must
   agree cell by cell within ``MAX_CHROMA``, allowing the saturation a contrast change moves.
 Flat pictures (little grey structure) have no shape to correlate: they must agree in their colour
-cells, in levels, once a brightness gain is taken out (``MAX_FLAT_LEVELS``).
+cells, in levels, once a brightness gain is taken out (``MAX_FLAT_LEVELS``), and in colour, the row of
+cells that disagrees most left out (a caption or watermark bar on a plain picture).
 
 Read by reference: a ``Picture`` is made from the JPEG the build wrote (``from_jpeg``), decoded with
 Pillow's ``draft`` (the JPEG decoder scales by 1/2 to 1/8 as it decodes), so a candidate costs a ranged
@@ -54,7 +55,7 @@ FLAT_STD = 4.0           # grey standard deviation (levels) under which a pictur
 MAX_FLAT_LEVELS = 8.0    # flat pictures: mean absolute difference of the colour cells, in levels, after a gain
 MAX_GAIN = 1.25          # the brightness gain allowed for flat pictures (a 20% brightening; 1/1.25 darkening)
 # Recorded in dataset.json (near_duplicates.check): a change of rule or threshold changes the groups.
-ALGORITHM = f'ncc-grey{SIDE}-zoom{len(ZOOMS)}-strip{DROPPED_ROWS}+local{BLOCK}+chroma{CELLS}/2'
+ALGORITHM = f'ncc-grey{SIDE}-zoom{len(ZOOMS)}-strip{DROPPED_ROWS}+local{BLOCK}+chroma{CELLS}-strip1/3'
 
 
 class Picture(typing.NamedTuple):
@@ -174,13 +175,21 @@ def _flat_levels(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.abs(a / root - b * root).mean())
 
 
+def _without_strip(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Two pictures' colour cells (CELLS x CELLS x 3) as (n x 3) lists, the row of cells that differs most
+    in levels left out: a caption or watermark bar, as DROPPED_ROWS is for the grey rows."""
+    keep = np.ones(len(a), dtype=bool)
+    keep[int(np.argmax(np.abs(a - b).mean(axis=(1, 2))))] = False
+    return a[keep].reshape(-1, 3), b[keep].reshape(-1, 3)
+
+
 def compare(a: Picture, b: Picture) -> tuple[float, float, float]:
     """(grey correlation, local difference, chroma difference) of two pictures at their best alignment: what
     ``same_picture`` judges; the chroma is NaN (not measured) when the grey already refuses the pair. Flat
-    pictures: (1 - levels / 255, 0, chroma difference) of their colour cells instead (no shape to correlate;
+    pictures: (1 - levels / 255, 0, chroma difference) of their colour cells but one row instead (no shape to correlate;
     ``_flat_levels``)."""
     if a.flat or b.flat:
-        first, second = _cells(a, 0).reshape(-1, 3), _cells(b, 0).reshape(-1, 3)
+        first, second = _without_strip(_cells(a, 0), _cells(b, 0))
         return 1.0 - _flat_levels(first, second) / 255.0, 0.0, _chroma_difference(first, second)
     correlation, keep = _kept_correlation(a, b)
     best = int(np.argmax(correlation))
