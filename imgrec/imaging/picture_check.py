@@ -19,8 +19,9 @@ allowed for:
   purple and one green) is not a copy: the kept colour cells' chroma (hue and saturation, not light) must
   agree cell by cell within ``MAX_CHROMA``, allowing the saturation a contrast change moves.
 Flat pictures (little grey structure) have no shape to correlate: they must agree in their colour
-cells, in levels, once a brightness gain is taken out (``MAX_FLAT_LEVELS``), and in colour, the row of
-cells that disagrees most left out (a caption or watermark bar on a plain picture).
+cells, in levels, once a brightness gain is taken out, on average (``MAX_FLAT_LEVELS``) and in every cell
+(``MAX_FLAT_CELL``: a small icon on a plain ground is one or two cells), and in colour, the row of cells
+that disagrees most left out if it disagrees as a bar does (a caption or watermark on a plain picture).
 
 Read by reference: a ``Picture`` is made from the JPEG the build wrote (``from_jpeg``), decoded with
 Pillow's ``draft`` (the JPEG decoder scales by 1/2 to 1/8 as it decodes), so a candidate costs a ranged
@@ -53,9 +54,10 @@ MAX_SATURATION = 1.5     # a contrast change of 20% either way scales the chroma
 CHROMA_DAMPING = 96.0    # levels added to a cell's r + g + b before its chroma is taken (``_chroma_cells``)
 FLAT_STD = 4.0           # grey standard deviation (levels) under which a picture is flat: no shape to compare
 MAX_FLAT_LEVELS = 8.0    # flat pictures: mean absolute difference of the colour cells, in levels, after a gain
+MAX_FLAT_CELL = 18.0     # flat pictures: the most one colour cell may differ, in levels (another small icon)
 MAX_GAIN = 1.25          # the brightness gain allowed for flat pictures (a 20% brightening; 1/1.25 darkening)
 # Recorded in dataset.json (near_duplicates.check): a change of rule or threshold changes the groups.
-ALGORITHM = f'ncc-grey{SIDE}-zoom{len(ZOOMS)}-strip{DROPPED_ROWS}+local{BLOCK}+chroma{CELLS}-strip1/3'
+ALGORITHM = f'ncc-grey{SIDE}-zoom{len(ZOOMS)}-strip{DROPPED_ROWS}+local{BLOCK}+chroma{CELLS}+flat-cell/3'
 
 
 class Picture(typing.NamedTuple):
@@ -167,30 +169,35 @@ def _local_difference(x: np.ndarray, y: np.ndarray, keep: np.ndarray) -> float:
     return float(blocks[kept_blocks].max()) if kept_blocks.any() else 0.0
 
 
-def _flat_levels(a: np.ndarray, b: np.ndarray) -> float:
-    """Mean absolute difference in levels of two flat pictures' colour cells, after the gain (brightness,
-    up to MAX_GAIN either way) that brings them closest, half applied to each: symmetric."""
+def _flat_levels(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Each cell's mean absolute difference in levels of two flat pictures' colour cells (n x 3), after
+    the gain (brightness, up to MAX_GAIN either way) that brings them closest, half applied to each:
+    symmetric."""
     gain = float(np.clip(np.median((a.sum(axis=-1) + 8) / (b.sum(axis=-1) + 8)), 1 / MAX_GAIN, MAX_GAIN))
     root = np.sqrt(gain)
-    return float(np.abs(a / root - b * root).mean())
+    return np.abs(a / root - b * root).mean(axis=-1)
 
 
 def _without_strip(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Two pictures' colour cells (CELLS x CELLS x 3) as (n x 3) lists, the row of cells that differs most
-    in levels left out: a caption or watermark bar, as DROPPED_ROWS is for the grey rows."""
+    """Two pictures' colour cells (CELLS x CELLS x 3) as (n x 3) lists, leaving out the row of cells that
+    differs most in levels if it differs as a bar does, across (a caption or watermark bar: its median
+    cell differs by more than MAX_FLAT_LEVELS), not in a few cells (another icon on the same ground)."""
+    cell_differences = np.abs(a - b).mean(axis=2)
+    worst = int(np.argmax(cell_differences.mean(axis=1)))
     keep = np.ones(len(a), dtype=bool)
-    keep[int(np.argmax(np.abs(a - b).mean(axis=(1, 2))))] = False
+    keep[worst] = np.median(cell_differences[worst]) <= MAX_FLAT_LEVELS
     return a[keep].reshape(-1, 3), b[keep].reshape(-1, 3)
 
 
 def compare(a: Picture, b: Picture) -> tuple[float, float, float]:
     """(grey correlation, local difference, chroma difference) of two pictures at their best alignment: what
     ``same_picture`` judges; the chroma is NaN (not measured) when the grey already refuses the pair. Flat
-    pictures: (1 - levels / 255, 0, chroma difference) of their colour cells but one row instead (no shape to correlate;
-    ``_flat_levels``)."""
+    pictures, which have no shape to correlate: (1 - mean levels / 255, the largest cell's levels, chroma
+    difference) of their colour cells (``_flat_levels``), a bar's row left out (``_without_strip``)."""
     if a.flat or b.flat:
         first, second = _without_strip(_cells(a, 0), _cells(b, 0))
-        return 1.0 - _flat_levels(first, second) / 255.0, 0.0, _chroma_difference(first, second)
+        levels = _flat_levels(first, second)
+        return 1.0 - float(levels.mean()) / 255.0, float(levels.max()), _chroma_difference(first, second)
     correlation, keep = _kept_correlation(a, b)
     best = int(np.argmax(correlation))
     za, zb = int(_ZOOM_A[best]), int(_ZOOM_B[best])
@@ -214,7 +221,8 @@ def judge(a: Picture, b: Picture) -> tuple[bool, float]:
     """(``same_picture``, ``similarity``) of a pair from one comparison."""
     correlation, local, chroma = compare(a, b)
     if a.flat or b.flat:
-        same = (1.0 - correlation) * 255.0 <= MAX_FLAT_LEVELS and chroma <= MAX_CHROMA
+        same = ((1.0 - correlation) * 255.0 <= MAX_FLAT_LEVELS and local <= MAX_FLAT_CELL
+                and chroma <= MAX_CHROMA)
     else:
         same = correlation >= MIN_CORRELATION and local <= MAX_LOCAL and chroma <= MAX_CHROMA
     return bool(same), round(correlation, 4)
