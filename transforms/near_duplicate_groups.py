@@ -5,19 +5,19 @@ perceptual_hash``: the whole image's and its centre's, in every record) agree ex
 bands: each record is keyed by its (hash, band, value) triples, and only the members of one key meet on a
 worker, where every pair is compared at once (vectorised) against the threshold. Every pair within the
 threshold on a hash shares one of its bands (pigeonhole), and is kept from the first hash and band it
-shares only. The threshold follows from the number of
-hashed images (``perceptual_hash.threshold_for``, a side input). Only light (hashes, source, frame
-reference) tuples cross this shuffle, and not one by one: the members of each key are gathered
-by a combine that Beam lifts, each worker sending one list a key, not one element an image and band.
+shares only. The threshold follows from the number of hashed images (``perceptual_hash.threshold_for``, a
+side input). Only numbers fill the buckets, (hashes, member id), the bulk of the check's memory and shuffle,
+and not one by one: the members of each key are gathered by a combine that Beam lifts, each worker sending
+one list a key, not one element an image and band.
 
-Confirmation: a candidate is a link only if the two images' own pixels agree
-(``imgrec.imaging.picture_check``): the JPEGs as written are read by reference (the spill file or the
-previous version's shard, ``payload_file``/``payload_offset``/``payload_length``) where the candidate is
-found, decoded small, and compared in shape (aligned for a crop or a scale, allowing a brightness change
-and a caption strip) and colour; two records whose JPEGs are the same bytes are confirmed without
-decoding. Nothing but the reference travels with the hash: no thumbnail crosses any shuffle. Each worker
-keeps the last ``PICTURES_KEPT`` pictures it decoded, so an image in several candidates is decoded about
-once.
+Confirmation: a candidate's member ids are joined to where their records are (``Located``: source and frame
+reference), a shuffle of one element an image and one a candidate, and the candidates of one frame file meet
+on a worker. A candidate is a link only if the two images' own pixels agree (``imgrec.imaging.
+picture_check``): the JPEGs as written are read by reference (the spill file or the previous version's shard,
+``payload_file``/``payload_offset``/``payload_length``), decoded small, and compared in shape (aligned for a
+crop or a scale, allowing a brightness change and a caption strip) and colour; two records whose JPEGs are
+the same bytes are confirmed without decoding. No thumbnail crosses any shuffle. Each worker keeps the last
+``PICTURES_KEPT`` pictures it decoded, so an image in several candidates is decoded about once.
 
 Groups: the links are joined into connected components without gathering them (label propagation:
 each image takes the smallest source it hears, ``ROUNDS`` rounds, what is left unsettled joined by a
@@ -36,7 +36,7 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 
 from imgrec.contract import counters
-from imgrec.contract.hashing import order_key
+from imgrec.contract.hashing import order_key, stable_hash
 from imgrec.contract import tfrecord, features as F
 from imgrec.contract.example import decode_example
 from imgrec.imaging import perceptual_hash as ph
@@ -76,6 +76,7 @@ class Member(typing.NamedTuple):
 
 
 _MASK = (1 << ph.BITS) - 1
+_MEMBER_SALT = 'near-duplicate member'
 
 
 def _signed(value):
@@ -83,20 +84,51 @@ def _signed(value):
     return value - (1 << ph.BITS) if value >> (ph.BITS - 1) else value
 
 
+def member_id(source):
+    """A source's number in the band buckets: a stable 64-bit hash of its name, signed as Beam's integer coder
+    wants it. Numbers, not names or frame references, fill the buckets (the bulk of the check's memory);
+    a candidate's names and frames are joined to it after (``Located``). Two names with one number (about
+    one chance in 10^7 among a million) cost a few needless candidates, never a missed one."""
+    return _signed(stable_hash(_MEMBER_SALT, source))
+
+
 def band_keys(record, threshold):
-    """((hash, band, value), (hashes, source, frame)) for each band of each of the record's hashes
+    """((hash, band, value), (hashes, member id)) for each band of each of the record's hashes
     (``perceptual_hash.HASHES``: the whole image's, the centre's); none without hashes. The hashes travel
-    as signed 64-bit ints; ``frame`` is where the record's bytes are, (file, offset, length), for the
-    confirmation to read."""
+    as signed 64-bit ints, as Beam's integer coder wants them."""
     if record.perceptual_hash is None:
         return
     values = ph.from_hex(record.perceptual_hash)
-    member = (tuple(_signed(value) for value in values), record.source,
-              (record.payload_file, record.payload_offset, record.payload_length))
+    member = (tuple(_signed(value) for value in values), member_id(record.source))
     edges = ph.band_edges(ph.bands_for(threshold))
     for index, value in enumerate(values):
         for band, band_value in enumerate(ph.band_values(value, edges)):
             yield (index, band, band_value), member
+
+
+class Located(typing.NamedTuple):
+    """Where a hashed record is: its source and the frame (file, offset, length) its bytes are in."""
+    source: str
+    frame: tuple
+
+
+class Candidate(typing.NamedTuple):
+    """A candidate told to one of its images (by member id): the other image's id, and the hash distance."""
+    other: int
+    distance: int
+
+
+class HalfLocated(typing.NamedTuple):
+    """A candidate told to its second image: the first image located, and the hash distance."""
+    first: Located
+    distance: int
+
+
+def located(record):
+    """(member id, Located) of a hashed record: what a candidate's ids are joined to."""
+    if record.perceptual_hash is not None:
+        yield member_id(record.source), Located(record.source, (record.payload_file, record.payload_offset,
+                                                                record.payload_length))
 
 
 @functools.cache
@@ -187,7 +219,7 @@ def bounded_groups(links, max_group=MAX_GROUP):
 
 
 class _MembersFn(beam.CombineFn):
-    """The (hashes, source, frame) members of one band value, as a list: gathered on each worker before the
+    """The (hashes, member id) members of one band value, as a list: gathered on each worker before the
     shuffle."""
 
     def create_accumulator(self):
@@ -228,16 +260,58 @@ def _jpeg_or_none(frame_bytes):
         return None
 
 
-class _CompareFn(beam.DoFn):
-    """One band bucket -> its confirmed candidates (source, source, distance, similarity): pairs within the
-    threshold whose pictures agree (``picture_check.judge``), read by reference: two records whose JPEGs
-    are the same bytes (pixel-identical sources: the encoder is deterministic) are confirmed without
-    decoding. Counts the comparisons (the cost that grows with the square), and the candidates confirmed
-    and refused."""
+class _CandidatesFn(beam.DoFn):
+    """One band bucket -> its candidates (member id, Candidate): pairs within the threshold found in this
+    bucket first (``pairs_in_bucket``). Counts the comparisons, the cost that grows with the square."""
+
+    def __init__(self):
+        self.compared = Metrics.counter(*counters.HASHES_COMPARED)
+
+    def process(self, keyed, threshold):
+        (index, band, _), members = keyed
+        members = list(members)
+        self.compared.inc(len(members) * (len(members) - 1) // 2)
+        for a, b, distance in pairs_in_bucket(band, members, threshold, index):
+            yield a, Candidate(b, distance)
+
+
+def _split_joined(values, kind):
+    """(the Located, the others of ``kind``) of one member id's joined values, told apart by type (a
+    CoGroupByKey would cost three steps more)."""
+    places, others = [], []
+    for value in values:
+        (places if isinstance(value, Located) else others).append(value)
+    return places, [value for value in others if isinstance(value, kind)]
+
+
+def _tell_second(joined):
+    """Each candidate of a first image, told to its second image with the first located."""
+    _, values = joined
+    places, candidates = _split_joined(values, Candidate)
+    for place in places:
+        for candidate in candidates:
+            yield candidate.other, HalfLocated(place, candidate.distance)
+
+
+def _located_pairs(joined):
+    """Each candidate with both images located, the smaller source first, keyed by its first frame's file:
+    the confirmation reads the frames of one file's candidates together."""
+    _, values = joined
+    places, halves = _split_joined(values, HalfLocated)
+    for place in places:
+        for half in halves:
+            first, second = sorted((half.first, place))
+            yield first.frame[0] or '', (first, second, half.distance)
+
+
+class _ConfirmFn(beam.DoFn):
+    """Candidates (Located, Located, distance) -> links (source, source, distance, similarity): those whose
+    pictures agree (``picture_check.judge``), read by reference, ``PAIRS_AT_ONCE`` candidates' frames in one
+    coalesced read; two records whose JPEGs are the same bytes (pixel-identical sources: the encoder is
+    deterministic) are confirmed without decoding. Counts the candidates confirmed and refused."""
 
     def __init__(self, files=None):
         self._files = files
-        self.compared = Metrics.counter(*counters.HASHES_COMPARED)
         self.confirmed = Metrics.counter(*counters.PAIRS_CONFIRMED)
         self.refused = Metrics.counter(*counters.PAIRS_REFUSED)
 
@@ -273,31 +347,29 @@ class _CompareFn(beam.DoFn):
             self._pictures.popitem(last=False)
         return picture
 
-    def process(self, keyed, threshold):
-        (index, band, _), members = keyed
-        members = list(members)
-        frames = {source: tuple(frame) for _, source, frame in members}
-        self.compared.inc(len(members) * (len(members) - 1) // 2)
-        pairs = list(pairs_in_bucket(band, [(values, source) for values, source, _ in members], threshold, index))
+    def process(self, keyed):
+        _, candidates = keyed
+        candidates = sorted(candidates)
         confirmed = 0
-        for start in range(0, len(pairs), PAIRS_AT_ONCE):  # the frames of a slice of pairs read at once
-            chunk = pairs[start:start + PAIRS_AT_ONCE]
-            jpegs = self._jpegs_of({source: frames[source] for a, b, _ in chunk for source in (a, b)})
-            for a, b, distance in chunk:
+        for start in range(0, len(candidates), PAIRS_AT_ONCE):  # the frames of a slice of candidates read at once
+            chunk = candidates[start:start + PAIRS_AT_ONCE]
+            jpegs = self._jpegs_of({place.source: tuple(place.frame) for pair in chunk for place in pair[:2]})
+            for first, second, distance in chunk:
+                a, b = first.source, second.source
                 if jpegs[a] is None or jpegs[b] is None:
                     continue
                 if jpegs[a] == jpegs[b]:  # the same pixels written: the same picture, nothing to decode
                     same, similarity = True, 1.0
                 else:
-                    first, second = self._picture(a, jpegs[a]), self._picture(b, jpegs[b])
-                    if first is None or second is None:
+                    picture_a, picture_b = self._picture(a, jpegs[a]), self._picture(b, jpegs[b])
+                    if picture_a is None or picture_b is None:
                         continue
-                    same, similarity = picture_check.judge(first, second)
+                    same, similarity = picture_check.judge(picture_a, picture_b)
                 if same:
                     confirmed += 1
                     yield a, b, distance, similarity
         self.confirmed.inc(confirmed)
-        self.refused.inc(len(pairs) - confirmed)
+        self.refused.inc(len(candidates) - confirmed)
 
 
 def _adjacent(keyed):
@@ -395,10 +467,21 @@ class FindGroups(beam.PTransform):
         threshold = self._threshold
         if isinstance(threshold, beam.PCollection):
             threshold = beam.pvalue.AsSingleton(threshold)
-        links = (records
-                 | 'BandKeys' >> beam.FlatMap(band_keys, threshold)
-                 | 'GroupBands' >> beam.CombinePerKey(_MembersFn())
-                 | 'CompareInBand' >> beam.ParDo(_CompareFn(self._files), threshold))
+        candidates = (records
+                      | 'BandKeys' >> beam.FlatMap(band_keys, threshold)
+                      | 'GroupBands' >> beam.CombinePerKey(_MembersFn())
+                      | 'CompareInBand' >> beam.ParDo(_CandidatesFn(), threshold))
+        places = records | 'Locate' >> beam.FlatMap(located)
+        halves = ((places, candidates)
+                  | 'WithFirst' >> beam.Flatten()
+                  | 'JoinFirst' >> beam.GroupByKey()
+                  | 'TellSecond' >> beam.FlatMap(_tell_second))
+        links = ((places, halves)
+                 | 'WithSecond' >> beam.Flatten()
+                 | 'JoinSecond' >> beam.GroupByKey()
+                 | 'ByFrameFile' >> beam.FlatMap(_located_pairs)
+                 | 'FramesTogether' >> beam.GroupByKey()
+                 | 'Confirm' >> beam.ParDo(_ConfirmFn(self._files)))
         state = (links
                  | 'BothEnds' >> beam.FlatMap(lambda e: [(e[0], (e[1], e[2], e[3])), (e[1], (e[0], e[2], e[3]))])
                  | 'Neighbours' >> beam.GroupByKey()
