@@ -57,10 +57,11 @@ def hash_of(text):
 
 
 def _record(source, value, label=0, published=None, look=None):
-    """A record whose frame holds ``look``'s picture (its own source's when None): equal looks confirm a candidate."""
+    """A record whose frame holds ``look``'s picture (its own source's when None): equal looks confirm a candidate.
+    ``value``: its whole image's hash, which its centre's repeats (or a tuple of both)."""
     payload = _frame(look or source)
     return RecordRef(source, source, f'class{label}', split_for(source, WEIGHTS), label, 'sha-' + source, 1, None,
-                     None, (), *payload, perceptual_hash=None if value is None else ph.to_hex(value),
+                     None, (), *payload, perceptual_hash=None if value is None else ph.to_hex(value if isinstance(value, tuple) else (value, value)),
                      published_split=published)
 
 
@@ -73,8 +74,8 @@ def _flip(value, *bits):
 def _corpus():
     """Far-apart hashes, one pair, one chain of five (each link just over half the threshold, so only
     neighbours are within it), one pair of identical hashes, one pair within the threshold whose
-    thumbnails differ, one image just over the threshold from another (a bit in every band), and one
-    with no hash."""
+    thumbnails differ, one image just over the threshold from another (a bit in every band), one pair whose
+    whole images' hashes are far apart and whose centres' are the same (a caption), and one with no hash."""
     rng = random.Random(3)
     bases = [rng.getrandbits(64) for _ in range(40)]
     records = [_record(f'solo/{i:02d}.jpg', value) for i, value in enumerate(bases[:30])]
@@ -91,11 +92,13 @@ def _corpus():
     records.append(_record('far/a.jpg', bases[33], look='far'))
     records.append(_record('far/b.jpg', _flip(bases[33], *(ph.BITS - 1 - start for start, _ in
                                                          ph.band_edges(ph.bands_for(THRESHOLD)))), look='far'))
+    records.append(_record('centre/a.jpg', (bases[35], bases[36]), look='centre'))
+    records.append(_record('centre/b.jpg', (_flip(bases[35], *range(0, 64, 2)), bases[36]), look='centre'))
     records.append(_record('nohash.jpg', None))
     return records
 
 
-LINKED = ({'pair/a.jpg', 'pair/b.jpg'}, {'same/x.jpg', 'same/y.jpg'},
+LINKED = ({'pair/a.jpg', 'pair/b.jpg'}, {'same/x.jpg', 'same/y.jpg'}, {'centre/a.jpg', 'centre/b.jpg'},
           *({f'chain/{i}.jpg', f'chain/{i + 1}.jpg'} for i in range(4)))
 GROUPED = set().union(*LINKED)
 

@@ -6,7 +6,8 @@ bands: each record is keyed by its (hash, band, value) triples, and only the mem
 worker, where every pair is compared at once (vectorised) against the threshold. Every pair within the
 threshold on a hash shares one of its bands (pigeonhole), and is kept from the first hash and band it
 shares only. The threshold follows from the number of hashed images (``perceptual_hash.threshold_for``, a
-side input). Only numbers fill the buckets, (hashes, member id), the bulk of the check's memory and shuffle,
+side input). Only numbers fill the buckets, (hashes, member id) packed in 24 bytes, the bulk of the check's
+memory and shuffle,
 and not one by one: the members of each key are gathered by a combine that Beam lifts, each worker sending
 one list a key, not one element an image and band.
 
@@ -33,6 +34,7 @@ import functools
 import typing
 
 import apache_beam as beam
+import numpy as np
 from apache_beam.metrics import Metrics
 
 from imgrec.contract import counters
@@ -76,6 +78,8 @@ class Member(typing.NamedTuple):
 
 
 _MASK = (1 << ph.BITS) - 1
+# A bucket member's numbers: its hashes, then its member id.
+MEMBER = np.dtype('<i8')
 _MEMBER_SALT = 'near-duplicate member'
 
 
@@ -93,17 +97,24 @@ def member_id(source):
 
 
 def band_keys(record, threshold):
-    """((hash, band, value), (hashes, member id)) for each band of each of the record's hashes
-    (``perceptual_hash.HASHES``: the whole image's, the centre's); none without hashes. The hashes travel
-    as signed 64-bit ints, as Beam's integer coder wants them."""
+    """((hash, band, value), member) for each band of each of the record's hashes
+    (``perceptual_hash.HASHES``: the whole image's, the centre's); none without hashes. A member is the
+    record's hashes and member id packed as little-endian 64-bit ints (``MEMBER``): 24 bytes, which is
+    what a bucket holds in memory too (``_MembersFn``), where a tuple of Python ints takes ~150."""
     if record.perceptual_hash is None:
         return
     values = ph.from_hex(record.perceptual_hash)
-    member = (tuple(_signed(value) for value in values), member_id(record.source))
+    member = np.array([*map(_signed, values), member_id(record.source)], dtype=MEMBER).tobytes()
     edges = ph.band_edges(ph.bands_for(threshold))
     for index, value in enumerate(values):
         for band, band_value in enumerate(ph.band_values(value, edges)):
             yield (index, band, band_value), member
+
+
+def unpacked(members):
+    """The (hashes, member id) of packed members (``band_keys``), as Python ints."""
+    rows = np.frombuffer(members, dtype=MEMBER).reshape(-1, ph.HASHES + 1)
+    return [(tuple(row[:-1]), row[-1]) for row in rows.tolist()]
 
 
 class Located(typing.NamedTuple):
@@ -219,24 +230,25 @@ def bounded_groups(links, max_group=MAX_GROUP):
 
 
 class _MembersFn(beam.CombineFn):
-    """The (hashes, member id) members of one band value, as a list: gathered on each worker before the
-    shuffle."""
+    """The packed members of one band value (``band_keys``), as one bytearray: gathered on each worker before
+    the shuffle. A worker holds every key's members of a bundle at once, so how small a member is decides
+    the check's peak memory."""
 
     def create_accumulator(self):
-        return []
+        return bytearray()
 
     def add_input(self, members, member):
-        members.append(member)
+        members += member
         return members
 
     def merge_accumulators(self, accumulators):
-        merged = []
+        merged = bytearray()
         for members in accumulators:
-            merged.extend(members)
+            merged += members
         return merged
 
     def extract_output(self, members):
-        return members
+        return bytes(members)
 
 
 def jpeg_of_frame(frame_bytes):
@@ -268,8 +280,8 @@ class _CandidatesFn(beam.DoFn):
         self.compared = Metrics.counter(*counters.HASHES_COMPARED)
 
     def process(self, keyed, threshold):
-        (index, band, _), members = keyed
-        members = list(members)
+        (index, band, _), packed = keyed
+        members = unpacked(packed)
         self.compared.inc(len(members) * (len(members) - 1) // 2)
         for a, b, distance in pairs_in_bucket(band, members, threshold, index):
             yield a, Candidate(b, distance)

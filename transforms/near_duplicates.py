@@ -3,7 +3,8 @@ every image dealt to its split (``imgrec.transforms.splits``).
 
 With ``--near_duplicates group`` (the default) a group's images all go to one split, dealt against
 what each split still lacks, largest group first, so the shares hold; a near-duplicate pair across two
-classes is a label conflict: both images are quarantined, as copies with the same bytes are. With
+classes is kept, written in one split and listed (``--near_duplicate_conflicts quarantine`` removes both
+images instead: a heuristic never deletes by default). With
 ``report`` the groups are only listed and every image is dealt on its own; with ``off`` nothing is
 hashed. Whatever the mode, a build whose split shares miss their weights by more than
 ``--split_tolerance`` points (and more than one image) fails before publishing, naming the largest group.
