@@ -1,13 +1,13 @@
 """The folder operations every publication step shares: sizes below a folder, deletions several at a time, a
-file's bytes or None. They work on any path through any storage: ``storage`` (the job's, handed on to the path),
-or None (a command, a test) for the path's own."""
+file's bytes or None, each through the output's storage the step was handed (``Output.storage``): its retry
+policy and options, never a storage rebuilt."""
 from __future__ import annotations
 
 import concurrent.futures
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from imgrec.storage import retries, storage as storage_lib
+from imgrec.storage import retries
 from imgrec.storage.crash_points import crash_point
 from imgrec.storage.storage import Storage
 
@@ -19,11 +19,10 @@ def name_of(path: str) -> str:
     return path.rstrip('/').rsplit('/', 1)[-1]
 
 
-def sizes(folder: str, storage: Storage | None) -> dict[str, int]:
+def sizes(folder: str, storage: Storage) -> dict[str, int]:
     """{name relative to ``folder``: size} of every file below it."""
     prefix = folder.rstrip('/') + '/'
-    return {entry.path[len(prefix):]: entry.size
-            for entry in storage_lib.given_or_default(folder, storage).list(folder)}
+    return {entry.path[len(prefix):]: entry.size for entry in storage.list(folder)}
 
 
 def each(function: Callable[[str], Any], items: Sequence[str]) -> None:
@@ -32,14 +31,13 @@ def each(function: Callable[[str], Any], items: Sequence[str]) -> None:
         retries.counted_map(pool, function, items)
 
 
-def delete_tree(folder: str, storage: Storage | None = None) -> None:
+def delete_tree(folder: str, storage: Storage) -> None:
     """Deletes ``folder`` and everything below it, if it exists."""
-    storage_lib.given_or_default(folder, storage).delete_tree(folder)
+    storage.delete_tree(folder)
 
 
-def delete_in_halves(folder: str, step: str, storage: Storage | None) -> None:
+def delete_in_halves(folder: str, step: str, storage: Storage) -> None:
     """Deletes everything below ``folder``, ``step`` (a test hook) half-way through."""
-    storage = storage_lib.given_or_default(folder, storage)
     paths = [entry.path for entry in storage.list(folder)]
     half = len(paths) // 2
     each(storage.delete, paths[:half])
@@ -48,7 +46,7 @@ def delete_in_halves(folder: str, step: str, storage: Storage | None) -> None:
     storage.delete_tree(folder)  # what is left: local folders
 
 
-def read_or_none(path: str, storage: Storage | None) -> bytes | None:
+def read_or_none(path: str, storage: Storage) -> bytes | None:
     """The file's bytes, or None when there is none."""
-    found = storage_lib.given_or_default(path, storage).read_versioned(path)
+    found = storage.read_versioned(path)
     return None if found is None else found.data

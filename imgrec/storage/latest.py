@@ -35,7 +35,7 @@ def read_latest(output: str, storage: Storage | None = None) -> Latest:
     return Latest(version_ref.latest_name(found.data, path), found.generation)
 
 
-def latest_version(output: str, storage: Storage | None) -> str | None:
+def latest_version(output: str, storage: Storage) -> str | None:
     """What LATEST names now; None when nothing (or nothing readable, which protects nothing)."""
     try:
         return read_latest(output, storage).version
@@ -67,7 +67,7 @@ def replace_latest(output: str, version: str, expected: Latest, storage: Storage
             raise _moved_by_another(output, expected, read_latest(output, storage)) from None
 
 
-def finish_latest(output: str, version: str, storage: Storage | None) -> bool:
+def finish_latest(output: str, version: str, storage: Storage) -> bool:
     """A dead build published ``version`` but did not move LATEST: moves it, as that build would have, if
     LATEST still names the version the build started from (dataset.json's ``refresh.previous``)."""
     data = read_or_none(layout.join(output, version, layout.DATASET_JSON), storage)

@@ -31,14 +31,13 @@ def build_lease(output: str, staging_dir: str, detached: bool = False,
         yield lease
 
 
-def own_lease(output: str, staging_dir: str, storage: Storage | None) -> leases.Lease:
+def own_lease(output: str, staging_dir: str, storage: Storage) -> leases.Lease:
     """The build lease of ``staging_dir``, as its build holds it (its id is the build's)."""
     name = name_of(staging_dir)
-    return leases.Lease(storage_lib.given_or_default(output, storage), output, layout.BUILD_LEASE, name,
-                        layout.staging_build_id(name))
+    return leases.Lease(storage, output, layout.BUILD_LEASE, name, layout.staging_build_id(name))
 
 
-def check_lease(output: str, staging_dir: str, storage: Storage | None) -> None:
+def check_lease(output: str, staging_dir: str, storage: Storage) -> None:
     """Refuses to go on once the build's lease is no longer its own: a cleanup took it over after it lapsed,
     and may be deleting the staging folder."""
     lease = own_lease(output, staging_dir, storage)
@@ -48,7 +47,7 @@ def check_lease(output: str, staging_dir: str, storage: Storage | None) -> None:
                           f'took it over; nothing was published')
 
 
-def release_build_lease(output: str, staging_dir: str, storage: Storage | None = None) -> None:
+def release_build_lease(output: str, staging_dir: str, storage: Storage) -> None:
     """Deletes the build's lease if it is still its own (a no-op when the launcher already did)."""
     own_lease(output, staging_dir, storage).release()
 
@@ -64,6 +63,6 @@ def staging_folders(output: str, storage: Storage | None = None) -> list[tuple[f
     return sorted(found)
 
 
-def staged_bytes(staging_dir: str, storage: Storage | None = None) -> int:
+def staged_bytes(staging_dir: str, storage: Storage) -> int:
     """The bytes below ``staging_dir`` now: the work a build had written when it stopped."""
     return sum(sizes(staging_dir, storage).values())

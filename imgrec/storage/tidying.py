@@ -37,11 +37,10 @@ FAILURE_KEEPS = frozenset((layout.REPORT_HTML, layout.QUARANTINE_JSONL, layout.D
                            layout.BUILD_FAILURE_JSON))
 
 
-def shed(staging_dir: str, storage: Storage | None = None) -> int:
+def shed(staging_dir: str, storage: Storage) -> int:
     """Deletes the bulk of a failed or stopped build's staging folder, keeping what explains the failure
     (``FAILURE_KEEPS``, at its top): so a build that ran out of space gives its space back, and the user keeps
     its report and quarantine list. Returns the bytes freed. Run again, it finds nothing more to delete."""
-    storage = storage_lib.given_or_default(staging_dir, storage)
     bulk = {name: size for name, size in sizes(staging_dir, storage).items() if name not in FAILURE_KEEPS}
 
     def delete(path: str) -> None:
@@ -62,7 +61,7 @@ UNPUBLISHED, LATEST_NAMES_IT, LATEST_MOVED_NOW, PUBLISHED_NOT_LATEST, SUPERSEDED
     'unpublished', 'latest', 'moved', 'published', 'superseded')
 
 
-def promoted_by(output: str, version: str, created: str, storage: Storage | None = None) -> bool:
+def promoted_by(output: str, version: str, created: str, storage: Storage) -> bool:
     """Whether ``OUT/<version>/dataset.json`` is the one the build that started at ``created`` wrote: that build
     promoted the version, and readers can see it by name."""
     data = read_or_none(layout.join(output, version, layout.DATASET_JSON), storage)
@@ -72,7 +71,7 @@ def promoted_by(output: str, version: str, created: str, storage: Storage | None
         return False
 
 
-def state_after_failure(output: str, version: str, created: str, storage: Storage | None = None) -> str:
+def state_after_failure(output: str, version: str, created: str, storage: Storage) -> str:
     """What a build that failed (or stopped) left readers: UNPUBLISHED (nothing of it is visible), LATEST_NAMES_IT
     (it published, and LATEST moved: only a later step failed), LATEST_MOVED_NOW (promoted, LATEST not moved by the
     build, moved now as the build would have done: ``finish_latest``'s rule), PUBLISHED_NOT_LATEST (promoted,
@@ -182,8 +181,7 @@ def tidy(output: str, clean: bool = False, storage: Storage | None = None) -> Ti
     return Tidied(removed, tuple(pruned), tuple(published))
 
 
-def refuse_published(output: str, version: str, recorded: Mapping[str, Any],
-                     storage: Storage | None = None) -> bool:
+def refuse_published(output: str, version: str, recorded: Mapping[str, Any], storage: Storage) -> bool:
     """Before a build, after ``tidy``: refuses a --version that is published already, unless it is the same
     build (``recorded``: ``BuildConfig.recorded()``) and LATEST names it: a rerun of the build that published
     it. That rerun refreshes the version; it ends with nothing published when it finds nothing new, and fails
@@ -204,7 +202,7 @@ def refuse_published(output: str, version: str, recorded: Mapping[str, Any],
         raise UserError(f'version {version} already exists in {output}; pass another --version')
     if latest_version(output, storage) == version:
         return False
-    building = leases.live(leases.read_all(storage_lib.given_or_default(output, storage), output)).building
+    building = leases.live(leases.read_all(storage, output)).building
     if version not in building and finish_latest(output, version, storage):
         return True
     raise UserError(f'version {version} already exists in {output}; pass another --version')
