@@ -9,7 +9,7 @@ and each split's share next to the share asked.
 import dataclasses
 import html
 
-from imgrec.storage import publication
+from imgrec.storage.retention import Retention
 
 
 def _share(value):
@@ -45,4 +45,4 @@ class BuildResult(dict):
 @dataclasses.dataclass(frozen=True)
 class NothingChanged:
     """The result of a refresh found to change nothing before any pipeline started: what pruning did."""
-    retention: publication.Retention | None
+    retention: Retention | None

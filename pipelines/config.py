@@ -18,9 +18,9 @@ from imgrec.storage import paths
 
 if typing.TYPE_CHECKING:  # for annotations only: the others load Beam or Google's clients
     from imgrec.pipelines.refresh_plan import RefreshPlan
-    from imgrec.storage.publication import Output
+    from imgrec.storage.output import Output
     from imgrec.storage import retries
-    from imgrec.storage.publication import Latest
+    from imgrec.storage.latest import Latest
     from imgrec.transforms.sharding import ShardConfig
 
 

@@ -13,7 +13,7 @@ shard dealing. Decoding also hashes each image (a perceptual hash), and
 import apache_beam as beam
 
 from imgrec.contract import counters, layout
-from imgrec.storage.publication import Latest
+from imgrec.storage.latest import Latest
 from imgrec.pipelines.refresh import label_order
 from imgrec.pipelines.refresh_plan import RefreshPlan
 from imgrec.transforms.constants import Value
@@ -35,8 +35,8 @@ from imgrec.transforms.write import INDEX_ROWS, WriteShards
 from imgrec.transforms.write_index import WriteIndex
 
 
-def _encode(config, facts, labels, staging_dir, output_storage):
-    return Encode(config.record_options, labels, layout.join(staging_dir, layout.SPILL_DIR), output_storage,
+def _encode(config, facts, labels, staging_dir, storage):
+    return Encode(config.record_options, labels, layout.join(staging_dir, layout.SPILL_DIR), storage,
                   with_hash=config.near_duplicates != OFF, decoders=facts.decoders)
 
 
@@ -56,9 +56,9 @@ def build_pipeline(pipeline, config, facts):
     staging_dir = facts.staging_dir(config)
     # The job's options go with it: a worker's gs:// client authenticates as the job does.
     assert facts.destination is not None  # made once, before the job (launcher.prepare)
-    output_storage = facts.destination.storage
+    storage = facts.destination.storage  # also lists the input: handed on to its path (Storage.for_path)
     listed = pipeline | counters.LIST_IMAGES >> ListImages(input_root=config.input, manifest=config.manifest,
-                                                   storage=output_storage)
+                                                   storage=storage)
     resolved = listed['images'] | 'ResolveLabels' >> ResolveLabels(
         config.labels, allow_unknown_labels=config.allow_unknown_labels, keep=refresh.keep_labels)
     labels = beam.pvalue.AsSingleton(resolved['labels'])
@@ -67,13 +67,13 @@ def build_pipeline(pipeline, config, facts):
     previous = None
     if refresh.incremental:
         previous = pipeline | 'ReadPrevious' >> ReadPrevious(refresh.reuse_dir, refresh.document)
-        matched = images | counters.MATCH_PREVIOUS >> MatchPrevious(previous, labels, output_storage)
+        matched = images | counters.MATCH_PREVIOUS >> MatchPrevious(previous, labels, storage)
         to_decode, reused, counts = matched[TO_DECODE], [matched[REUSED]], matched[COUNTS]
         rejected.append(matched[REJECTED])
     else:
         to_decode, reused = images, []
         counts = pipeline | 'NothingReused' >> Value({'new': None, 'changed': None, 'removed': None, 'reused': 0})
-    encoded = to_decode | counters.ENCODE >> _encode(config, facts, labels, staging_dir, output_storage)
+    encoded = to_decode | counters.ENCODE >> _encode(config, facts, labels, staging_dir, storage)
     rejected.append(encoded['rejected'])
     # Records reach Dedupe in batches, as encoding leaves them; reused ones are batched where they are matched.
     reused = [records | f'BatchReused{i}' >> batched() for i, records in enumerate(reused)]
@@ -84,7 +84,7 @@ def build_pipeline(pipeline, config, facts):
         # A previous duplicate whose twin is gone is the copy kept now: it is decoded after all.
         promoted = (kept | 'WithoutFrame' >> beam.Filter(lambda r: r.payload_file is None)
                     | 'AsImageRef' >> beam.Map(_image_ref))
-        encoded_promoted = promoted | 'EncodePromoted' >> _encode(config, facts, labels, staging_dir, output_storage)
+        encoded_promoted = promoted | 'EncodePromoted' >> _encode(config, facts, labels, staging_dir, storage)
         rejected.append(encoded_promoted['rejected'])
         kept = ((kept | 'WithFrame' >> beam.Filter(lambda r: r.payload_file is not None),
                  encoded_promoted['records'] | 'PromotedRecords' >> beam.FlatMap(lambda batch: batch))
@@ -102,7 +102,7 @@ def build_pipeline(pipeline, config, facts):
                         if before_dir else None)
     near = kept | counters.NEAR_DUPLICATES >> NearDuplicates(
         config.near_duplicates, config.splits, config.stratify, keep_published=refresh.keeps_published,
-        tolerance=config.split_tolerance, staging_dir=staging_dir, files=output_storage,
+        tolerance=config.split_tolerance, staging_dir=staging_dir, files=storage,
         conflicts=config.near_duplicate_conflicts, conflicts_before=conflicts_before)
     rejected.append(near['rejected'])
     sharded = near['records'] | counters.ASSIGN_SHARDS >> AssignBalancedShards(
@@ -110,10 +110,10 @@ def build_pipeline(pipeline, config, facts):
     reusable = refresh.incremental and refresh.same_options and not config.force
     unchanged = counts | 'NothingChanged' >> beam.Map(nothing_changed, reusable, refresh.keep_labels, labels)
     written = sharded['assigned'] | counters.WRITE_SHARDS >> WriteShards(
-        staging_dir, sharded['shard_counts'], output_storage, beam.pvalue.AsSingleton(unchanged),
+        staging_dir, sharded['shard_counts'], storage, beam.pvalue.AsSingleton(unchanged),
         array_record=layout.ARRAY_RECORD in config.formats,
-        reuse_check=ReuseCheck(refresh.reuse_dir, config.record_options, output_storage) if refresh.incremental else None)
-    index_parts = written[INDEX_ROWS] | counters.WRITE_INDEX >> WriteIndex(staging_dir, output_storage)
+        reuse_check=ReuseCheck(refresh.reuse_dir, config.record_options, storage) if refresh.incremental else None)
+    index_parts = written[INDEX_ROWS] | counters.WRITE_INDEX >> WriteIndex(staging_dir, storage)
     # The counts Publish reports, summed in one combine: the images listed in each split (as hashed, and
     # the moves of the dealing), and the decoded, upscaled and ignored ones. A full build decodes every
     # image listed: one step tells both.

@@ -30,7 +30,6 @@ from imgrec.console.errors import (
     UserError,
     build_failure_message,
 )
-from imgrec.contract import layout
 from imgrec.pipelines import job_endpoint, preflight, progress, refresh
 from imgrec.pipelines.beam_options import (
     decoders,
@@ -44,8 +43,10 @@ from imgrec.pipelines.local import internals
 from imgrec.pipelines.config import BuildConfig, RunFacts, utc_now
 from imgrec.pipelines.options import parse_args
 from imgrec.pipelines.summary import report
-from imgrec.storage import publication
-from imgrec.storage.publication import Output
+from imgrec.storage import tidying
+from imgrec.storage.output import Output
+from imgrec.storage.retention import Retention
+from imgrec.storage.staging import staged_bytes
 from imgrec.versions import failed_build
 from imgrec.versions.units import human_bytes
 
@@ -123,7 +124,7 @@ def _output(facts: RunFacts) -> Output:
     return facts.destination
 
 
-def prune(config: BuildConfig, output: Output) -> publication.Retention | None:
+def prune(config: BuildConfig, output: Output) -> Retention | None:
     """--keep_versions after a build that published nothing (the prune step's rule); None without it."""
     if not config.keep_versions:
         return None
@@ -141,7 +142,7 @@ def build_lease(config, facts, options):
 
 @contextlib.contextmanager
 def shedding(config, facts, options):
-    """A build that fails gives back the bulk of its staging folder (``publication.shed``: spill files, partial
+    """A build that fails gives back the bulk of its staging folder (``tidying.shed``: spill files, partial
     shards) while it still holds its lease, keeping its report and quarantine list; one that ran out of space
     says so in one line naming the space it needs and the space free. A stopped build (Ctrl-C, SIGTERM) keeps
     its folder as it is (the next build sheds it), and one that published already is left to ``main``."""
@@ -152,14 +153,13 @@ def shedding(config, facts, options):
             raise
         message = None
         try:
-            files = after_failure_storage(facts)
-            if publication.state_after_failure(config.output, config.version, facts.created,
-                                               files) == publication.UNPUBLISHED:
+            output = after_failure_output(facts)
+            if output.state_after_failure(config.version, facts.created) == tidying.UNPUBLISHED:
                 staging = facts.staging_dir(config)
-                written = publication.staged_bytes(staging, files)
-                publication.shed(staging, files)
+                written = staged_bytes(staging, output.storage)
+                tidying.shed(staging, output.storage)
                 full = out_of_space(error)
-                message = space_message(config, facts, files, written, full) if full else None
+                message = space_message(config, facts, output, written, full) if full else None
         except Exception:  # pylint: disable=broad-except  # the failure's own line matters more than the shedding
             logging.getLogger(__name__).info('could not shed the staging folder', exc_info=True)
         if message is None:
@@ -167,13 +167,14 @@ def shedding(config, facts, options):
         raise BuildFailed(message) from error
 
 
-def after_failure_storage(facts):
-    """The output's storage for what a failed build checks and cleans: retried for at most
+def after_failure_output(facts):
+    """The output, for what a failed build checks and cleans: its storage retried for at most
     ``failed_build.WRITE_DEADLINE_S``, since the storage may be why it failed, and its line must not wait the
     whole --retry_deadline again."""
-    files = _output(facts).storage
-    return files.with_retry(files.retry._replace(deadline_s=min(failed_build.WRITE_DEADLINE_S,
-                                                               files.retry.deadline_s)))
+    output = _output(facts)
+    storage = output.storage
+    return dataclasses.replace(output, storage=storage.with_retry(storage.retry._replace(
+        deadline_s=min(failed_build.WRITE_DEADLINE_S, storage.retry.deadline_s))))
 
 
 _FULL = {errno.ENOSPC: 'No space left on device', errno.EDQUOT: 'Disk quota exceeded'}
@@ -194,14 +195,14 @@ def out_of_space(error):
     return None
 
 
-def space_message(config, facts, files, written, full='No space left on device'):
+def space_message(config, facts, output, written, full='No space left on device'):
     """The line of a build that ran out of space: the output, the space it needs (estimated from what it had
     written when the disk filled, and the previous version's size), and the space free now that the bulk of
     its staging folder is gone."""
     previous = facts.previous.version if facts.previous else None
-    previous_size = publication.staged_bytes(layout.join(config.output, previous), files) if previous else 0
+    previous_size = staged_bytes(output.version_dir(previous), output.storage) if previous else 0
     needed = max(written, previous_size) + preflight.MIN_FREE_BYTES
-    on_disk = files.local_path(config.output)
+    on_disk = output.storage.local_path(output.root)
     free = shutil.disk_usage(on_disk).free if on_disk is not None else None
     basis = f'{human_bytes(written)} written when it filled'
     if previous_size:
@@ -263,21 +264,21 @@ def after_publication(config, facts, options, error):
     when it had published nothing. Promoted, but LATEST not moved (the disk filled as it was written): moved
     now if it can be, else the rerun of the same command, same --version, moves it."""
     try:
-        files = after_failure_storage(facts)
-        state = publication.state_after_failure(config.output, config.version, facts.created, files)
+        output = after_failure_output(facts)
+        state = output.state_after_failure(config.version, facts.created)
     except Exception:  # pylint: disable=broad-except  # storage gone too: the failure's own line
         return None
     cause = build_failure_message(error) or failure_line(error)
-    if state == publication.LATEST_MOVED_NOW:
+    if state == tidying.LATEST_MOVED_NOW:
         return Incomplete(f'published version {config.version}: LATEST names it, moved after the build failed to move '
                           f'it ({cause}); the steps after it (pruning, the summary) did not run: the next build '
                           f'into {config.output} prunes')
-    if state == publication.LATEST_NAMES_IT:
+    if state == tidying.LATEST_NAMES_IT:
         return Incomplete(f'published version {config.version} (LATEST names it), then a later step failed: {cause}; '
                           f'the next build into {config.output} finishes what is left')
-    if state == publication.PUBLISHED_NOT_LATEST:
+    if state == tidying.PUBLISHED_NOT_LATEST:
         try:
-            latest = publication.read_latest(config.output, files).version
+            latest = output.latest().version
         except Exception:  # pylint: disable=broad-except  # unreadable now: named as such
             latest = 'what it named'
         return Incomplete(f'version {config.version} is whole in {config.output}, but LATEST still names '
@@ -296,12 +297,11 @@ def left_behind(config, facts, options):
     through the job's storage: ``options``, the job's)."""
     try:
         output = _output(facts)
-        files = output.storage
         latest = output.latest().version
         published = latest == config.version
         staging = facts.staging_dir(config)
-        kept = any(files.for_path(staging).list_level(staging))
-        promoted = not published and publication.promoted_by(config.output, config.version, facts.created, files)
+        kept = any(output.storage.for_path(staging).list_level(staging))
+        promoted = not published and output.promoted_by(config.version, facts.created)
     except Exception:  # pylint: disable=broad-except  # storage gone too: say what is certain
         return f'LATEST and the staging folder of this build in {config.output} could not be checked'
     if promoted:  # readers can see it by name: never 'nothing was published'

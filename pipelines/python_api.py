@@ -18,7 +18,7 @@ from imgrec.console.errors import (
 )
 from imgrec.console.held_stderr import held_stderr
 from imgrec.contract import layout, version_ref
-from imgrec.pipelines import preflight, progress
+from imgrec.pipelines import progress
 from imgrec.pipelines.beam_options import is_local, local_worker_count
 from imgrec.pipelines.build_result import BuildResult
 from imgrec.pipelines.config import utc_now
@@ -101,4 +101,5 @@ def _published(config, facts, result, options):
     if unchanged(result):
         version_dir = layout.join(config.output, facts.refresh.previous)
     path = layout.join(version_dir, layout.DATASET_JSON)
-    return version_ref.parse_document(preflight.job_storage(path, config, options).read(path), path)
+    assert facts.destination is not None  # made once, before the job (launcher.prepare)
+    return version_ref.parse_document(facts.destination.storage.read(path), path)

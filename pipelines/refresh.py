@@ -34,7 +34,7 @@ from imgrec.transforms.listing import class_folder_listing, list_top_level, mani
 
 if typing.TYPE_CHECKING:  # for annotations only
     from apache_beam.options.pipeline_options import PipelineOptions
-    from imgrec.storage.publication import Latest
+    from imgrec.storage.latest import Latest
     from imgrec.pipelines.config import BuildConfig
 
 # Index columns every reused record must have: facts of the image that a refresh carries over.
@@ -63,16 +63,16 @@ def _load(config, previous, options):
     Any other mistake (no dataset.json there, a format this code does not read without ``--full``) is
     the user's to fix: a UserError in one line, the same line every tool gives.
     """
-    files = job_storage(config.output, config, options)
+    storage = job_storage(config.output, config, options)
     marker = layout.join(config.output, previous, layout.DATASET_JSON)
     try:
-        return version_ref.read_version(config.output, previous, files.read, files.exists).document
+        return version_ref.read_version(config.output, previous, storage.read, storage.exists).document
     except version_ref.FormatVersionError as error:
         if config.full:
             return None
         raise UserError(str(error)) from None
     except version_ref.VersionError as error:
-        if files.exists(marker):  # there, but unreadable: nothing of it is trusted, nothing of it is needed
+        if storage.exists(marker):  # there, but unreadable: nothing of it is trusted, nothing of it is needed
             raise UnreadablePrevious(f'the dataset.json of version {previous}, {marker}, is unreadable ({error}): '
                                      f'nothing of it is reused, and its labels and splits are decided afresh '
                                      f'(pass --resplit to say so)') from None
@@ -95,7 +95,7 @@ _ROW_COLUMNS = (index.SOURCE, index.SOURCE_SIZE, index.LABEL, index.SHA256, inde
                 index.SPLIT)
 
 
-def previous_problem(version_dir, document, files):
+def previous_problem(version_dir, document, storage):
     """Why the previous version's files a build would read (its index parts, quarantine.jsonl and
     duplicates.jsonl, listed by ``document``, its dataset.json) cannot be trusted: one phrase naming the file
     and the cause (unreadable, truncated, a label number out of range, a line that is not a whole JSON
@@ -111,14 +111,14 @@ def previous_problem(version_dir, document, files):
         return 'its dataset.json lists no labels'
     labels_txt = layout.join(version_dir, layout.LABELS_TXT)
     try:
-        written = files.read(labels_txt).decode('utf-8').splitlines()
+        written = storage.read(labels_txt).decode('utf-8').splitlines()
     except Exception as error:  # pylint: disable=broad-except  # missing, not UTF-8
         return f'its {labels_txt} is unreadable ({_cause(error)})'
     if written != labels:
         return f'its {labels_txt} does not list the labels its dataset.json does'
     for path in parts:
         try:
-            table = pyarrow.parquet.ParquetFile(io.BytesIO(files.read(path))).read()
+            table = pyarrow.parquet.ParquetFile(io.BytesIO(storage.read(path))).read()
         except Exception as error:  # pylint: disable=broad-except  # ArrowInvalid, OSError, a missing part
             return f'its index part {path} is unreadable ({_cause(error)})'
         missing = [column for column in _ROW_COLUMNS if column not in table.column_names]
@@ -131,7 +131,7 @@ def previous_problem(version_dir, document, files):
                     f'({len(labels)} labels)')
     for kind, path in lists.items():
         try:
-            with files.open_read(path) as stream:
+            with storage.open_read(path) as stream:
                 for number, line in enumerate(stream, 1):
                     if not line.strip():
                         continue
@@ -272,7 +272,7 @@ def carried_line(config: 'BuildConfig', previous: str | None) -> str | None:
 
 
 def plan(config: 'BuildConfig', latest: 'Latest | None', options: 'PipelineOptions | None' = None) -> RefreshPlan:
-    """The RefreshPlan of ``config`` against ``latest`` (a ``publication.Latest``: what LATEST named when
+    """The RefreshPlan of ``config`` against ``latest`` (a ``latest.Latest``: what LATEST named when
     the pre-flight checks read it); the previous version is read as the job reads (``options``: the job's)."""
     previous = latest.version if latest else None
     if previous is None:
@@ -368,24 +368,24 @@ def _listing(config, options, classes):
     each class in ``classes``. Images of a class whose name labels.txt cannot hold are left out (quarantined
     as bad_label)."""
     source = config.manifest or config.input
-    files = job_storage(source, config, options)
-    refs = _manifest_refs(config.manifest, files) if config.manifest else _folder_refs(config.input, files, classes)
+    storage = job_storage(source, config, options)
+    refs = _manifest_refs(config.manifest, storage) if config.manifest else _folder_refs(config.input, storage, classes)
     for ref in refs:
         if is_plain_label(ref.label):
             classes[ref.label] = True
             yield ref
 
 
-def _folder_refs(root, files, classes):
-    for entry in list_top_level(root, files):
+def _folder_refs(root, storage, classes):
+    for entry in list_top_level(root, storage):
         if not entry.is_folder:  # a file outside any class folder: ignored
             continue
         label = relative_source(root, entry.path)
         if is_plain_label(label):
             classes.setdefault(label, False)  # an empty class folder is a class
-        yield from (found for found in class_folder_listing(root, entry.path, files) if isinstance(found, ImageRef))
+        yield from (found for found in class_folder_listing(root, entry.path, storage) if isinstance(found, ImageRef))
 
 
-def _manifest_refs(manifest, files):
+def _manifest_refs(manifest, storage):
     """The ImageRefs of a manifest's records, as the job's listing reads them (a bad line names no image)."""
-    return (found for found in manifest_entries(manifest, files) if isinstance(found, ImageRef))
+    return (found for found in manifest_entries(manifest, storage) if isinstance(found, ImageRef))

@@ -8,7 +8,6 @@ from apache_beam.options.pipeline_options import (
 )
 
 from imgrec.contract import counters, layout, metadata, version_ref
-from imgrec.pipelines import preflight
 from imgrec.pipelines.build_result import NothingChanged
 from imgrec.pipelines.refresh import carried_line
 from imgrec.storage import retries
@@ -34,7 +33,7 @@ def report(config, facts, result, options):
         if kept_settings:
             lines.append(kept_settings)
     else:
-        lines = [summary(config, options)]
+        lines = [summary(config, facts.destination)]
     built = not isinstance(result, NothingChanged)
     if built and earlier_run(result):
         lines.append(f'  version {config.version} stands as an earlier run of this build published it: this run '
@@ -133,12 +132,12 @@ def single_class(document):
     return len(document.get('labels') or ()) == 1
 
 
-def summary(config, options):
-    """The build's outcome, read back from the published dataset.json (through the job's storage: ``options``,
-    the job's): the counts, each split's share next to the share asked, the near-duplicates, the top
+def summary(config, output):
+    """The build's outcome, read back from the published dataset.json (through ``output``'s storage, the
+    job's): the counts, each split's share next to the share asked, the near-duplicates, the top
     quarantine reasons, the class problems, and where the quarantine list and the report are."""
     path = layout.join(config.version_dir, layout.DATASET_JSON)
-    document = version_ref.parse_document(preflight.job_storage(path, config, options).read(path), path)
+    document = version_ref.parse_document(output.storage.read(path), path)
     counts, refreshed = document['counts'], document['refresh']
     lines = [f"build-dataset: wrote {counts['written']} of {counts['inputs']} images to {config.version_dir} "
              f"({counts['quarantined']} quarantined, {counts['duplicates']} duplicates, "

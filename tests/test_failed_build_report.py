@@ -12,7 +12,8 @@ import pytest
 
 from imgrec.contract import layout
 from imgrec.console.errors import BuildFailed
-from imgrec.storage import publication, retries, storage
+from imgrec.storage import retries, staging, storage
+from imgrec.storage.output import Output
 from imgrec.versions import failed_build, incomplete, version as version_lib
 from imgrec.versions.report import page as report_page
 from imgrec.pipelines import build_dataset, python_api
@@ -135,7 +136,7 @@ def test_builds_name_the_staging_folders_left_and_what_clean_removes(grouped, tm
     # A build that holds its lease now: a running build's staging folder, never offered for removal.
     running = layout.staging_name('v9', 'running0001')
     os.makedirs(output / running)
-    with publication.build_lease(str(output), str(output / running)):
+    with staging.build_lease(str(output), str(output / running)):
         status, out, _ = _main(capsys, grouped, output, '--split_tolerance', '50', '--version', 'v1')
         assert status == 0
         assert (f'build-dataset: 1 staging folder(s) of failed or killed builds in {output}: {failed} '
@@ -156,7 +157,7 @@ def test_a_line_names_five_folders_then_how_many_more(tmp_path):
     names = [layout.staging_name(f'v{i}', f'build{i:04d}') for i in range(7)]
     for name in names:
         os.makedirs(tmp_path / name)
-    (line,) = incomplete.lines(str(tmp_path), names)
+    (line,) = incomplete.lines(Output.at(str(tmp_path)), names)
     shown = sorted(names)[:incomplete.NAMED]
     assert line == (f'build-dataset: 7 staging folder(s) of failed or killed builds in {tmp_path}: '
                     f'{", ".join(shown)} and 2 more; --clean removes them')

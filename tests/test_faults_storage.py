@@ -11,7 +11,7 @@ from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from imgrec.console.errors import BuildFailed
-from imgrec.storage import publication, retries, storage
+from imgrec.storage import latest, retries, storage
 from imgrec.storage.byte_ranges import TruncatedRead
 from tests.fault_proxy import WRITE, faulty_gcs, gcs_emulator  # noqa: F401  (fixtures)
 
@@ -112,7 +112,7 @@ def test_gcs_reads_writes_copies_and_deletions_ride_out_faults(faulty_gcs, gcs_e
         gcs.copy(f'{bucket}/staging/f{n}', f'{bucket}/v1/f{n}')
         gcs.delete(f'{bucket}/staging/f{n}')
         assert gcs.read(f'{bucket}/v1/f{n}') == b'data %d' % n
-    publication.replace_latest(bucket, 'v1', publication.Latest(), gcs)
+    latest.replace_latest(bucket, 'v1', latest.Latest(), gcs)
     faulty_gcs.configure(rate=0)
     assert gcs_emulator.list(bucket) == [f'{bucket}/LATEST'] + [f'{bucket}/v1/f{n}' for n in range(4)]
     assert gcs_emulator.read_bytes(f'{bucket}/LATEST') == b'v1\n'

@@ -17,7 +17,7 @@ from PIL import Image
 
 from imgrec.contract import layout
 from imgrec.pipelines import build_dataset, preflight
-from imgrec.storage import publication
+from imgrec.storage import crash_points, latest
 from tests.gcs_emulator import gcs_emulator  # noqa: F401  (the fixture)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -142,7 +142,7 @@ def test_a_disk_that_fills_as_latest_is_written_never_says_failed_and_the_rerun_
         build = subprocess.Popen([sys.executable, '-m', 'imgrec.pipelines.build_dataset', *argv, '--version', 'v2'],
                                  cwd=ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                  start_new_session=True,
-                                 env={**os.environ, publication.PAUSE_AT: 'promote:after_rename'})
+                                 env={**os.environ, crash_points.PAUSE_AT: 'promote:after_rename'})
         deadline = time.monotonic() + 300
         while not _stopped(build.pid):
             assert build.poll() is None and time.monotonic() < deadline, build.stderr.read()
@@ -176,7 +176,7 @@ def test_a_version_published_whose_latest_could_not_move_is_finished_by_the_same
     try:
         def full(*args, **kwargs):
             raise OSError(errno.ENOSPC, 'No space left on device')
-        monkeypatch.setattr(publication, 'replace_latest', full)  # the step's write and the retry after it
+        monkeypatch.setattr(latest, 'replace_latest', full)  # the step's write and the retry after it
         capfd.readouterr()
         assert build_dataset.main([*argv, '--version', 'v2']) == 1
         line = capfd.readouterr().err.strip().splitlines()[-1]

@@ -5,8 +5,9 @@ import os
 import pytest
 
 from imgrec.contract import layout
-from imgrec.storage import publication, storage
-from imgrec.storage.publication import Output
+from imgrec.storage import storage
+from imgrec.storage.latest import Latest
+from imgrec.storage.output import Output
 from tests.gcs_emulator import gcs_emulator  # noqa: F401  (a fixture)
 
 
@@ -17,14 +18,14 @@ def _publish(output, version):
 
 
 def _check(output):
-    assert output.latest() == publication.Latest()
+    assert output.latest() == Latest()
     for version in ('v1', 'v2', 'v3'):
         _publish(output, version)
         output.replace_latest(version, output.latest())
     assert output.latest().version == 'v3'
     assert [version for _, version in output.versions()] == ['v1', 'v2', 'v3']
     with pytest.raises(Exception, match='changed during the build'):
-        output.replace_latest('v1', publication.Latest())  # LATEST is no longer what this build started from
+        output.replace_latest('v1', Latest())  # LATEST is no longer what this build started from
     staging = output.staging('v4', 'abc123')
     assert staging == layout.join(output.root, layout.staging_name('v4', 'abc123'))
     with output.lease(staging):

@@ -122,7 +122,7 @@ def test_a_failed_build_leaves_its_spill_files_out_of_every_version(sample_image
     staging = [name for name in names if layout.is_staging_name(name)]
     assert names == sorted([layout.LATEST, 'v1', *staging]) and len(staging) == 1
     assert staging[0].startswith('v2' + layout.STAGING_MARK)
-    # Spilled, then given back as the build failed (publication.shed): its report and lists stay.
+    # Spilled, then given back as the build failed (tidying.shed): its report and lists stay.
     assert not os.path.exists(os.path.join(output, staging[0], layout.SPILL_DIR))
     assert layout.QUARANTINE_JSONL in os.listdir(os.path.join(output, staging[0]))
     assert not os.path.exists(os.path.join(output, 'v2'))

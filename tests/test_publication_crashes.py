@@ -1,4 +1,4 @@
-"""A build killed at each named crash point (``publication.CRASH_POINTS``), locally and on gs:// (the GCS
+"""A build killed at each named crash point (``crash_points.CRASH_POINTS``), locally and on gs:// (the GCS
 emulator); then the same command again, as a scheduler's retry would run it, with the same --version.
 
 The rerun exits 0 and leaves what a build that never crashed leaves: LATEST on the new version, exactly
@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from imgrec.contract import layout
-from imgrec.storage import publication
+from imgrec.storage import crash_points
 from imgrec.versions import verify
 from imgrec.pipelines import build_dataset
 from imgrec.samples.generate import write_images
@@ -27,8 +27,8 @@ OPTIONS = ('--image_size', '32', '--direct_running_mode', 'in_memory', '--splits
            '--num_shards', 'train=2,validation=1', '--version', 'v2', '--force', '--keep_versions', '1')
 GIVE_UP_S = 600  # only so that a broken build fails the test instead of hanging it: never an expected time
 
-LOCAL_POINTS = [point for point in publication.CRASH_POINTS if point not in publication.GCS_ONLY]
-GCS_POINTS = [point for point in publication.CRASH_POINTS if point not in publication.LOCAL_ONLY]
+LOCAL_POINTS = [point for point in crash_points.CRASH_POINTS if point not in crash_points.GCS_ONLY]
+GCS_POINTS = [point for point in crash_points.CRASH_POINTS if point not in crash_points.LOCAL_ONLY]
 
 
 def _argv(images, output):
@@ -39,7 +39,7 @@ def _crash(images, output, point, log):
     """The build, in its own process, made to end at ``point``."""
     with open(log, 'wb') as stream:
         status = subprocess.run([sys.executable, '-m', 'imgrec.pipelines.build_dataset', *_argv(images, output)], cwd=ROOT,
-                                env=dict(os.environ, **{publication.CRASH_AT: point}), stdout=stream,
+                                env=dict(os.environ, **{crash_points.CRASH_AT: point}), stdout=stream,
                                 stderr=stream, timeout=GIVE_UP_S, check=False).returncode
     assert status == 137, log.read_text()[-3000:]
 

@@ -17,7 +17,7 @@ import time
 import pytest
 
 from imgrec.contract import layout, version_ref
-from imgrec.storage import leases, publication, storage
+from imgrec.storage import crash_points, leases, retention, staging, storage, tidying
 from imgrec.versions import verify
 from imgrec.pipelines import build_dataset, launcher, summary
 from imgrec.samples.generate import write_images
@@ -50,7 +50,7 @@ def _start(images, output, *extra, env=None, log=None):
 
 def _crash(images, output, step, *extra, tmp_path):
     """Runs the build in its own process, made to end at ``step``; returns its exit status."""
-    process = _start(images, output, *extra, env={publication.CRASH_AT: step}, log=tmp_path / f'{step}.log')
+    process = _start(images, output, *extra, env={crash_points.CRASH_AT: step}, log=tmp_path / f'{step}.log')
     status = process.wait(timeout=GIVE_UP_S)
     assert status == 137, (tmp_path / f'{step}.log').read_text()[-3000:]
     return status
@@ -136,13 +136,13 @@ def test_a_build_lease_protects_its_staging_folder_while_its_process_lives(tmp_p
     try:
         assert holder.stdout.readline() == b'held\n'
         os.kill(holder.pid, signal.SIGSTOP)  # paused: alive, and its lease with it
-        assert publication.tidy(str(output), clean=True) == publication.Tidied(0, ())
+        assert tidying.tidy(str(output), clean=True) == tidying.Tidied(0, ())
         assert _tree(output / staging) == {'spill/x.spill': 1}
     finally:
         os.kill(holder.pid, signal.SIGKILL)
         holder.wait()
     # Killed: the lease is dead at once (the same machine sees the process gone), --clean or not.
-    assert publication.tidy(str(output)) == publication.Tidied(1, ())
+    assert tidying.tidy(str(output)) == tidying.Tidied(1, ())
     assert listing(output) == []  # the staging folder, the lease and the lease folder
 
 
@@ -160,18 +160,18 @@ def test_a_lease_from_another_machine_lives_until_it_expires(tmp_path):
     path = output / layout.lease_file_name(layout.BUILD_LEASE, 'far0001')
     path.parent.mkdir()
     path.write_bytes(leases.encode(lease))
-    assert publication.tidy(str(output), clean=True).staging_removed == 0
+    assert tidying.tidy(str(output), clean=True).staging_removed == 0
     assert (output / staging).is_dir() and (output / 'v2').is_dir()
     path.write_bytes(leases.encode(dict(lease, expires_at=time.time() - 1)))
-    assert publication.tidy(str(output)).staging_removed == 1
+    assert tidying.tidy(str(output)).staging_removed == 1
     assert listing(output) == [layout.LATEST, 'v1']  # v1 is published: kept
 
 
 def test_a_staging_folder_without_a_lease_goes_with_clean_or_once_a_newer_version_is_published(tmp_path):
     output = tmp_path / 'out'
     (output / layout.staging_name('v2', 'old0001')).mkdir(parents=True)  # a failed build's, or an older release's
-    assert publication.tidy(str(output)).staging_removed == 0  # nothing published since: maybe still running
-    assert publication.tidy(str(output), clean=True).staging_removed == 1
+    assert tidying.tidy(str(output)).staging_removed == 0  # nothing published since: maybe still running
+    assert tidying.tidy(str(output), clean=True).staging_removed == 1
     assert os.listdir(output) == []
 
 
@@ -203,13 +203,13 @@ def test_a_reader_lease_blocks_pruning_and_pruning_unpublishes_first(tmp_path):
     (output / layout.LATEST).write_text('v3\n')
     files = storage.storage_for(str(output))
     reader = leases.hold_reader(files, str(output), 'v1')
-    kept = publication.keep_newest(str(output), 1)
+    kept = retention.keep_newest(str(output), 1)
     assert kept.deleted == ('v2',) and [entry.version for entry in kept.kept] == ['v3', 'v1']
     assert kept.kept[0].why == 'LATEST' and kept.kept[1].why == f'leased by a reader (pid {os.getpid()} on ' \
                                                                 f'{socket.gethostname()}, lease {reader.id})'
     assert listing(output) == [layout.LATEST, layout.LEASES_DIR, 'v1', 'v3']
     reader.release()
-    assert publication.keep_newest(str(output), 1) == publication.Retention(1, (publication.Kept('v3', 'LATEST'),),
+    assert retention.keep_newest(str(output), 1) == retention.Retention(1, (retention.Kept('v3', 'LATEST'),),
                                                                             ('v1',))
     assert listing(output) == [layout.LATEST, 'v3']
     # A reader that comes after the pruning finds nothing to lease.
@@ -221,8 +221,8 @@ def test_the_lease_folder_is_never_a_version_or_a_staging_folder(tmp_path):
     _published_version(output, 'v1')
     with leases.Lease(storage.storage_for(str(output)), str(output), layout.READER_LEASE, 'v1'):
         (output / layout.LEASES_DIR / layout.DATASET_JSON).write_text('{}')  # even if something put one there
-        assert [version for _, version in publication.published_versions(str(output))] == ['v1']
-        assert publication.staging_folders(str(output)) == []
+        assert [version for _, version in retention.published_versions(str(output))] == ['v1']
+        assert staging.staging_folders(str(output)) == []
         with pytest.raises(version_ref.VersionError, match="names '_leases', which is the name of the lease folder"):
             version_ref.latest_name('_leases\n', 'out/LATEST')
         (output / layout.LEASES_DIR / layout.DATASET_JSON).unlink()
@@ -237,7 +237,7 @@ def test_the_lease_folder_is_never_a_version_or_a_staging_folder(tmp_path):
 def test_clean_during_a_paused_build_leaves_it_to_publish_a_whole_version(pause, images, edited, published,
                                                                           tmp_path, capsys):
     output = _copy(published, tmp_path)
-    env = {publication.PAUSE_AT: 'publish:before_promote'} if pause == 'before_promote' else {}
+    env = {crash_points.PAUSE_AT: 'publish:before_promote'} if pause == 'before_promote' else {}
     build_a = _start(edited, output, '--version', 'v3', env=env, log=tmp_path / 'a.log')
     try:
         if pause == 'first_shard':

@@ -19,8 +19,8 @@ import cloudpickle  # Beam's pickler
 import pytest
 
 from imgrec.contract import layout
-from imgrec.storage import gcs_storage, leases, publication, storage
-from imgrec.storage.publication import Output
+from imgrec.storage import gcs_storage, latest, leases, promotion, publication, retention, storage
+from imgrec.storage.output import Output
 from imgrec.pipelines import build_dataset, launcher
 from imgrec.pipelines.graph import build_pipeline
 from imgrec.samples.generate import write_images
@@ -126,22 +126,22 @@ def _steps(where):
     near_summary = {key: value for key, value in document['near_duplicates'].items() if key != 'file'}
     account = publish._Account(publication.Publication(  # pylint: disable=protected-access
         Output(where.output, storage.storage_for(where.output)), 'v2', layout.join(where.output, STAGING),
-        publication.read_latest(where.output), keep_versions=1), max_error_rate=0.05)
+        latest.read_latest(where.output), keep_versions=1), max_error_rate=0.05)
     write = publish._WriteMetadata(describe, refresh)  # pylint: disable=protected-access
     return [
         ('account', lambda _: next(account.process(None, shard_stats, tallies, [], [], False))),
         ('write metadata', lambda started: next(write.process(
             started, labels, document['decoding']['decisions'], index_parts,
             {'new': None, 'changed': None, 'removed': None, 'reused': 0}, [], near_summary))),
-        ('promote', publication.promote),
-        ('move LATEST', publication.move_latest),
-        ('prune', publication.prune),
+        ('promote', promotion.promote),
+        ('move LATEST', promotion.move_latest),
+        ('prune', promotion.prune),
     ]
 
 
 def test_each_step_run_twice_ends_as_it_did_once_and_a_rerun_after_promotion_changes_nothing(where):
     steps = _steps(where)
-    leases.Lease(publication.lease_files(where.output), where.output, layout.BUILD_LEASE, STAGING,
+    leases.Lease(storage.storage_for(where.output), where.output, layout.BUILD_LEASE, STAGING,
                  BUILD_ID).acquire()  # the build's, as its launcher holds it: this process lives
     summary = None
     for name, step in steps:
@@ -152,17 +152,17 @@ def test_each_step_run_twice_ends_as_it_did_once_and_a_rerun_after_promotion_cha
         assert dataclasses.replace(twice, retention=None) == dataclasses.replace(once, retention=None), name
         summary = once
     published = where.state()
-    assert publication.read_latest(where.output).version == 'v2'
+    assert latest.read_latest(where.output).version == 'v2'
     assert _read_json(where, f'v2/{layout.DATASET_JSON}')['version'] == 'v2'
     assert sorted({path.split('/')[0] for path in published}) == [layout.LATEST, 'v2']
-    assert summary.retention == publication.Retention(1, (publication.Kept('v2', 'LATEST'),), ('v1',))
+    assert summary.retention == retention.Retention(1, (retention.Kept('v2', 'LATEST'),), ('v1',))
     # A bundle retried after promotion: every step again, from the accounting on, ends where it was.
     again = None
     for _, step in steps:
         again = step(again)
     assert where.state() == published
     assert again.document == summary.document and not again.earlier_run
-    assert again.retention == publication.Retention(1, (publication.Kept('v2', 'LATEST'),))
+    assert again.retention == retention.Retention(1, (retention.Kept('v2', 'LATEST'),))
 
 
 def _account_steps_and_listing(pipeline):

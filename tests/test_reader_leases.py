@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from imgrec.contract import layout
-from imgrec.storage import leases, publication, storage
+from imgrec.storage import leases, retention, storage
 from imgrec.samples.generate import write_images
 from imgrec.versions import verify
 from imgrec.versions.report import command as report_command
@@ -49,14 +49,14 @@ def test_load_holds_a_lease_while_its_dataset_lives_and_pruning_leaves_the_versi
     output = _copy(published, tmp_path)
     examples = load(str(output), 'train', version='v1', verbose=False)
     assert len(_readers(output)) == 1
-    kept = publication.keep_newest(str(output), 1)
+    kept = retention.keep_newest(str(output), 1)
     assert kept.deleted == () and [entry.version for entry in kept.kept] == ['v2', 'v1']
     assert kept.kept[1].why.startswith('leased by a reader')
     assert sum(1 for _ in examples) == len(examples) > 0  # read whole, after the pruning
     del examples
     gc.collect()
     assert _readers(output) == []  # its lease ended with it
-    assert publication.keep_newest(str(output), 1).deleted == ('v1',)
+    assert retention.keep_newest(str(output), 1).deleted == ('v1',)
 
 
 def test_the_grain_source_holds_a_lease_while_it_lives(published, tmp_path):
@@ -65,11 +65,11 @@ def test_the_grain_source_holds_a_lease_while_it_lives(published, tmp_path):
     output = _copy(published, tmp_path)
     batches = grain_source(str(output), 'train', version='v1', batch_size=2)
     assert len(_readers(output)) == 1
-    assert publication.keep_newest(str(output), 1).deleted == ()
+    assert retention.keep_newest(str(output), 1).deleted == ()
     assert sum(len(labels) for _, labels in batches) > 0
     del batches
     gc.collect()
-    assert _readers(output) == [] and publication.keep_newest(str(output), 1).deleted == ('v1',)
+    assert _readers(output) == [] and retention.keep_newest(str(output), 1).deleted == ('v1',)
 
 
 def _pruned_midway(monkeypatch, module, name, output, seen):
@@ -77,7 +77,7 @@ def _pruned_midway(monkeypatch, module, name, output, seen):
     original = getattr(module, name)
 
     def wrapped(*args, **kwargs):
-        seen.append(publication.keep_newest(output, 1))
+        seen.append(retention.keep_newest(output, 1))
         return original(*args, **kwargs)
     monkeypatch.setattr(module, name, wrapped)
 
@@ -91,7 +91,7 @@ def test_verify_dataset_and_dataset_report_hold_a_lease_while_they_read(publishe
     assert report_command.main([str(output / 'v1')]) == 0
     assert [retention.deleted for retention in seen] == [(), ()]
     assert _readers(output) == []
-    assert publication.keep_newest(str(output), 1).deleted == ('v1',)
+    assert retention.keep_newest(str(output), 1).deleted == ('v1',)
     assert verify.main([str(output / 'v1')]) == 2  # pruned: no version there now
 
 
@@ -101,7 +101,7 @@ def test_a_crashed_readers_lease_is_dead_at_once_on_its_machine(published, tmp_p
             'lease = leases.reader_lease(sys.argv[1], "v1")\nassert lease is not None\nos._exit(9)\n')
     assert subprocess.run([sys.executable, '-c', code, str(output)], cwd=ROOT, check=False).returncode == 9
     assert len(_readers(output)) == 1  # left behind, dead
-    assert publication.keep_newest(str(output), 1).deleted == ('v1',)
+    assert retention.keep_newest(str(output), 1).deleted == ('v1',)
 
 
 def test_a_folder_without_latest_gets_no_lease_written_into_it(published, tmp_path):
@@ -116,10 +116,10 @@ def test_a_user_reader_takes_one_with_reading(published, tmp_path):
     output = _copy(published, tmp_path)
     with leases.reading(str(output), 'v1') as lease:
         assert lease is not None and len(_readers(output)) == 1
-        assert publication.keep_newest(str(output), 1).deleted == ()
+        assert retention.keep_newest(str(output), 1).deleted == ()
     assert _readers(output) == []
     with pytest.raises(leases.Pruned):
-        assert publication.keep_newest(str(output), 1).deleted == ('v1',)
+        assert retention.keep_newest(str(output), 1).deleted == ('v1',)
         with leases.reading(str(output), 'v1'):
             pass
 
@@ -135,4 +135,4 @@ def test_verify_dataset_on_gcs_holds_a_lease_while_it_reads(gcs_emulator, publis
     assert verify.main([f'{output}/v1']) == 0
     assert seen[0].deleted == () and seen[0].kept[1].why.startswith('leased by a reader')
     assert not [url for url in gcs_emulator.list(f'{output}/{layout.LEASES_DIR}/')]
-    assert publication.keep_newest(output, 1, storage.storage_for(output)).deleted == ('v1',)
+    assert retention.keep_newest(output, 1, storage.storage_for(output)).deleted == ('v1',)

@@ -11,7 +11,7 @@ from imgrec.imaging import record_options
 from imgrec.imaging.record_options import RecordOptions
 from imgrec.pipelines import launcher, options, refresh
 from imgrec.pipelines.config import RunFacts
-from imgrec.pipelines.preflight import read_latest
+from imgrec.storage.latest import read_latest
 from imgrec.samples.generate import write_images
 from tests.conftest import SMALL
 from tests.contract_checks import load_version

@@ -16,8 +16,8 @@ from imgrec.contract import index, layout, metadata
 from imgrec.console.errors import UserError, build_failure_message
 from imgrec.imaging.record_options import RecordOptions
 from imgrec.pipelines import build_dataset, build_result, launcher, options, preflight, python_api, refresh, summary
-from imgrec.storage import publication
-from imgrec.pipelines.preflight import read_latest
+from imgrec.storage import tidying
+from imgrec.storage.latest import read_latest
 from imgrec.samples.generate import write_images
 from imgrec.samples.near_duplicates import draw_photo, make_twin
 from tests.conftest import SMALL, listing
@@ -266,7 +266,7 @@ def test_latest_is_never_read_half_written_by_concurrent_writers(tmp_path):
     output = tmp_path / 'out'
     output.mkdir()
     (output / layout.LATEST).write_text('v0\n')
-    script = ('import sys\nfrom imgrec.storage.publication import Latest, read_latest, replace_latest\n'
+    script = ('import sys\nfrom imgrec.storage.latest import Latest, read_latest, replace_latest\n'
               'for i in range(200):\n'
               '    try:\n'
               '        replace_latest(sys.argv[1], sys.argv[2] + str(i), read_latest(sys.argv[1]))\n'
@@ -598,7 +598,7 @@ def test_identity_is_the_one_rule_of_the_same_build_for_refresh_publication_and_
         config = refresh.carry_over(config, latest)
         plan = refresh.plan(config, latest)
         assert plan.same_options is same, extra
-        assert publication._same_build(document, config.recorded()) is same, extra  # pylint: disable=protected-access
+        assert tidying.same_build(document, config.recorded()) is same, extra
         assert (metadata.identity(document) == config.identity()) is same, extra
     config = refresh.carry_over(options.parse_args(base)[0], latest)
     recorded = config.recorded()

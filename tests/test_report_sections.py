@@ -18,6 +18,7 @@ from PIL import Image
 
 from imgrec.contract import features as F, index, layout, metadata, tfrecord
 from imgrec.contract.example import encode_example
+from imgrec.storage.output import Output
 from imgrec.versions import version as version_lib
 from imgrec.versions.report import command as report_command, facts as report_facts, page as report_page, sections as report_sections
 from imgrec.samples.near_duplicates import draw_photo, make_twin
@@ -150,9 +151,9 @@ def test_the_versions_pruning_deletes_are_named(tmp_path):
         os.makedirs(tmp_path / name)
         (tmp_path / name / layout.DATASET_JSON).write_text('{}')
         os.utime(tmp_path / name / layout.DATASET_JSON, (1000 + age, 1000 + age))
-    assert report_facts.pruning_plan(str(tmp_path), 'v4', 2) == report_facts.Pruning(2, ('v1', 'v2'))
-    assert report_facts.pruning_plan(str(tmp_path), 'v4', 3) == report_facts.Pruning(3, ('v1',))
-    assert report_facts.pruning_plan(str(tmp_path), 'v4', None) == report_facts.Pruning(None, ())
+    assert report_facts.pruning_plan(Output.at(str(tmp_path)), 'v4', 2) == report_facts.Pruning(2, ('v1', 'v2'))
+    assert report_facts.pruning_plan(Output.at(str(tmp_path)), 'v4', 3) == report_facts.Pruning(3, ('v1',))
+    assert report_facts.pruning_plan(Output.at(str(tmp_path)), 'v4', None) == report_facts.Pruning(None, ())
 
 
 @requires_chromium

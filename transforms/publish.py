@@ -4,7 +4,7 @@ account for every image, write the metadata and the report, promote, move LATEST
 Runs on the gathered per-shard and per-index-part stats, so it starts only after every shard and the
 index are written. Everything is written into the staging folder; promotion deletes the spill files and
 makes the staging folder its version (dataset.json last), then LATEST moves and older versions are
-pruned (``imgrec.storage.publication``, docs/publication.md). A reader that follows LATEST never sees a
+pruned (``imgrec.storage.promotion``, docs/publication.md). A reader that follows LATEST never sees a
 half-written version, and a build that fails a check never moves LATEST. Every step may run again (a
 retried bundle): each ends in the same published state.
 """
@@ -24,7 +24,11 @@ from imgrec.contract import counters, index, layout, metadata
 from imgrec.contract.reasons import NOT_ERRORS
 from imgrec.console.errors import BuildFailed
 from imgrec.imaging import image_ops
-from imgrec.storage import publication
+from imgrec.storage import promotion, publication
+from imgrec.storage.crash_points import crash_point
+from imgrec.storage.latest import Latest
+from imgrec.storage.output import Output
+from imgrec.storage.retention import Kept, Retention
 from imgrec.transforms.elements import DECODED, IGNORED, LISTED, UPSCALED, Tally
 from imgrec.versions import failed_build, tfds_metadata
 from imgrec.versions.report import facts as report_facts, page as report_page
@@ -87,7 +91,7 @@ def jsonl(items: Iterable[Any]) -> bytes:
     return ''.join(json.dumps(item._asdict(), ensure_ascii=False, sort_keys=True) + '\n' for item in items).encode()
 
 
-# What pruning kept and deleted (a publication.Retention, as JSON) and whether an earlier run of the same
+# What pruning kept and deleted (a retention.Retention, as JSON) and whether an earlier run of the same
 # command had published the version: Beam metrics, which the summary reads (``retention``, ``earlier_run``).
 RETENTION = ('publish', 'retention')
 EARLIER_RUN = ('publish', 'earlier_run')
@@ -101,15 +105,15 @@ def _string_set(result: Any, namespace: str, name: str) -> set[str]:
     return found
 
 
-def retention(result: Any) -> publication.Retention | None:
+def retention(result: Any) -> Retention | None:
     """What --keep_versions kept and deleted, from a finished PipelineResult (None: no pruning ran)."""
     found = sorted(_string_set(result, *RETENTION))
     if not found:
         return None
     recorded = json.loads(found[-1])
-    return publication.Retention(recorded['keep_versions'],
-                                 tuple(publication.Kept(version, why) for version, why in recorded['kept']),
-                                 tuple(recorded['deleted']))
+    return Retention(recorded['keep_versions'],
+                     tuple(Kept(version, why) for version, why in recorded['kept']),
+                     tuple(recorded['deleted']))
 
 
 def earlier_run(result: Any) -> bool:
@@ -200,7 +204,7 @@ class _WriteMetadata(beam.DoFn):
     def process(self, started: publication.Publication, labels: Sequence[str], decisions: Mapping[str, int],
                 index_parts: Sequence[Mapping[str, Any]], refresh_counts: Mapping[str, Any],
                 near_rows: Sequence[Any], near_summary: Mapping[str, Any]) -> Iterator[publication.Publication]:
-        accounting, staging, files = started.accounting, started.staging_dir, started.storage
+        accounting, staging, storage = started.accounting, started.staging_dir, started.storage
         if started.unchanged or accounting is None:
             yield started
             return
@@ -208,12 +212,12 @@ class _WriteMetadata(beam.DoFn):
                                   near_summary)
         dataset_json = metadata.dumps(document).encode()
         written = dataclasses.replace(started, accounting=None, document=document, dataset_json=dataset_json)
-        if publication.published_by(written) is not None:
+        if promotion.published_by(written) is not None:
             yield written  # promoted already: the staging folder is gone, or going
             return
         # Written side by side (each a round trip on gs://); their order does not matter: the staging folder
         # is published only once everything is in it.
-        files.write_all({
+        storage.write_all({
             layout.join(staging, layout.QUARANTINE_JSONL): jsonl(accounting.rejected),
             layout.join(staging, layout.LABELS_TXT): ''.join(f'{l}\n' for l in labels).encode(),
             layout.join(staging, layout.DUPLICATES_JSONL): jsonl(accounting.duplicates),
@@ -222,17 +226,17 @@ class _WriteMetadata(beam.DoFn):
             layout.join(staging, layout.DATASET_JSON): dataset_json,
             **{layout.join(staging, name): data for name, data in tfds_metadata.files(document).items()},
         })
-        publication.crash_point('metadata:after_files')
+        crash_point('metadata:after_files')
         # A report already there is this step's, run before (a retried bundle): its build time stands, so the
         # report is the same bytes again.
-        seconds = report_page.recorded_build_seconds(staging, files) or report_page.seconds_since(document['created'])
-        report_page.write_report(staging, seconds, Version(staging, document, list(labels)), files,
-                                 report_facts.pruning_plan(started.output.root, started.version, started.keep_versions, files))
+        seconds = report_page.recorded_build_seconds(staging, storage) or report_page.seconds_since(document['created'])
+        report_page.write_report(staging, seconds, Version(staging, document, list(labels)), storage,
+                                 report_facts.pruning_plan(started.output, started.version, started.keep_versions))
         yield written
 
 
 class _Step(beam.DoFn):
-    """One of the publication's own steps (``publication.promote``, ``move_latest``, ``prune``)."""
+    """One of the publication's own steps (``promotion.promote``, ``move_latest``, ``prune``)."""
 
     def __init__(self, step: Callable[[publication.Publication], publication.Publication]) -> None:
         self._step = step
@@ -274,7 +278,7 @@ class PublishInputs:
     PCollections its steps read as side inputs (built in ``imgrec.pipelines.graph``).
 
     Facts: ``output`` (the ``Output``, as the job built it: its storage's retry policy and options, which
-    every step uses); ``version`` and its ``staging_dir``; ``previous``, the ``publication.Latest`` read when
+    every step uses); ``version`` and its ``staging_dir``; ``previous``, the ``Latest`` read when
     the build started: LATEST moves only if it still holds it; ``describe`` (name, created, options,
     record_options, label_order of dataset.json); ``refresh`` (``RefreshPlan.describe()``: previous, mode,
     full_reason); ``keep_versions``; ``max_error_rate``.
@@ -290,10 +294,10 @@ class PublishInputs:
     ``near_rows`` (NearDuplicate rows, one a written image in a group, gathered like the duplicates) and
     ``near_summary`` (singleton of the near-duplicates summary).
     """
-    output: publication.Output
+    output: Output
     version: str
     staging_dir: str
-    previous: publication.Latest
+    previous: Latest
     describe: Mapping[str, Any]
     refresh: Mapping[str, Any]
     keep_versions: int | None
@@ -341,8 +345,8 @@ class Publish(beam.PTransform):
                 | 'Account' >> beam.ParDo(_Account(self._start, self._max_error_rate),
                                           beam.pvalue.AsList(shard_stats), *self._accounting)
                 | 'WriteMetadata' >> beam.ParDo(_WriteMetadata(self._describe, self._refresh), *self._metadata)
-                | 'Promote' >> beam.ParDo(_Step(publication.promote))
-                | 'MoveLatest' >> beam.ParDo(_Step(publication.move_latest))
-                | 'Prune' >> beam.ParDo(_Step(publication.prune))
+                | 'Promote' >> beam.ParDo(_Step(promotion.promote))
+                | 'MoveLatest' >> beam.ParDo(_Step(promotion.move_latest))
+                | 'Prune' >> beam.ParDo(_Step(promotion.prune))
                 | 'TfdsView' >> beam.ParDo(_Step(publish_tfds_view))
                 | 'Summary' >> beam.ParDo(_Report()))

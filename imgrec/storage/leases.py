@@ -14,7 +14,7 @@ RENEW_EVERY_S. A dead lease stands for a job its holder did not finish: a cleanu
 (rewrites it as its own, under the lock or a generation precondition), finishes the job, then deletes
 it. docs/publication.md has the whole protocol.
 
-Nothing here imports Beam or TensorFlow: the caller hands in the files, a ``storage.Storage`` (``LeaseFiles``
+Nothing here imports Beam or TensorFlow: the caller hands in the output's ``storage.Storage`` (``LeaseStorage``
 says what of it leases use): locally read-decide-write steps run under ``flock`` on the output folder, on
 gs:// they rely on generation preconditions.
 """
@@ -35,7 +35,7 @@ from collections.abc import Callable, Container, Iterable, Iterator
 from typing import Any, ContextManager, Protocol
 
 from imgrec.contract import layout
-from imgrec.storage import storage
+from imgrec.storage import storage as storage_lib
 from imgrec.storage.storage import Conflict
 
 # How long a lease lasts unrenewed, and how often its holder renews it (seconds). Only a holder on another
@@ -133,29 +133,29 @@ def is_live(lease: dict[str, Any] | None, now: float | None = None) -> bool:
 
 # -- the I/O a lease needs --------------------------------------------------------------------------------
 
-class LeaseFiles(Protocol):
+class LeaseStorage(Protocol):
     """What leases need of the files of an output: every ``storage.Storage`` is one. A read-decide-write step
     runs under ``locked`` (locally, ``flock`` on the output folder) and writes with a generation
     precondition (on gs://, the service checks it); ``write`` raises ``storage.Conflict`` when it fails."""
 
     def locked(self, folder: str) -> ContextManager[None]: ...
 
-    def read_versioned(self, path: str) -> storage.Versioned | None: ...
+    def read_versioned(self, path: str) -> storage_lib.Versioned | None: ...
 
     def write(self, path: str, data: bytes, if_generation: int | None = None) -> int: ...
 
     def delete(self, path: str) -> None: ...
 
-    def list_level(self, folder: str) -> Iterator[storage.Entry]: ...
+    def list_level(self, folder: str) -> Iterator[storage_lib.Entry]: ...
 
     def exists(self, path: str) -> bool: ...
 
     def remove_empty_folder(self, folder: str) -> None: ...
 
 
-def _read(files: LeaseFiles, path: str) -> tuple[bytes | None, int]:
+def _read(storage: LeaseStorage, path: str) -> tuple[bytes | None, int]:
     """(bytes, generation) of ``path``, or (None, 0) when there is none."""
-    found = files.read_versioned(path)
+    found = storage.read_versioned(path)
     return (None, 0) if found is None else (found.data, found.generation)
 
 
@@ -168,16 +168,16 @@ def folder(output: str) -> str:
     return layout.join(output, layout.LEASES_DIR)
 
 
-def read_all(files: LeaseFiles, output: str) -> list[Found]:
+def read_all(storage: LeaseStorage, output: str) -> list[Found]:
     """Every lease object of ``output`` now, as ``Found`` (``lease`` None when it is not a lease object)."""
     found = []
-    names = sorted(entry.path.rsplit('/', 1)[-1] for entry in files.list_level(folder(output)) if not entry.is_folder)
+    names = sorted(entry.path.rsplit('/', 1)[-1] for entry in storage.list_level(folder(output)) if not entry.is_folder)
     for name in names:
         parsed = layout.parse_lease_file_name(name)
         if parsed is None:
             continue
         path = layout.join(folder(output), name)
-        data, generation = _read(files, path)
+        data, generation = _read(storage, path)
         if data is not None:  # else released meanwhile
             found.append(Found(path, parsed[0], parsed[1], parse(data), data, generation))
     return found
@@ -212,9 +212,9 @@ class Lease:
     called once if the lease stops being this holder's (a cleanup took it over after it lapsed).
     """
 
-    def __init__(self, files: LeaseFiles, output: str, kind: str, target: str | None, lease_id: str | None = None, *,
+    def __init__(self, storage: LeaseStorage, output: str, kind: str, target: str | None, lease_id: str | None = None, *,
                  ttl: float = TTL_S, detached: bool = False, on_lost: Callable[[Lease], None] | None = None):
-        self.files, self.output, self.kind, self.target = files, output, kind, target
+        self.storage, self.output, self.kind, self.target = storage, output, kind, target
         self.id = lease_id or new_id()
         self.token = self.id
         self.path = layout.join(output, layout.lease_file_name(kind, self.id))
@@ -230,13 +230,13 @@ class Lease:
                                None if self._detached else holder()))
 
     def acquire(self) -> Lease:
-        with self.files.locked(self.output):
-            self.files.write(self.path, self._bytes(), if_generation=0)
+        with self.storage.locked(self.output):
+            self.storage.write(self.path, self._bytes(), if_generation=0)
         return self
 
     def holds(self) -> bool:
         """Whether the lease object is still this holder's (read now)."""
-        data, _ = _read(self.files, self.path)
+        data, _ = _read(self.storage, self.path)
         found = parse(data)
         return found is not None and found['token'] == self.token
 
@@ -245,14 +245,14 @@ class Lease:
         lease is never written again: whoever took it over may be deleting what it named."""
         if self.lost:
             return False
-        with self.files.locked(self.output):
-            data, generation = _read(self.files, self.path)
+        with self.storage.locked(self.output):
+            data, generation = _read(self.storage, self.path)
             found = parse(data)
             if found is None or found['token'] != self.token:
                 self.lost = True
             else:
                 try:
-                    self.files.write(self.path, self._bytes(), if_generation=generation)
+                    self.storage.write(self.path, self._bytes(), if_generation=generation)
                 except Conflict:
                     self.lost = True
         if self.lost and self._on_lost:
@@ -279,10 +279,10 @@ class Lease:
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join()
-        with self.files.locked(self.output):
+        with self.storage.locked(self.output):
             if self.holds():
-                self.files.delete(self.path)
-            self.files.remove_empty_folder(folder(self.output))  # a finished build leaves the output as it was
+                self.storage.delete(self.path)
+            self.storage.remove_empty_folder(folder(self.output))  # a finished build leaves the output as it was
 
     def release_quietly(self) -> None:
         """``release``, but a failure (an outage) is only logged: it must not hide the outcome of the work
@@ -310,7 +310,7 @@ class Lease:
         self.release_quietly()
 
 
-def hold_reader(files: LeaseFiles, output: str, version: str,
+def hold_reader(storage: LeaseStorage, output: str, version: str,
                 on_lost: Callable[[Lease], None] | None = None) -> Lease | None:
     """A reader's lease on ``version`` of ``output``, renewed from now on (``release()`` it when done); None
     when the version is no longer published once the lease is there (a pruning got to it first).
@@ -318,10 +318,10 @@ def hold_reader(files: LeaseFiles, output: str, version: str,
     The lease is written before ``dataset.json`` is looked at, so a pruning either sees the lease or has
     already unpublished the version (locally both happen under the output folder's lock).
     """
-    lease = Lease(files, output, layout.READER_LEASE, version, on_lost=on_lost)
-    with files.locked(output):
+    lease = Lease(storage, output, layout.READER_LEASE, version, on_lost=on_lost)
+    with storage.locked(output):
         lease.acquire()
-        if not files.exists(layout.join(output, version, layout.DATASET_JSON)):
+        if not storage.exists(layout.join(output, version, layout.DATASET_JSON)):
             lease.release()
             return None
     return lease.start()
@@ -338,7 +338,7 @@ def _lost_warning(lease: Lease) -> None:
                  lease.path, lease.target)
 
 
-def reader_lease(output: str, version: str, files: LeaseFiles | None = None, *,
+def reader_lease(output: str, version: str, storage: LeaseStorage | None = None, *,
                  on_lost: Callable[[Lease], None] | None = _lost_warning,
                  warn: Callable[[str], None] | None = None) -> Lease | None:
     """Takes a reader's lease on ``version`` of ``output`` and renews it from a heartbeat thread until it is
@@ -348,10 +348,10 @@ def reader_lease(output: str, version: str, files: LeaseFiles | None = None, *,
     since a reader that can read should still read. A folder without LATEST is no build's output (a version
     folder copied elsewhere): nothing prunes there, and no lease is written into it (None)."""
     try:
-        files = storage.storage_for(output) if files is None else files  # a scheme it has none for: no lease
-        if not files.exists(layout.join(output, layout.LATEST)):
+        storage = storage_lib.storage_for(output) if storage is None else storage  # a scheme it has none for: no lease
+        if not storage.exists(layout.join(output, layout.LATEST)):
             return None
-        lease = hold_reader(files, output, version, on_lost=on_lost)
+        lease = hold_reader(storage, output, version, on_lost=on_lost)
     except Exception as error:  # pylint: disable=broad-except  # any file system's refusal: reading goes on
         cause = str(error).splitlines()[0] if str(error) else type(error).__name__
         (warn or _LOG.warning)(f'cannot hold a reader lease in {folder(output)} ({cause}): a build with '
@@ -363,12 +363,12 @@ def reader_lease(output: str, version: str, files: LeaseFiles | None = None, *,
 
 
 @contextlib.contextmanager
-def reading(output: str, version: str, files: LeaseFiles | None = None, *,
+def reading(output: str, version: str, storage: LeaseStorage | None = None, *,
             on_lost: Callable[[Lease], None] | None = _lost_warning,
             warn: Callable[[str], None] | None = None) -> Iterator[Lease | None]:
     """A reader's lease on ``version`` of ``output`` while the block runs (``reader_lease``): what any reader
     of a version wraps its reading in, a user's own tf.data pipeline too (docs/publication.md)."""
-    lease = reader_lease(output, version, files, on_lost=on_lost, warn=warn)
+    lease = reader_lease(output, version, storage, on_lost=on_lost, warn=warn)
     try:
         yield lease
     finally:
@@ -404,19 +404,19 @@ def resolve_leased(resolve: Callable[[], Any], where: Callable[[Any], tuple[str,
     raise AssertionError('unreachable')
 
 
-def take_over(files: LeaseFiles, output: str, entry: Found) -> Lease | None:
+def take_over(storage: LeaseStorage, output: str, entry: Found) -> Lease | None:
     """Makes the dead lease ``entry`` (a ``Found``) this process's, so it can finish the job the lease
     names; None when the lease is live, gone, or already someone else's."""
     lease = entry.lease or {}
     target = lease.get('target') if isinstance(lease.get('target'), str) else None
-    taken = Lease(files, output, entry.kind, target, entry.id)
+    taken = Lease(storage, output, entry.kind, target, entry.id)
     taken.token = f'cleanup-{new_id()}'
-    with files.locked(output):
-        data, generation = _read(files, entry.path)
+    with storage.locked(output):
+        data, generation = _read(storage, entry.path)
         if data is None or data != entry.data or is_live(parse(data)):
             return None
         try:
-            files.write(entry.path, taken._bytes(), if_generation=generation)
+            storage.write(entry.path, taken._bytes(), if_generation=generation)
         except Conflict:
             return None
     return taken

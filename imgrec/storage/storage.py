@@ -39,11 +39,11 @@ def storage_for(path: str, retry: retries.RetryPolicy | None = None,
                         json.dumps(dict(options), sort_keys=True, default=str) if options else None)
 
 
-def given_or_default(path: str, files: Storage | None = None) -> Storage:
-    """The storage to reach ``path`` through: ``files`` (the job's storage, when the caller has it) handed on
+def given_or_default(path: str, storage: Storage | None = None) -> Storage:
+    """The storage to reach ``path`` through: ``storage`` (the job's, when the caller has it) handed on
     to ``path`` (``Storage.for_path``: its retry policy and options); else ``path``'s own with the default
     policy and no job options, for a public function called without one (a command, a test)."""
-    return files.for_path(path) if files is not None else storage_for(path)
+    return storage.for_path(path) if storage is not None else storage_for(path)
 
 
 @functools.lru_cache(maxsize=None)

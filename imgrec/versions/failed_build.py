@@ -13,58 +13,58 @@ import json
 from imgrec.contract import layout
 from imgrec.console.command import was_interrupted
 from imgrec.console.errors import BuildFailed, build_failure_message
-from imgrec.storage import storage
+from imgrec.storage import storage as storage_lib
 
 # Seconds the report's writes are retried for: the storage may be why the build failed, and the line that
 # says so must not wait the build's whole --retry_deadline again.
 WRITE_DEADLINE_S = 30.0
 
 
-def record(staging_dir, facts, files=None):
+def record(staging_dir, facts, storage=None):
     """Writes ``facts`` (a JSON-able dict of what a failing step counted) into the staging folder, through
-    ``files`` (its storage, when given), for the failed build's report; nothing without a staging folder (a step
+    ``storage`` (its own when None), for the failed build's report; nothing without a staging folder (a step
     run on its own, in a test)."""
     if staging_dir:
         path = layout.join(staging_dir, layout.BUILD_FAILURE_JSON)
-        storage.given_or_default(path, files).write(path, json.dumps(facts, sort_keys=True, ensure_ascii=False).encode())
+        storage_lib.given_or_default(path, storage).write(path, json.dumps(facts, sort_keys=True, ensure_ascii=False).encode())
 
 
 @contextlib.contextmanager
-def known(staging_dir, facts, files=None):
+def known(staging_dir, facts, storage=None):
     """Around a step's checks: when one fails the build, ``record``s ``facts``, then lets the failure go on."""
     try:
         yield
     except BuildFailed:
-        record(staging_dir, facts, files)
+        record(staging_dir, facts, storage)
         raise
 
 
-def read_known(staging_dir, files=None):
+def read_known(staging_dir, storage=None):
     """What the failing step left (``known``), or {} when it left nothing (a failure elsewhere)."""
     path = layout.join(staging_dir, layout.BUILD_FAILURE_JSON)
-    found = storage.given_or_default(staging_dir, files).read_versioned(path)
+    found = storage_lib.given_or_default(staging_dir, storage).read_versioned(path)
     return {} if found is None else json.loads(found.data)
 
 
-def write_report(staging_dir, failure, files=None):
+def write_report(staging_dir, failure, storage=None):
     """Renders the failed build's report into ``staging_dir``; returns its path. ``failure``: the
     ``report.page.render_failed`` fields but ``known``. Leaves ``layout.BUILD_FAILURE_JSON`` there too (empty
     when the failing step left nothing): the mark by which a later cleanup knows the folder's build ended
-    (``publication.tidy``), as a version's own report.html, written before promotion, cannot say."""
+    (``tidying.tidy``), as a version's own report.html, written before promotion, cannot say."""
     from imgrec.versions.report import page  # pylint: disable=import-outside-toplevel  (its imports, only on a failure)
 
     path = layout.join(staging_dir, layout.REPORT_HTML)
-    files = storage.given_or_default(staging_dir, files)
-    known = read_known(staging_dir, files)
-    text = page.render_failed(staging_dir, dict(failure, known=known), files)
+    storage = storage_lib.given_or_default(staging_dir, storage)
+    known = read_known(staging_dir, storage)
+    text = page.render_failed(staging_dir, dict(failure, known=known), storage)
     if not known:
-        files.write(layout.join(staging_dir, layout.BUILD_FAILURE_JSON), b'{}')
-    files.write(path, text.encode('utf-8'))
+        storage.write(layout.join(staging_dir, layout.BUILD_FAILURE_JSON), b'{}')
+    storage.write(path, text.encode('utf-8'))
     return path
 
 
 @contextlib.contextmanager
-def reporting(staging_dir, failure, files=None):
+def reporting(staging_dir, failure, storage=None):
     """Around a build's run: a BuildFailed (however the runner wrapped it) gets its report written into
     ``staging_dir`` and comes out as a BuildFailed whose line ends ``(report: PATH)``. ``failure``: the
     build's name, version, created, options and previous (what LATEST named). A report that cannot be
@@ -76,10 +76,10 @@ def reporting(staging_dir, failure, files=None):
         if message is None:
             raise
         try:
-            files = storage.given_or_default(staging_dir, files)
+            storage = storage_lib.given_or_default(staging_dir, storage)
             path = write_report(staging_dir, dict(failure, reason=message),
-                                files.with_retry(files.retry._replace(
-                                    deadline_s=min(WRITE_DEADLINE_S, files.retry.deadline_s))))
+                                storage.with_retry(storage.retry._replace(
+                                    deadline_s=min(WRITE_DEADLINE_S, storage.retry.deadline_s))))
         except Exception:  # pylint: disable=broad-except  (the failure's own line matters more than its report)
             raise BuildFailed(message) from error
         raise BuildFailed(f'{message} (report: {path})') from error

@@ -5,29 +5,28 @@ as a build names them before it runs: what its cleanup removed, what is left wit
 import collections
 
 from imgrec.contract import layout
-from imgrec.storage import leases, publication
+from imgrec.storage import leases
 
 NAMED = 5  # folders a line names; past them, how many more
 
 Left = collections.namedtuple('Left', 'name held report')  # held: a live build lease names it; report: its path
 
 
-def staging_names(output, files=None):
-    """The names of the staging folders in ``output`` now (``files``: its storage, when given)."""
-    return [path.rstrip('/').rsplit('/', 1)[-1] for _, path in publication.staging_folders(output, files)]
+def staging_names(output):
+    """The names of the staging folders in ``output`` (an ``Output``) now."""
+    return [path.rstrip('/').rsplit('/', 1)[-1] for _, path in output.staging_folders()]
 
 
-def left_folders(output, files=None):
-    """[Left] of the staging folders in ``output``: listed before the leases, as the cleanup does (a build
-    takes its lease before it writes, so a folder listed has its lease listed after)."""
-    files = publication.lease_files(output, files)
-    folders = publication.staging_folders(output, files)
-    live = leases.live(leases.read_all(files, output)).staging
+def left_folders(output):
+    """[Left] of the staging folders in ``output`` (an ``Output``): listed before the leases, as the cleanup
+    does (a build takes its lease before it writes, so a folder listed has its lease listed after)."""
+    folders = output.staging_folders()
+    live = leases.live(leases.read_all(output.storage, output.root)).staging
     found = []
     for _, path in folders:
         name = path.rstrip('/').rsplit('/', 1)[-1]
         report = layout.join(path, layout.REPORT_HTML)
-        found.append(Left(name, name in live, report if files.exists(report) else None))
+        found.append(Left(name, name in live, report if output.storage.exists(report) else None))
     return found
 
 
@@ -36,11 +35,11 @@ def _names(items):
     return shown + (f' and {len(items) - NAMED} more' if len(items) > NAMED else '')
 
 
-def lines(output, before, files=None):
-    """The lines a build prints after its cleanup (``publication.tidy``), given the staging folder names
+def lines(output, before):
+    """The lines a build prints after its cleanup (``Output.tidy``), given the staging folder names
     found ``before`` it: those it removed, those failed or killed builds left (with their reports), which
     ``--clean`` removes, and those running builds hold, which it never does."""
-    left = left_folders(output, files)
+    left = left_folders(output)
     said, names = [], {folder.name for folder in left}
     removed = [name for name in before if name not in names]
     if removed:
@@ -49,7 +48,7 @@ def lines(output, before, files=None):
     stale = [folder for folder in left if not folder.held]
     if stale:
         described = [folder.name + (f' (report: {folder.report})' if folder.report else '') for folder in stale]
-        said.append(f'build-dataset: {len(stale)} staging folder(s) of failed or killed builds in {output}: '
+        said.append(f'build-dataset: {len(stale)} staging folder(s) of failed or killed builds in {output.root}: '
                     f'{_names(described)}; --clean removes {"it" if len(stale) == 1 else "them"}')
     held = [folder.name for folder in left if folder.held]
     if held:

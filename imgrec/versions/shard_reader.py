@@ -6,11 +6,11 @@ shard where Beam's reader makes five, one after the other, and each next chunk a
 from collections.abc import Iterator
 
 from imgrec.contract import tfrecord
-from imgrec.storage import storage
+from imgrec.storage import storage as storage_lib
 
 
-def read_shard(path: str, files: storage.Storage | None = None) -> Iterator[bytes]:
-    """Yields the serialised records of the shard at ``path`` (through ``files``, the job's storage, when given);
+def read_shard(path: str, storage: storage_lib.Storage | None = None) -> Iterator[bytes]:
+    """Yields the serialised records of the shard at ``path`` (through ``storage``, the job's, when given);
     raises ValueError at a bad frame."""
-    with storage.given_or_default(path, files).open_read(path) as stream:
+    with storage_lib.given_or_default(path, storage).open_read(path) as stream:
         yield from tfrecord.read_records(stream)

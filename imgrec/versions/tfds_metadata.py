@@ -34,7 +34,7 @@ import json
 import re
 
 from imgrec.contract import features as F, layout, metadata, version_ref
-from imgrec.storage import storage
+from imgrec.storage import storage as storage_lib
 
 # The shards' names (layout.shard_file_name) in TFDS's template language: the same names up to 99,999
 # shards a split (TFDS pads to the digits of the shard count, at least 5), for either format.
@@ -116,63 +116,63 @@ def files(document):
     }
 
 
-def _view_target(store, view_dir):
+def _view_target(storage, view_dir):
     """The version a view folder leads to, from its dataset_info.json (None when it holds none)."""
     try:
-        found = store.read_versioned(layout.join(view_dir, layout.TFDS_DATASET_INFO))
+        found = storage.read_versioned(layout.join(view_dir, layout.TFDS_DATASET_INFO))
         splits = (json.loads(found.data).get('splits') if found is not None else None) or [{}]
     except (OSError, ValueError, AttributeError):
         return None
     return layout.tfds_view_version(splits[0].get('filepathTemplate', ''))
 
 
-def _views(store, views):
+def _views(storage, views):
     """The semantic versions of the views in ``views``, sorted (none when there is no such folder)."""
-    return sorted(name for name in (entry.path.rstrip('/').rsplit('/', 1)[-1] for entry in store.list_level(views)
+    return sorted(name for name in (entry.path.rstrip('/').rsplit('/', 1)[-1] for entry in storage.list_level(views)
                                     if entry.is_folder) if version_ref.is_semantic_version(name))
 
 
-def write_view(output, version, store=None):
+def write_view(output, version, storage=None):
     """Publishes the TFDS view of the published ``version``, numbered one above the views there, and removes
     the views of versions since deleted (pruned): ``tfds.load(NAME, data_dir=output)`` reads the newest by
-    name. ``store``: the output's storage (its own when None).
+    name. ``storage``: the output's (its own when None).
 
     Written after LATEST moved, features.json last: TFDS takes a folder holding it for a dataset. An output
     whose storage does not resolve '..' (gs://) gets none (the module's docstring says why).
     """
-    store = storage.given_or_default(output, store)
-    if not store.resolves_relative_links:
+    storage = storage_lib.given_or_default(output, storage)
+    if not storage.resolves_relative_links:
         return
-    views = layout.join(output, metadata_name(output, version, store))
+    views = layout.join(output, metadata_name(output, version, storage))
     # Once: a retried publication finds its whole view there (features.json is written last).
-    if not any(_view_target(store, layout.join(views, name)) == version
-               and store.exists(layout.join(views, name, layout.TFDS_FEATURES)) for name in _views(store, views)):
-        _write_view(store, output, version)
-    _remove_stale_views(store, output, views)
+    if not any(_view_target(storage, layout.join(views, name)) == version
+               and storage.exists(layout.join(views, name, layout.TFDS_FEATURES)) for name in _views(storage, views)):
+        _write_view(storage, output, version)
+    _remove_stale_views(storage, output, views)
 
 
-def metadata_name(output, version, store=None):
+def metadata_name(output, version, storage=None):
     """The dataset's TFDS name, from the version's dataset_info.json."""
     path = layout.join(output, version, layout.TFDS_DATASET_INFO)
-    return json.loads(storage.given_or_default(path, store).read(path))['name']
+    return json.loads(storage_lib.given_or_default(path, storage).read(path))['name']
 
 
-def _write_view(store, output, version):
+def _write_view(storage, output, version):
     version_dir = layout.join(output, version)
-    info = json.loads(store.read(layout.join(version_dir, layout.TFDS_DATASET_INFO)))
+    info = json.loads(storage.read(layout.join(version_dir, layout.TFDS_DATASET_INFO)))
     for split in info['splits']:
         split['filepathTemplate'] = layout.TFDS_VIEW_TO_VERSION.format(version=version) + split['filepathTemplate']
     views = layout.tfds_views_dir(output, info['name'])
-    info['version'] = version_ref.next_semantic_version(_views(store, views))
+    info['version'] = version_ref.next_semantic_version(_views(storage, views))
     view_dir = layout.join(views, info['version'])
     for name in (labels_file_name(), layout.TFDS_DATASET_INFO, layout.TFDS_FEATURES):  # features.json last
-        data = _as_json(info) if name == layout.TFDS_DATASET_INFO else store.read(layout.join(version_dir, name))
-        store.write(layout.join(view_dir, name), data)
+        data = _as_json(info) if name == layout.TFDS_DATASET_INFO else storage.read(layout.join(version_dir, name))
+        storage.write(layout.join(view_dir, name), data)
 
 
-def _remove_stale_views(store, output, views):
+def _remove_stale_views(storage, output, views):
     """The views of versions deleted since (pruned) go with them."""
-    for name in _views(store, views):
-        target = _view_target(store, layout.join(views, name))
-        if target and not store.exists(layout.join(output, target, layout.DATASET_JSON)):
-            store.delete_tree(layout.join(views, name))
+    for name in _views(storage, views):
+        target = _view_target(storage, layout.join(views, name))
+        if target and not storage.exists(layout.join(output, target, layout.DATASET_JSON)):
+            storage.delete_tree(layout.join(views, name))

@@ -27,7 +27,7 @@ from imgrec.contract import features as F, index as I, layout, metadata
 from imgrec.contract.tfrecord import FRAME_OVERHEAD
 from imgrec.console.command import Command, run_command
 from imgrec.console.errors import UserError
-from imgrec.storage import array_records, storage
+from imgrec.storage import array_records, storage as storage_lib
 from imgrec.versions import command_line, shard_reader, version as version_lib
 from imgrec.versions.units import human_bytes
 
@@ -75,14 +75,14 @@ class _ArrayRecordTwin:
         self.read = 0
         self.differing = []  # numbers of the records that are not the TFRecord shard's
         self.broken = True
-        files = storage.storage_for(path)
-        found = files.stat(path)
+        storage = storage_lib.storage_for(path)
+        found = storage.stat(path)
         if found is None:
             result.problem('missing', file=self._file)
             return
         if found.size != entry['bytes']:
             result.problem(f"{found.size} bytes, dataset.json says {entry['bytes']}", file=self._file)
-        self._records = array_records.read_records(path, files)
+        self._records = array_records.read_records(path, storage)
         self.broken = False
 
     def _next(self, number):
@@ -130,7 +130,7 @@ class _ArrayRecordTwin:
 
 def _names(folder, extension):
     """The names of the files directly in ``folder`` that end in ``.extension``."""
-    return [entry.path.rsplit('/', 1)[-1] for entry in storage.storage_for(folder).list_level(folder)
+    return [entry.path.rsplit('/', 1)[-1] for entry in storage_lib.storage_for(folder).list_level(folder)
             if not entry.is_folder and entry.path.endswith('.' + extension)]
 
 
@@ -178,7 +178,7 @@ def check_shard(split, shard, path, parse, shape, labels, sample=None, array_rec
 def _check_tfrecord_shard(result, path, parse, shape, labels, sample, twin):
     shard = result.shard
     result.complete = False
-    found = storage.storage_for(path).stat(path)
+    found = storage_lib.storage_for(path).stat(path)
     if found is None:
         result.problem('missing')
         return
@@ -282,11 +282,11 @@ def check_index(version, results):
     files = entry['files']
     for part, name in enumerate(files):
         path = layout.join(version.path, name)
-        store = storage.storage_for(path)
-        if not store.exists(path):
+        storage = storage_lib.storage_for(path)
+        if not storage.exists(path):
             problems.append(f'{name}: missing')
             continue
-        rows = pq.read_table(io.BytesIO(store.read(path))).to_pylist()
+        rows = pq.read_table(io.BytesIO(storage.read(path))).to_pylist()
         for row in rows:
             source, where = row[I.SOURCE], (row[I.SHARD], row[I.OFFSET], row[I.LENGTH])
             seen.add(source)

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from imgrec.contract import layout, version_ref
-from imgrec.storage import leases, storage
+from imgrec.storage import leases, storage as storage_lib
 
 
 class InspectionError(Exception):
@@ -20,11 +20,11 @@ class Version(typing.NamedTuple):
     labels: list | None  # labels.txt, one class a line (None when there is none)
 
 
-def _ref(path: str, files: storage.Storage | None = None) -> version_ref.VersionRef:
+def _ref(path: str, storage: storage_lib.Storage | None = None) -> version_ref.VersionRef:
     """The contract's VersionRef of ``path`` (OUT or OUT/VERSION), read through the storage layer."""
-    files = storage.given_or_default(path, files)
+    storage = storage_lib.given_or_default(path, storage)
     try:
-        return version_ref.resolve(path, files.read, files.exists)
+        return version_ref.resolve(path, storage.read, storage.exists)
     except version_ref.VersionError as error:
         raise InspectionError(str(error)) from None
 
@@ -34,13 +34,13 @@ def resolve(path: str) -> str:
     return _ref(path).directory
 
 
-def load(path: str, files: storage.Storage | None = None, ref: version_ref.VersionRef | None = None) -> Version:
-    """The Version at ``path`` (OUT or OUT/VERSION), read through ``files`` (the job's storage) when given;
+def load(path: str, storage: storage_lib.Storage | None = None, ref: version_ref.VersionRef | None = None) -> Version:
+    """The Version at ``path`` (OUT or OUT/VERSION), read through ``storage`` (the job's) when given;
     ``ref``: its VersionRef, resolved already."""
-    ref = ref or _ref(path, files)
+    ref = ref or _ref(path, storage)
     labels_path = layout.join(ref.directory, layout.LABELS_TXT)
-    files = storage.given_or_default(labels_path, files)
-    labels = files.read(labels_path).decode('utf-8').splitlines() if files.exists(labels_path) else None
+    storage = storage_lib.given_or_default(labels_path, storage)
+    labels = storage.read(labels_path).decode('utf-8').splitlines() if storage.exists(labels_path) else None
     return Version(ref.directory, ref.document, labels)
 
 
@@ -59,14 +59,14 @@ def reading(path: str) -> Iterator[Version]:
             lease.release_quietly()
 
 
-def iter_jsonl(version_dir: str, name: str, files: storage.Storage | None = None) -> Iterator[Any]:
+def iter_jsonl(version_dir: str, name: str, storage: storage_lib.Storage | None = None) -> Iterator[Any]:
     """Yields the objects of a JSON-lines file of the version, one line in memory at a time; none when absent.
-    ``files``: the job's storage, when given."""
+    ``storage``: the job's, when given."""
     path = layout.join(version_dir, name)
-    files = storage.given_or_default(path, files)
-    if not files.exists(path):
+    storage = storage_lib.given_or_default(path, storage)
+    if not storage.exists(path):
         return
-    with files.open_read(path) as stream:
+    with storage.open_read(path) as stream:
         for line in stream:
             if line.strip():
                 yield json.loads(line)

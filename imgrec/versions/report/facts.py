@@ -11,7 +11,7 @@ from PIL import Image
 from imgrec.contract import features as F, index as index_lib, layout, tfrecord
 from imgrec.contract.example import decode_example
 from imgrec.imaging import image_ops
-from imgrec.storage import publication, storage
+from imgrec.storage import storage as storage_lib
 from imgrec.versions import shard_reader, version as version_lib
 
 SAMPLES_PER_CLASS = 8
@@ -64,18 +64,18 @@ def samples_per_class(num_classes):
     return max(4, min(SAMPLES_PER_CLASS, MAX_SAMPLES // max(1, min(num_classes, MAX_CLASSES_SHOWN))))
 
 
-def sample_thumbnails(version, per_class=None, max_records=MAX_RECORDS_SCANNED, files=None):
+def sample_thumbnails(version, per_class=None, max_records=MAX_RECORDS_SCANNED, storage=None):
     """{label: [(source, thumbnail data URL)]} of the first records of each class shown, in split and shard
-    order (read through ``files``, the job's storage, when given)."""
+    order (read through ``storage``, the job's, when given)."""
     per_class = per_class or samples_per_class(len(version.document['labels']))
     samples: dict[str, list] = collections.defaultdict(list)
     shown = set(version.document['labels'][:MAX_CLASSES_SHOWN])
     wanted, found, scanned = len(shown) * per_class, 0, 0
     for _, _, path in version_lib.shard_paths(version):
-        if not storage.given_or_default(path, files).exists(path):
+        if not storage_lib.given_or_default(path, storage).exists(path):
             continue
         try:
-            for serialized in shard_reader.read_shard(path, files):
+            for serialized in shard_reader.read_shard(path, storage):
                 scanned += 1
                 values = decode_example(serialized)
                 label = values[F.LABEL_TEXT].decode('utf-8', 'replace')
@@ -92,7 +92,7 @@ def sample_thumbnails(version, per_class=None, max_records=MAX_RECORDS_SCANNED, 
 
 def source_path(options, source):
     """Where the quarantined input ``source`` (relative to --input or as the manifest wrote it) is read."""
-    if not storage.is_relative(source):
+    if not storage_lib.is_relative(source):
         return source
     if options.get('input'):
         return layout.join(options['input'], source)
@@ -101,16 +101,16 @@ def source_path(options, source):
     return None
 
 
-def source_thumbnail(options, source, max_pixels, files=None):
+def source_thumbnail(options, source, max_pixels, storage=None):
     """A thumbnail of a quarantined input when it can still be read and decoded at all, else None; read
-    through ``files`` (the job's storage, handed on to the input's path) when given."""
+    through ``storage`` (the job's, handed on to the input's path) when given."""
     path = source_path(options, source)
     try:
-        files = storage.given_or_default(path, files) if path is not None else None
-        found = files.stat(path) if files is not None else None
+        storage = storage_lib.given_or_default(path, storage) if path is not None else None
+        found = storage.stat(path) if storage is not None else None
         if found is None or found.size > MAX_SOURCE_BYTES:
             return None
-        image, _ = image_ops.decode(files.read(path), (THUMBNAIL, THUMBNAIL), 'pad',
+        image, _ = image_ops.decode(storage.read(path), (THUMBNAIL, THUMBNAIL), 'pad',
                                     max_pixels=max_pixels or image_ops.DEFAULT_MAX_PIXELS)
         return thumbnail(image)
     except Exception:  # pylint: disable=broad-except  (unreadable or undecodable: that is why it is here)
@@ -123,7 +123,7 @@ def published_path(version):
     return layout.join(output, version.document['version']) if output else version.path
 
 
-def index_parts(version_dir, document, columns, names=None, files=None):
+def index_parts(version_dir, document, columns, names=None, storage=None):
     """Yields each part of the record index (those ``names``, when given) as a pyarrow Table of the ``columns``
     it has: one small part in memory at a time. Nothing for a version without an index."""
     import pyarrow.parquet as pq  # pylint: disable=import-outside-toplevel
@@ -131,10 +131,10 @@ def index_parts(version_dir, document, columns, names=None, files=None):
     present = [column for column in columns if column in (described.get('columns') or {})]
     for name in described.get('files') or () if names is None else names:
         path = layout.join(version_dir, name)
-        store = storage.given_or_default(path, files)
-        if not store.exists(path):
+        storage = storage_lib.given_or_default(path, storage)
+        if not storage.exists(path):
             continue
-        data = store.read(path)
+        data = storage.read(path)
         # ParquetFile, not read_table: the latter imports pyarrow.dataset and pyarrow.compute, 0.3 s of a build.
         yield pq.ParquetFile(io.BytesIO(data)).read(columns=present)
 
@@ -144,7 +144,7 @@ class ImageFacts(collections.namedtuple('ImageFacts', 'widths heights upscaled w
     sources are."""
 
 
-def image_facts(version_dir, document, wanted=(), files=None):
+def image_facts(version_dir, document, wanted=(), storage=None):
     """ImageFacts from one pass over the index; ``where`` = {source: (shard, offset, length)} of ``wanted``.
     The sizes are held as numpy arrays: 16 bytes an image. Plain numpy and lists, not pyarrow.compute,
     whose import costs a build 0.25 s."""
@@ -153,7 +153,7 @@ def image_facts(version_dir, document, wanted=(), files=None):
     wanted, widths, heights, upscaled, where = set(wanted), [], [], 0, {}
     columns = (index_lib.SOURCE, index_lib.SOURCE_WIDTH, index_lib.SOURCE_HEIGHT, index_lib.UPSCALED,
                index_lib.SHARD, index_lib.OFFSET, index_lib.LENGTH)
-    for part in index_parts(version_dir, document, columns, files=files):
+    for part in index_parts(version_dir, document, columns, storage=storage):
         names = set(part.column_names)
         if {index_lib.SOURCE_WIDTH, index_lib.SOURCE_HEIGHT} <= names:
             # Sizes not recorded are nulls, NaN as floats: kept only where both are known.
@@ -176,22 +176,22 @@ def image_facts(version_dir, document, wanted=(), files=None):
     return ImageFacts(join(widths), join(heights), upscaled, where)
 
 
-def record_thumbnail(version_dir, location, side=PAIR_THUMBNAIL, files=None):
+def record_thumbnail(version_dir, location, side=PAIR_THUMBNAIL, storage=None):
     """A thumbnail of the written record at ``location`` (shard, offset, length): one ranged read."""
     shard, offset, length = location
     try:
         path = layout.join(version_dir, shard)
-        frame = storage.given_or_default(path, files).read_range(path, offset, offset + length)
+        frame = storage_lib.given_or_default(path, storage).read_range(path, offset, offset + length)
         values = decode_example(tfrecord.unframe(frame))
         return thumbnail(Image.open(io.BytesIO(values[F.IMAGE_ENCODED])), side)
     except Exception:  # pylint: disable=broad-except  (a damaged shard: verify-dataset names it)
         return None
 
 
-def _groups(version_dir, files=None):
+def _groups(version_dir, storage=None):
     """The rows of near_duplicates.jsonl a group at a time: the file is sorted by group."""
     rows: list[dict] = []
-    for row in version_lib.iter_jsonl(version_dir, layout.NEAR_DUPLICATES_JSONL, files):
+    for row in version_lib.iter_jsonl(version_dir, layout.NEAR_DUPLICATES_JSONL, storage):
         if rows and row['group'] != rows[0]['group']:
             yield rows
             rows = []
@@ -208,7 +208,7 @@ def _keep(kept, item, limit, largest=False):
         del kept[limit:]
 
 
-def near_duplicate_pairs(version_dir, limit=NEAR_DUPLICATE_PAIRS, files=None):
+def near_duplicate_pairs(version_dir, limit=NEAR_DUPLICATE_PAIRS, storage=None):
     """(pairs listed, [pair shown]) of near_duplicates.jsonl, read as a stream a group at a time.
 
     A pair is an image and its nearest (each pair once): (distance, source, source, row, row). Shown: up
@@ -219,7 +219,7 @@ def near_duplicate_pairs(version_dir, limit=NEAR_DUPLICATE_PAIRS, files=None):
     farthest: list = []
     nearest: list = []
     listed = 0
-    for rows in _groups(version_dir, files):
+    for rows in _groups(version_dir, storage):
         by_source = {row['source']: row for row in rows}
         pairs = {}
         for row in rows:
@@ -243,7 +243,7 @@ def near_duplicate_pairs(version_dir, limit=NEAR_DUPLICATE_PAIRS, files=None):
     return listed, shown
 
 
-def class_changes(version_dir, document, previous_dir, previous_document, files=None):
+def class_changes(version_dir, document, previous_dir, previous_document, storage=None):
     """{label: [new, changed, removed]} of the written images against the previous version, by their index
     rows: new (a source not in it), changed (other bytes or class), removed (written there, not here).
     Index parts are compared pairwise when both have as many (a source's part is a hash of its name);
@@ -256,7 +256,7 @@ def class_changes(version_dir, document, previous_dir, previous_document, files=
 
     def rows(folder, doc, part_names):
         found = {}
-        for part in index_parts(folder, doc, columns, part_names, files):
+        for part in index_parts(folder, doc, columns, part_names, storage):
             part = part.to_pydict()
             for source, digest, label in zip(part[index_lib.SOURCE], part[index_lib.SHA256], part[index_lib.LABEL]):
                 found[source] = (digest, doc['labels'][label])
@@ -280,13 +280,12 @@ class Pruning(collections.namedtuple('Pruning', 'keep_versions versions')):
     """--keep_versions (a run option, not in dataset.json) and the versions its pruning is to delete."""
 
 
-def pruning_plan(output, version, keep_versions, files=None):
-    """Pruning of the build about to publish ``version``: the versions
-    ``imgrec.storage.publication.pruning_plan`` picks (through ``files``, the output's storage when given); one a
-    live lease then holds is kept."""
+def pruning_plan(output, version, keep_versions):
+    """Pruning of the build about to publish ``version`` into ``output`` (an ``Output``): the versions
+    ``Output.pruning_plan`` picks; one a live lease then holds is kept."""
     if not keep_versions:
         return Pruning(None, ())
-    return Pruning(keep_versions, publication.pruning_plan(output, version, keep_versions, files))
+    return Pruning(keep_versions, output.pruning_plan(version, keep_versions))
 
 
 def conflict_pairs(document):

@@ -8,7 +8,7 @@ import re
 
 
 from imgrec.contract import layout, metadata
-from imgrec.storage import storage
+from imgrec.storage import storage as storage_lib
 from imgrec.versions import version as version_lib
 from imgrec.versions.units import human_bytes
 from imgrec.versions.report.facts import (MAX_CLASSES_SHOWN, Pruning, conflict_pairs, image_facts, near_duplicate_pairs,
@@ -40,9 +40,9 @@ def contents(parts):
     return f'<nav id="contents"><strong>Contents</strong><ol>{links}</ol></nav>'
 
 
-def render(version, build_seconds=None, pruning=None, files=None):
+def render(version, build_seconds=None, pruning=None, storage=None):
     """The report of ``version`` (an imgrec.versions.version.Version) as HTML text; ``pruning`` (a
-    Pruning) when known. Read through ``files`` (the job's storage: on a worker, its options' credentials)
+    Pruning) when known. Read through ``storage`` (the job's: on a worker, its options' credentials)
     when given."""
     document, options = version.document, version.document.get('options') or {}
     build_seconds = round(build_seconds, 3) if build_seconds else None  # as recorded, so a re-render matches
@@ -63,11 +63,11 @@ def render(version, build_seconds=None, pruning=None, files=None):
         ['inputs', 'written', 'quarantined', 'duplicates', 'non-image files ignored', 'bytes written'],
         [[counts['inputs'], counts['written'], counts['quarantined'], counts['duplicates'], counts['ignored'],
           human_bytes(total_bytes)]], numeric=range(6))]
-    near = near_duplicate_pairs(version.path, files=files)
+    near = near_duplicate_pairs(version.path, storage=storage)
     conflicting = {source for pair in conflict_pairs(document) for source in (pair['source'], pair['other'])}
     facts = image_facts(version.path, document, {row['source'] for pair in near[1] for row in pair[3:]} | conflicting,
-                        files)
-    parts += warnings_section(document, version, facts, files)
+                        storage)
+    parts += warnings_section(document, version, facts, storage)
     parts += shares_section(document)
     parts += options_section(options, document.get('record_options'))
     parts += class_table_section(document, labels)
@@ -75,12 +75,12 @@ def render(version, build_seconds=None, pruning=None, files=None):
     for name, info in document['splits'].items():
         parts += split_section(name, info, labels)
     parts += sizes_section(document, facts)
-    parts += near_duplicates_section(version, facts, near, files)
-    parts += changes_section(version, files)
+    parts += near_duplicates_section(version, facts, near, storage)
+    parts += changes_section(version, storage)
     parts += pruning_section(pruning)
 
     per_class = samples_per_class(len(labels))
-    samples = sample_thumbnails(version, per_class, files=files)
+    samples = sample_thumbnails(version, per_class, storage=storage)
     parts.append(f'<h2 id="samples">Samples</h2><p class="muted">The first records of each class as written (up to '
                  f'{per_class} a class), as training reads them.</p>')
     for label in labels[:MAX_CLASSES_SHOWN]:
@@ -89,8 +89,8 @@ def render(version, build_seconds=None, pruning=None, files=None):
     if len(labels) > MAX_CLASSES_SHOWN:
         parts.append(f'<p class="muted">{len(labels) - MAX_CLASSES_SHOWN} more classes not shown.</p>')
 
-    parts += quarantine_section(version.path, options, document['record_options'].get('max_pixels'), files)
-    parts += duplicates_section(version.path, files)
+    parts += quarantine_section(version.path, options, document['record_options'].get('max_pixels'), storage)
+    parts += duplicates_section(version.path, storage)
     decoding = document.get('decoding') or {}
     parts.append('<h2 id="decoding">Decoding decisions</h2><p class="muted">What decoding did, counted over the '
                  f'written images; transparency composited on {escape(decoding.get("background"))}.</p>')
@@ -111,13 +111,13 @@ def _page(title, head, parts):
 FAILED_COUNTS = ('inputs', 'written', 'quarantined', 'duplicates', 'ignored')
 
 
-def render_failed(staging_dir, failure, files=None):
+def render_failed(staging_dir, failure, storage=None):
     """The report of a build that failed, as HTML text: why, and what it knew (``imgrec.versions.failed_build``).
 
     ``failure``: name, version, created, options, previous (the version LATEST named, or None), reason (the
     failure line's message) and known (what the failing step counted: ``counts`` and ``splits`` from the
     publish step, ``dealt`` {split: images} from the split check; {} from elsewhere). The quarantine shows
-    when the build got as far as listing it. Read through ``files`` (the job's storage) when given.
+    when the build got as far as listing it. Read through ``storage`` (the job's) when given.
     """
     options, known = failure.get('options') or {}, failure.get('known') or {}
     previous = failure.get('previous')
@@ -146,8 +146,8 @@ def render_failed(staging_dir, failure, files=None):
                   + ', next to the share its weight (<code>--splits</code>) asked for.</p>',
                   shares_table(dealt, options.get('splits') or {})]
     quarantine = layout.join(staging_dir, layout.QUARANTINE_JSONL)
-    if storage.given_or_default(quarantine, files).exists(quarantine):
-        parts += quarantine_section(staging_dir, options, options.get('max_pixels'), files)
+    if storage_lib.given_or_default(quarantine, storage).exists(quarantine):
+        parts += quarantine_section(staging_dir, options, options.get('max_pixels'), storage)
     else:
         parts.append('<h2 id="quarantine">Quarantine</h2><p class="muted">Not listed: the build stopped before '
                      'its publish step wrote the quarantine.</p>')
@@ -164,45 +164,45 @@ def seconds_since(created):
     return max((datetime.datetime.now(datetime.timezone.utc) - start).total_seconds(), 0.001)
 
 
-def _recorded_state(version_dir, files=None):
+def _recorded_state(version_dir, storage=None):
     """The report's sidecar of ``version_dir`` as a dict ({} when there is none, or it cannot be read)."""
     path = layout.join(version_dir, layout.REPORT_STATE_JSON)
-    files = storage.given_or_default(path, files)
+    storage = storage_lib.given_or_default(path, storage)
     try:
-        state = json.loads(files.read(path)) if files.exists(path) else {}
+        state = json.loads(storage.read(path)) if storage.exists(path) else {}
     except ValueError:  # a damaged sidecar costs a re-render its build time, nothing more
         return {}
     return state if isinstance(state, dict) else {}
 
 
-def recorded_build_seconds(version_dir, files=None):
-    """The build time the report's sidecar recorded, or None (``files``: the folder's storage, when given)."""
-    seconds = _recorded_state(version_dir, files).get('build_seconds')
+def recorded_build_seconds(version_dir, storage=None):
+    """The build time the report's sidecar recorded, or None (``storage``: the folder's, when given)."""
+    seconds = _recorded_state(version_dir, storage).get('build_seconds')
     return float(seconds) if isinstance(seconds, (int, float)) else None
 
 
-def recorded_pruning(version_dir, files=None):
+def recorded_pruning(version_dir, storage=None):
     """The Pruning the report's sidecar recorded, or None."""
-    pruning = _recorded_state(version_dir, files).get('pruning')
+    pruning = _recorded_state(version_dir, storage).get('pruning')
     if not isinstance(pruning, dict):
         return None
     return Pruning(pruning.get('keep_versions'), tuple(pruning.get('versions') or ()))
 
 
-def write_report(version_dir, build_seconds=None, version=None, files=None, pruning=None):
+def write_report(version_dir, build_seconds=None, version=None, storage=None, pruning=None):
     """Renders and writes ``report.html``, and its sidecar of what a re-render shows again, into ``version_dir``
-    (local or gs://) through ``files`` (its storage, when given); returns the page's path.
+    (local or gs://) through ``storage`` (its own when None); returns the page's path.
 
     ``version`` (an imgrec.versions.version.Version) spares reading back what the caller just wrote.
     """
-    version = version or version_lib.load(version_dir, files)
+    version = version or version_lib.load(version_dir, storage)
     build_seconds = round(build_seconds, 3) if build_seconds else None  # as render shows it, so a re-render matches
     state = {'build_seconds': build_seconds,
              'pruning': None if pruning is None else {'keep_versions': pruning.keep_versions,
                                                       'versions': list(pruning.versions)}}
     path = layout.join(version.path, layout.REPORT_HTML)
-    files = storage.given_or_default(path, files)
-    files.write(layout.join(version.path, layout.REPORT_STATE_JSON),
+    storage = storage_lib.given_or_default(path, storage)
+    storage.write(layout.join(version.path, layout.REPORT_STATE_JSON),
                 json.dumps(state, ensure_ascii=False, sort_keys=True).encode('utf-8'))
-    files.write(path, render(version, build_seconds, pruning, files).encode('utf-8'))
+    storage.write(path, render(version, build_seconds, pruning, storage).encode('utf-8'))
     return path

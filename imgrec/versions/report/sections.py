@@ -81,11 +81,11 @@ def img(url, alt, css=''):
     return f'<img src="{url}" alt="{escape(alt)}" title="{escape(alt)}"{f" class={chr(34)}{css}{chr(34)}" if css else ""}>'
 
 
-def quarantine_section(version_dir, options, max_pixels, files=None):
+def quarantine_section(version_dir, options, max_pixels, storage=None):
     """The quarantine by reason, with the first sources of each; reads quarantine.jsonl as a stream."""
     counts: collections.Counter[str] = collections.Counter()
     first: dict[str, list] = collections.defaultdict(list)
-    for item in version_lib.iter_jsonl(version_dir, layout.QUARANTINE_JSONL, files):
+    for item in version_lib.iter_jsonl(version_dir, layout.QUARANTINE_JSONL, storage):
         counts[item['reason']] += 1
         if len(first[item['reason']]) < QUARANTINE_EXAMPLES:
             first[item['reason']].append(item)
@@ -95,7 +95,7 @@ def quarantine_section(version_dir, options, max_pixels, files=None):
     for reason, count in sorted(counts.items(), key=lambda pair: (-pair[1], pair[0])):
         examples = []
         for item in first[reason]:
-            url = source_thumbnail(options, item['source'], max_pixels, files)
+            url = source_thumbnail(options, item['source'], max_pixels, storage)
             examples.append((img(url, item['source'], 'quarantined') + ' ' if url else '') +
                             f'<code>{escape(item["source"])}</code>: {escape(item["message"])}')
         if count > len(first[reason]):
@@ -107,11 +107,11 @@ def quarantine_section(version_dir, options, max_pixels, files=None):
     return parts
 
 
-def duplicates_section(version_dir, files=None):
+def duplicates_section(version_dir, storage=None):
     """The number of duplicates and the first few; reads duplicates.jsonl as a stream."""
     count = 0
     shown: list = []
-    for item in version_lib.iter_jsonl(version_dir, layout.DUPLICATES_JSONL, files):
+    for item in version_lib.iter_jsonl(version_dir, layout.DUPLICATES_JSONL, storage):
         count += 1
         if len(shown) < DUPLICATES_SHOWN:
             shown.append([f'<code>{escape(item["source"])}</code>', f'<code>{escape(item["duplicate_of"])}</code>',
@@ -139,7 +139,7 @@ def _what_was_done(mode, first, second):
     return done + (f'<br><span class="muted">{"; ".join(moved)}</span>' if moved else '')
 
 
-def near_duplicates_section(version, facts, near, files=None):
+def near_duplicates_section(version, facts, near, storage=None):
     """Near-duplicates: what the build counted, and thumbnail pairs of the extremes (``near``, as
     ``near_duplicate_pairs`` gives them)."""
     summary = version.document.get('near_duplicates') or {}
@@ -163,7 +163,7 @@ def near_duplicates_section(version, facts, near, files=None):
     for distance, a, b, first, second in shown:
         cells = []
         for row in (first, second):
-            url = (record_thumbnail(version.path, facts.where[row['source']], files=files)
+            url = (record_thumbnail(version.path, facts.where[row['source']], storage=storage)
                    if row['source'] in facts.where else None)
             cells.append((img(url, row['source'], 'pair') + '<br>' if url else '') + f'<code>{escape(row["source"])}</code>')
         rows.append([*cells, distance, escape(first['label']) if first['label'] == second['label'] else
@@ -312,7 +312,7 @@ def class_warnings(document):
     return found
 
 
-def _conflicts_warning(document, version, facts, files=None):
+def _conflicts_warning(document, version, facts, storage=None):
     """The near-duplicate pairs under two labels, both thumbnails of each side by side: for the user to decide."""
     pairs = conflict_pairs(document)
     if not pairs:
@@ -322,7 +322,7 @@ def _conflicts_warning(document, version, facts, files=None):
     for pair in pairs:
         cells = []
         for source, label in ((pair['source'], pair['label']), (pair['other'], pair['other_label'])):
-            url = (record_thumbnail(version.path, facts.where[source], side=CONFLICT_THUMBNAIL, files=files)
+            url = (record_thumbnail(version.path, facts.where[source], side=CONFLICT_THUMBNAIL, storage=storage)
                    if source in facts.where else None)
             cells.append(f'<figure class="conflict">{img(url, source, "pair") if url else ""}'
                          f'<figcaption><code>{escape(source)}</code><br>{escape(label)}</figcaption></figure>')
@@ -337,12 +337,12 @@ def _conflicts_warning(document, version, facts, files=None):
         f'<div id="conflict-pairs">{"".join(rows)}</div>'))]
 
 
-def warnings_section(document, version=None, facts=None, files=None):
+def warnings_section(document, version=None, facts=None, storage=None):
     """The ``class_warnings`` and the near-duplicate pairs under two labels as a list, or a line saying there
     are none (and what was checked)."""
     warnings = class_warnings(document)
     if version is not None and facts is not None:
-        warnings += _conflicts_warning(document, version, facts, files)
+        warnings += _conflicts_warning(document, version, facts, storage)
     parts = ['<h2 id="warnings">Warnings</h2>']
     if not warnings:
         return parts + [f'<p id="no-warnings">None: no class is empty, every class is in every split, the '
@@ -383,7 +383,7 @@ def class_table_section(document, labels):
 _CHANGE_KINDS = ('new', 'changed', 'removed')
 
 
-def changes_section(version, files=None):
+def changes_section(version, storage=None):
     """Changes since the previous version: new, changed and removed per class, of the written images, beside
     the build's own counts of the input files it listed.
 
@@ -404,7 +404,7 @@ def changes_section(version, files=None):
             + (f' ({escape(refresh["full_reason"])})' if refresh.get('full_reason') else ''))
     output = (document.get('options') or {}).get('output')
     try:
-        before = version_lib.load(layout.join(output, previous), files) if output else None
+        before = version_lib.load(layout.join(output, previous), storage) if output else None
     except version_lib.InspectionError:
         before = None
     if before is None or not before.document.get('index') or not document.get('index'):
@@ -415,7 +415,7 @@ def changes_section(version, files=None):
                         'there (pruned?): no per-class changes.</p>']
     parts.append(head + (f'. Inputs {escape(work)}.' if work else '.') + '</p>')
     try:
-        changes = class_changes(version.path, document, before.path, before.document, files)
+        changes = class_changes(version.path, document, before.path, before.document, storage)
     except Exception as error:  # pylint: disable=broad-except  # a damaged previous index (the build did not trust it)
         cause = ' '.join(str(error).split())[:160]
         return parts + [f'<p class="muted">Version <code>{escape(previous)}</code>\'s record index cannot be read '
