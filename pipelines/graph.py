@@ -102,7 +102,7 @@ def build_pipeline(pipeline, config, facts):
                         if before_dir else None)
     near = kept | counters.NEAR_DUPLICATES >> NearDuplicates(
         config.near_duplicates, config.splits, config.stratify, keep_published=refresh.keeps_published,
-        tolerance=config.split_tolerance, staging_dir=staging_dir, files=storage,
+        tolerance=config.split_tolerance, staging_dir=staging_dir, storage=storage,
         conflicts=config.near_duplicate_conflicts, conflicts_before=conflicts_before)
     rejected.append(near['rejected'])
     sharded = near['records'] | counters.ASSIGN_SHARDS >> AssignBalancedShards(

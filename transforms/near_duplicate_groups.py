@@ -322,8 +322,8 @@ class _ConfirmFn(beam.DoFn):
     coalesced read; two records whose JPEGs are the same bytes (pixel-identical sources: the encoder is
     deterministic) are confirmed without decoding. Counts the candidates confirmed and refused."""
 
-    def __init__(self, files=None):
-        self._files = files
+    def __init__(self, storage=None):
+        self._storage = storage
         self.confirmed = Metrics.counter(*counters.PAIRS_CONFIRMED)
         self.refused = Metrics.counter(*counters.PAIRS_REFUSED)
 
@@ -341,7 +341,7 @@ class _ConfirmFn(beam.DoFn):
             first = next((ref[0] for ref in frames.values() if ref[0] is not None), None)
             if first is None:
                 return dict.fromkeys(frames)
-            self._reader = FrameReader(given_or_default(first, self._files))
+            self._reader = FrameReader(given_or_default(first, self._storage))
         read = self._reader.read([ref for ref in set(frames.values()) if ref[0] is not None], failures=True)
         return {source: _jpeg_or_none(read.get(ref)) for source, ref in frames.items()}
 
@@ -466,14 +466,14 @@ class Threshold(beam.PTransform):
 
 class FindGroups(beam.PTransform):
     """RecordRef -> (source, Node) for every image with a confirmed near-duplicate within ``threshold``:
-    a number, or a one-element PCollection of it (``Threshold``). ``files``: the storage the records'
+    a number, or a one-element PCollection of it (``Threshold``). ``storage``: the storage the records'
     frames are read through for the confirmation (the job's, with its options), or the default for the path."""
 
-    def __init__(self, threshold, rounds=ROUNDS, files=None):
+    def __init__(self, threshold, rounds=ROUNDS, storage=None):
         super().__init__()
         self._threshold = threshold
         self._rounds = rounds
-        self._files = files  # the storage the records' frames are read through (the job's), or the default
+        self._storage = storage  # the storage the records' frames are read through (the job's), or the default
 
     def expand(self, records):
         threshold = self._threshold
@@ -493,7 +493,7 @@ class FindGroups(beam.PTransform):
                  | 'JoinSecond' >> beam.GroupByKey()
                  | 'ByFrameFile' >> beam.FlatMap(_located_pairs)
                  | 'FramesTogether' >> beam.GroupByKey()
-                 | 'Confirm' >> beam.ParDo(_ConfirmFn(self._files)))
+                 | 'Confirm' >> beam.ParDo(_ConfirmFn(self._storage)))
         state = (links
                  | 'BothEnds' >> beam.FlatMap(lambda e: [(e[0], (e[1], e[2], e[3])), (e[1], (e[0], e[2], e[3]))])
                  | 'Neighbours' >> beam.GroupByKey()

@@ -279,11 +279,11 @@ class NearDuplicates(beam.PTransform):
     fixed one, else the one for the number of images (``perceptual_hash.threshold_for``);
     ``tolerance``: the percentage points a split's share may miss its weight by; ``staging_dir``: where a
     share check that fails leaves its counts, for the failed build's report (``imgrec.versions.failed_build``),
-    through ``files`` (the output's storage, with the job's options) when given.
+    through ``storage`` (the output's storage, with the job's options) when given.
     """
 
     def __init__(self, mode, weights, stratify=False, keep_published=False, threshold=None, tolerance=1.0,
-                 staging_dir=None, files=None, conflicts=KEEP, conflicts_before=None):
+                 staging_dir=None, storage=None, conflicts=KEEP, conflicts_before=None):
         super().__init__()
         self._conflicts_before = conflicts_before  # sources the previous version quarantined as conflicts, or None
         if mode not in MODES:
@@ -299,7 +299,7 @@ class NearDuplicates(beam.PTransform):
         self._threshold = threshold
         self._tolerance = tolerance
         self._staging_dir = staging_dir  # where a failed share check leaves its counts for the failed build's report
-        self._files = files
+        self._storage = storage
 
     def _describe(self, totals, threshold, pairs):
         hashed = self._mode != OFF
@@ -315,13 +315,13 @@ class NearDuplicates(beam.PTransform):
         reason = check_shares(counts, self._weights, self._tolerance, largest, self._keep_published)
         if reason:
             if self._staging_dir:
-                failed_build.record(self._staging_dir, {'dealt': dict(counts)}, self._files)
+                failed_build.record(self._staging_dir, {'dealt': dict(counts)}, self._storage)
             raise BuildFailed(reason)
         return self._describe(totals, threshold, pairs)
 
     def _groups(self, records, threshold):
         """(singletons, groups (name, [Member]), rejected, [their stats]) before dealing."""
-        nodes = records | 'FindGroups' >> FindGroups(threshold, files=self._files)
+        nodes = records | 'FindGroups' >> FindGroups(threshold, storage=self._storage)
         joined = ((records | 'KeyBySource' >> beam.Map(lambda r: (r.source, r)), nodes)
                   | 'RecordsAndNodes' >> beam.Flatten()
                   | 'JoinGroups' >> beam.GroupByKey())
