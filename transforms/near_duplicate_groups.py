@@ -290,10 +290,14 @@ class _CandidatesFn(beam.DoFn):
 def _split_joined(values, kind):
     """(the Located, the others of ``kind``) of one member id's joined values, told apart by type (a
     CoGroupByKey would cost three steps more)."""
-    places, others = [], []
+    places: list[Located] = []
+    others: list = []
     for value in values:
-        (places if isinstance(value, Located) else others).append(value)
-    return places, [value for value in others if isinstance(value, kind)]
+        if isinstance(value, Located):
+            places.append(value)
+        elif isinstance(value, kind):
+            others.append(value)
+    return places, others
 
 
 def _tell_second(joined):
