@@ -17,8 +17,9 @@ adding or removing ``m`` images moves at most about ``2 m`` others across each c
 
 Ranking needs no scope gathered on one worker: like the shards (``imgrec.transforms.sharding``), images are
 bucketed by the top bits of their hash, and a rank is the count of the scope's images in earlier
-buckets (a small side input) plus the position inside the bucket. Groups are few: each scope's groups
-are dealt on one worker.
+buckets (a small side input) plus the position inside the bucket. Groups are fewer than images, and each
+scope's groups meet on one worker as their facts (``GroupFacts``: a name and three numbers), not their
+images; the splits dealt reach the groups as a side input.
 """
 import collections
 import typing
@@ -98,11 +99,6 @@ def targets_for(total, weights, at_least_one=False):
                 counts[donor] -= 1
                 counts[name] = 1
     return counts
-
-
-def _first(group):
-    """The first Member of a group, (name, [Member, ...])."""
-    return next(iter(group[1]))
 
 
 def _most_lacking(targets, given, names):
@@ -229,55 +225,90 @@ class _SortOutFn(beam.DoFn):
             yield record
 
 
-class _DealScopeFn(beam.DoFn):
-    """One scope's groups, (name, [Member, ...]) -> their images with their splits; GROUPS: each group with its
-    members placed; _COUNTS: (Count(_PLACED, scope, split), images) the groups put there."""
+class GroupFacts(typing.NamedTuple):
+    """What dealing a group needs, and no more of it: its ``name``, its ``images``, the split most of its
+    published images hold (``published_group_split``; None when none is, or published splits are not
+    kept), and how many of its images follow the group (those not fixed in a published split)."""
+    name: str
+    images: int
+    published_split: str | None
+    following: int
+
+
+class _Placement:
+    """The rules shared by the dealing of groups and the placing of their images."""
 
     def __init__(self, weights, stratify, keep_published):
         self._weights = weights
         self._names = [name for name, _ in weights]
         self._stratify = stratify
         self._keep_published = keep_published
-        self._mover = _Mover()
+
+    def fixed(self, record):
+        return self._keep_published and record.published_split in self._names
+
+    def final(self, record, group_split):
+        return record.published_split if self.fixed(record) else group_split
+
+    def facts(self, group, scope):
+        """(the group's scope, its GroupFacts)."""
+        name, members = group
+        records = [member.record for member in members]
+        published = published_group_split(records, self._names) if self._keep_published else None
+        return scope(records[0]), GroupFacts(name, len(records), published,
+                                             sum(not self.fixed(record) for record in records))
+
+
+class _DealScopeFn(beam.DoFn):
+    """One scope's groups, (scope, [GroupFacts, ...]) -> (group name, split) for each: the groups meet on one
+    worker as their facts, a few numbers each, not as their images."""
+
+    def __init__(self, weights, stratify):
+        self._weights = weights
+        self._stratify = stratify
 
     def process(self, keyed, before):
         scope, groups = keyed
-        groups = sorted(groups, key=lambda group: group[0])
         targets = targets_for(before[Count(_SCOPE, scope)], self._weights, self._stratify)
         given = _in_splits(before, (_PUBLISHED,))[scope]
         split_of, new = {}, []
-        for group, members in groups:
-            records = [member.record for member in members]
-            split = published_group_split(records, self._names) if self._keep_published else None
-            if split is None:
-                new.append((len(members), order_key(group), group))
+        for facts in sorted(groups):
+            if facts.published_split is None:
+                new.append((facts.images, order_key(facts.name), facts.name))
                 continue
-            split_of[group] = split
-            given.update(self._final(record, split) for record in records if not self._fixed(record))
+            split_of[facts.name] = facts.published_split
+            given[facts.published_split] += facts.following
         split_of.update(deal_groups(new, targets, given, self._weights))
-        for group, members in groups:
-            placed = []
-            for member in members:
-                final = self._final(member.record, split_of[group])
-                moved, moves = self._mover.place(member.record, final)
-                yield from moves
-                placed.append(member._replace(record=moved))
-                # Counted in the image's own scope: a group kept under two labels (--stratify) is dealt with
-                # its first image's class, but each image fills its own class's share.
-                yield beam.pvalue.TaggedOutput(_COUNTS, (
-                    Count(_PLACED, self._scope_of(member.record, scope), split=final), 1))
-            yield beam.pvalue.TaggedOutput(GROUPS, (group, placed))
-            for member in placed:
-                yield member.record
+        yield from split_of.items()
 
-    def _scope_of(self, record, scope):
-        return record.label if self._stratify else scope
 
-    def _fixed(self, record):
-        return self._keep_published and record.published_split in self._names
+class _PlaceGroupFn(beam.DoFn):
+    """A group, (name, [Member, ...]), and the splits dealt -> its images with their splits; GROUPS: the group
+    with its members placed; _COUNTS: (Count(_PLACED, scope, split), images) it put there."""
 
-    def _final(self, record, group_split):
-        return record.published_split if self._fixed(record) else group_split
+    def __init__(self, placement, scope, stratify):
+        self._placement = placement
+        self._scope = scope
+        self._stratify = stratify
+        self._mover = _Mover()
+
+    def process(self, group, split_of):
+        name, members = group
+        members = list(members)
+        scope = self._scope(members[0].record)
+        placed = []
+        for member in members:
+            final = self._placement.final(member.record, split_of[name])
+            moved, moves = self._mover.place(member.record, final)
+            yield from moves
+            placed.append(member._replace(record=moved))
+            # Counted in the image's own scope: a group kept under two labels (--stratify) is dealt with
+            # its first image's class, but each image fills its own class's share.
+            yield beam.pvalue.TaggedOutput(_COUNTS, (
+                Count(_PLACED, member.record.label if self._stratify else scope, split=final), 1))
+        yield beam.pvalue.TaggedOutput(GROUPS, (name, placed))
+        for member in placed:
+            yield member.record
 
 
 class _KeyByBucketFn(beam.DoFn):
@@ -359,11 +390,14 @@ class DealSplits(beam.PTransform):
         before = beam.pvalue.AsDict((sorted_out[_COUNTS], member_scopes)
                                     | 'AllBefore' >> beam.Flatten()
                                     | 'CountBefore' >> beam.CombinePerKey(sum))
-        dealt_groups = (groups
-                        | 'KeyByScope' >> beam.Map(lambda group: (scope(_first(group).record), group))
-                        | 'GroupsOfScope' >> beam.GroupByKey()
-                        | 'DealGroups' >> beam.ParDo(_DealScopeFn(self._weights, self._stratify, keep),
-                                                     before).with_outputs(GROUPS, MOVES, _COUNTS, main='records'))
+        placement = _Placement(self._weights, self._stratify, keep)
+        split_of = (groups
+                    | 'GroupFacts' >> beam.Map(placement.facts, scope)
+                    | 'GroupsOfScope' >> beam.GroupByKey()
+                    | 'DealGroups' >> beam.ParDo(_DealScopeFn(self._weights, self._stratify), before))
+        dealt_groups = groups | 'PlaceGroups' >> beam.ParDo(
+            _PlaceGroupFn(placement, scope, self._stratify), beam.pvalue.AsDict(split_of)).with_outputs(
+                GROUPS, MOVES, _COUNTS, main='records')
         # Beam would infer the tagged outputs into the main output's type: it is a (key, record) pair.
         keyed = sorted_out.free | 'KeyByBucket' >> beam.ParDo(_KeyByBucketFn(scope), before).with_output_types(
             typing.Tuple[typing.Any, typing.Any]).with_outputs(_COUNTS, main='keyed')
