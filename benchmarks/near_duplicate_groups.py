@@ -105,11 +105,13 @@ def _as_bytes(values):
 
 
 def synthetic(count, seed, planted_share=PLANTED_SHARE):
-    """(sources, hashes uint64 array, colour fields (count, _BYTES) uint8, planted {(a, b): kind}).
+    """(sources, hashes uint64 array (count, HASHES), colour fields (count, _BYTES) uint8, planted {(a, b): kind}).
 
-    Planted copies are ``planted_share`` of ``count``, each of a distinct original, at random positions."""
+    Each image has ``perceptual_hash.HASHES`` hashes (the whole image's and its centre's), independent fair
+    bits. Planted copies are ``planted_share`` of ``count``, each of a distinct original, at random
+    positions; each of a copy's hashes is its original's with bits flipped as the table says."""
     rng = np.random.default_rng(seed)
-    hashes = rng.integers(0, np.iinfo(np.uint64).max, size=count, dtype=np.uint64, endpoint=True)
+    hashes = rng.integers(0, np.iinfo(np.uint64).max, size=(count, ph.HASHES), dtype=np.uint64, endpoint=True)
     grids = np.empty((count, _GRID, _GRID, 3), dtype=np.float32)
     thumbnails = np.empty((count, _BYTES), dtype=np.uint8)
     for start in range(0, count, 50_000):  # bounded temporaries
@@ -124,8 +126,9 @@ def synthetic(count, seed, planted_share=PLANTED_SHARE):
     planted = {}
     for n, (original, copy) in enumerate(zip(chosen[:copies].tolist(), chosen[copies:].tolist())):
         kind = TRANSFORMS[n % len(TRANSFORMS)]
-        flips = rng.choice(ph.BITS, size=planted_distance(kind, rng.uniform()), replace=False)
-        hashes[copy] = hashes[original] ^ np.uint64(sum(1 << int(bit) for bit in flips))
+        for index in range(ph.HASHES):
+            flips = rng.choice(ph.BITS, size=planted_distance(kind, rng.uniform()), replace=False)
+            hashes[copy, index] = hashes[original, index] ^ np.uint64(sum(1 << int(bit) for bit in flips))
         thumbnails[copy] = _copied_thumbnail(thumbnails[original], grids[original], kind, rng)
         planted[tuple(sorted((sources[original], sources[copy])))] = kind
     return sources, hashes, thumbnails, planted
@@ -162,7 +165,7 @@ def one_style(count, seed, planted_share=PLANTED_SHARE, min_side=96, max_side=32
     def add(source, data):
         image = image_ops.decode(data, target)[0]
         sources.append(source)
-        hashes.append(ph.perceptual_hash(image))
+        hashes.append(ph.perceptual_hashes(image))
         thumbnails.append(np.frombuffer(image.convert('RGB').resize((_SIDE, _SIDE), Image.Resampling.BOX).tobytes(),
                                         dtype=np.uint8))
 
@@ -192,20 +195,23 @@ def _saved(image, quality):
 # -- the grouping, in memory -----------------------------------------------------------------------------
 
 def band_buckets(hashes, threshold):
-    """(band, indices) of every band bucket of two or more hashes: the band's values sorted (numpy)."""
-    hashes = np.asarray(hashes, dtype=np.uint64)
-    for band, (start, stop) in enumerate(ph.band_edges(ph.bands_for(threshold))):
-        values = (hashes >> np.uint64(ph.BITS - stop)) & np.uint64((1 << (stop - start)) - 1)
-        order = np.argsort(values, kind='stable')
-        cuts = np.flatnonzero(np.diff(values[order])) + 1
-        for first, last in zip(np.concatenate(([0], cuts)).tolist(), np.concatenate((cuts, [len(order)])).tolist()):
-            if last - first > 1:
-                yield band, order[first:last]
+    """(hash, band, indices) of every band bucket of two or more images, for each of their hashes (columns of
+    ``hashes``): the band's values sorted (numpy)."""
+    hashes = np.asarray(hashes, dtype=np.uint64).reshape(len(hashes), -1)
+    for index in range(hashes.shape[1]):
+        for band, (start, stop) in enumerate(ph.band_edges(ph.bands_for(threshold))):
+            values = (hashes[:, index] >> np.uint64(ph.BITS - stop)) & np.uint64((1 << (stop - start)) - 1)
+            order = np.argsort(values, kind='stable')
+            cuts = np.flatnonzero(np.diff(values[order])) + 1
+            for first, last in zip(np.concatenate(([0], cuts)).tolist(),
+                                   np.concatenate((cuts, [len(order)])).tolist()):
+                if last - first > 1:
+                    yield index, band, order[first:last]
 
 
 def group_in_memory(sources, hashes, thumbnails, threshold, timings=None):
     """The grouping of ``imgrec.transforms.near_duplicate_groups`` without Beam. ``sources``: names; ``hashes``:
-    ints (or a uint64 array); ``thumbnails``: the colour fields, _BYTES bytes (or uint8 rows) each, in the same order.
+    a uint64 array, one row of ``perceptual_hash.HASHES`` an image (or one hash an image); ``thumbnails``: the colour fields, _BYTES bytes (or uint8 rows) each, in the same order.
 
     Returns a dict: ``leader_of`` {source: leader} of every linked image (what ``FindGroups`` yields as
     Node.group), ``candidates`` [(a, b, distance)], ``links`` (the confirmed ones), ``components``
@@ -218,12 +224,13 @@ def group_in_memory(sources, hashes, thumbnails, threshold, timings=None):
     clock = time.process_time()
     candidates, compared = [], 0
     banding = 0.0
-    for band, indices in band_buckets(hashes, threshold):
+    hashes = hashes.reshape(len(sources), -1)
+    for index, band, indices in band_buckets(hashes, threshold):
         tick = time.process_time()
-        members = list(zip(hashes[indices].tolist(), [sources[i] for i in indices.tolist()]))
+        members = list(zip(map(tuple, hashes[indices].tolist()), [sources[i] for i in indices.tolist()]))
         banding += time.process_time() - tick
         compared += len(members) * (len(members) - 1) // 2
-        candidates.extend(pairs_in_bucket(band, members, threshold))
+        candidates.extend(pairs_in_bucket(band, members, threshold, index))
     total = time.process_time() - clock
     for phase, seconds in (('band buckets (sort, members)', banding),
                            ('compare in buckets (pairs_in_bucket)', total - banding)):
@@ -312,9 +319,9 @@ def measure_grouping(kind, count, seed):
 
 
 def unrelated_distances(hashes, sources, planted, threshold, limit=20_000):
-    """Distances of every pair of the first ``limit`` hashes but planted ones: mean, sd, pairs within the
-    threshold, and what independent fair bits give (mean 32, sd 4, ``chance``)."""
-    values = np.asarray(hashes[:limit], dtype=np.uint64)
+    """Distances of every pair of the first ``limit`` whole-image hashes but planted ones: mean, sd, pairs
+    within the threshold, and what independent fair bits give (mean 32, sd 4, ``chance``)."""
+    values = np.asarray(hashes[:limit], dtype=np.uint64).reshape(min(limit, len(hashes)), -1)[:, 0]
     histogram = np.zeros(ph.BITS + 1, dtype=np.int64)
     for start in range(len(values) - 1):
         histogram += np.bincount(np.bitwise_count(values[start + 1:] ^ values[start]), minlength=ph.BITS + 1)

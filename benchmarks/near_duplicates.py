@@ -45,6 +45,7 @@ from imgrec.contract import counters, layout
 from imgrec.imaging import image_ops, perceptual_hash as ph
 from imgrec.samples import zoo, zoo_scores
 from imgrec.samples.near_duplicates import CLASSES, TRANSFORMS, write_corpus
+from imgrec.transforms.near_duplicate_groups import MEMBER
 from imgrec.transforms.splits import split_for
 
 IMAGENET = 1_281_167
@@ -84,14 +85,14 @@ def quality(pairs, version_dir, images):
 
 
 def hash_cost(root, names, size):
-    """Microseconds to hash one decoded image (decoding not counted), over up to 300 images."""
+    """Microseconds to hash one decoded image (both hashes; decoding not counted), over up to 300 images."""
     decoded = []
     for name in names[:300]:
         with open(os.path.join(root, name), 'rb') as stream:
             decoded.append(image_ops.decode(stream.read(), size)[0])
     start = time.perf_counter()
     for image in decoded:
-        ph.perceptual_hash(image)
+        ph.perceptual_hashes(image)
     return (time.perf_counter() - start) / len(decoded) * 1e6
 
 
@@ -106,20 +107,20 @@ def comparison_rate(threshold):
     return len(hashes) * (len(hashes) - 1) / 2 / (time.perf_counter() - start)
 
 
-def band_bytes(names, threshold):
-    """Bytes one image puts through the band shuffle: its keyed (hash, source) elements, encoded."""
+def band_bytes(threshold):
+    """Bytes one image puts through the band shuffle: its keyed members (``near_duplicate_groups.band_keys``:
+    its hashes and member id packed, no name), one a band of each hash, encoded."""
     coder = coders.FastPrimitivesCoder()
-    sample = names[:500]
-    total = sum(len(coder.encode(((band, 31), (-2 ** 62, name))))
-                for name in sample for band in range(ph.bands_for(threshold)))
-    return total / len(sample)
+    member = bytes(MEMBER.itemsize * (ph.HASHES + 1))
+    return sum(len(coder.encode(((index, band, 31), member)))
+               for index in range(ph.HASHES) for band in range(ph.bands_for(threshold)))
 
 
 def uniform_comparisons(images, threshold):
     """Comparisons the band buckets hold if every band's values are equally likely: per band of b bits,
     the pairs of images, over 2**b values."""
     pairs = images * (images - 1) / 2
-    return sum(pairs / 2 ** (stop - start) for start, stop in ph.band_edges(ph.bands_for(threshold)))
+    return ph.HASHES * sum(pairs / 2 ** (stop - start) for start, stop in ph.band_edges(ph.bands_for(threshold)))
 
 
 def _build(root, output, mode, image_size, workers, extra=()):
@@ -266,8 +267,8 @@ def main():
         expected = uniform_comparisons(IMAGENET, at_scale) * skew
         print(f'at {IMAGENET:,} images: threshold {at_scale} ({ph.bands_for(at_scale)} bands), ~{expected:.2g} '
               f'comparisons ({expected / IMAGENET:.0f} an image) = ~{expected / per_second / 3600:.1f} core-hours; '
-              f'band shuffle ~{band_bytes(names, at_scale) * IMAGENET / 1e9:.2f} GB '
-              f'({band_bytes(names, at_scale):.0f} bytes an image)')
+              f'band shuffle ~{band_bytes(at_scale) * IMAGENET / 1e9:.2f} GB '
+              f'({band_bytes(at_scale):.0f} bytes an image)')
         print(f'(median of one job: off {statistics.median(seconds["off"]):.1f} s, '
               f'group {statistics.median(seconds["group"]):.1f} s)')
         print(f"peak memory of the process tree: off {runs['off']['peak_tree'] / 1e6:.0f} MB, group "

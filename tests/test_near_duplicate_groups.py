@@ -27,11 +27,12 @@ def _groups(leader_of):
 
 
 def _corpus(count=300, seed=5):
-    """(sources, hashes (ints), thumbnails (bytes), threshold): ``synthetic`` hashes with 10% planted copies,
+    """(sources, hashes (ints: one hash an image, the whole image's), thumbnails (bytes), threshold): ``synthetic``
+    hashes with 10% planted copies,
     plus a chain A-B-C-D-E whose neighbours only are within the threshold, and a cloud of 12 copies of one
     image, each within the threshold of some of the others but not of all, all with one picture's thumbnail."""
     sources, hashes, thumbnails, _ = synthetic(count, seed, planted_share=0.1)
-    sources, hashes, thumbnails = list(sources), [int(h) for h in hashes], [t.tobytes() for t in thumbnails]
+    sources, hashes, thumbnails = list(sources), [int(h[0]) for h in hashes], [t.tobytes() for t in thumbnails]
     threshold = ph.threshold_for(count + len(CHAIN) + 12)
     rng = random.Random(seed)
     step = threshold // 2 + 1  # two steps are over the threshold

@@ -251,12 +251,14 @@ class _Placement:
         return record.published_split if self.fixed(record) else group_split
 
     def facts(self, group, scope):
-        """(the group's scope, its GroupFacts)."""
+        """(the group's scope, its GroupFacts); _COUNTS: (Count(_SCOPE, scope), images) of its images' scopes."""
         name, members = group
         records = [member.record for member in members]
+        for each_scope, images in collections.Counter(map(scope, records)).items():
+            yield beam.pvalue.TaggedOutput(_COUNTS, (Count(_SCOPE, each_scope), images))
         published = published_group_split(records, self._names) if self._keep_published else None
-        return scope(records[0]), GroupFacts(name, len(records), published,
-                                             sum(not self.fixed(record) for record in records))
+        yield scope(records[0]), GroupFacts(name, len(records), published,
+                                            sum(not self.fixed(record) for record in records))
 
 
 class _DealScopeFn(beam.DoFn):
@@ -385,14 +387,12 @@ class DealSplits(beam.PTransform):
         scope, names, keep = self._scope(), {name for name, _ in self._weights}, self._keep_published
         sorted_out = singletons | 'SortOut' >> beam.ParDo(_SortOutFn(scope, names, keep)).with_outputs(
             _COUNTS, _KEPT, MOVES, main='free')
-        member_scopes = groups | 'MemberScopes' >> beam.FlatMap(
-            lambda group: [(Count(_SCOPE, scope(member.record)), 1) for member in group[1]])
-        before = beam.pvalue.AsDict((sorted_out[_COUNTS], member_scopes)
+        placement = _Placement(self._weights, self._stratify, keep)
+        facts = groups | 'GroupFacts' >> beam.FlatMap(placement.facts, scope).with_outputs(_COUNTS, main='facts')
+        before = beam.pvalue.AsDict((sorted_out[_COUNTS], facts[_COUNTS])
                                     | 'AllBefore' >> beam.Flatten()
                                     | 'CountBefore' >> beam.CombinePerKey(sum))
-        placement = _Placement(self._weights, self._stratify, keep)
-        split_of = (groups
-                    | 'GroupFacts' >> beam.Map(placement.facts, scope)
+        split_of = (facts.facts
                     | 'GroupsOfScope' >> beam.GroupByKey()
                     | 'DealGroups' >> beam.ParDo(_DealScopeFn(self._weights, self._stratify), before))
         dealt_groups = groups | 'PlaceGroups' >> beam.ParDo(
