@@ -64,7 +64,7 @@ class Node(typing.NamedTuple):
     """An image with at least one confirmed near-duplicate: its group, and its links."""
     group: str         # the group's name: its smallest source by order key
     nearest: str       # the image it is most like (highest similarity, then nearest hash)
-    distance: int      # Hamming distance of the hashes to it
+    distance: int      # Hamming distance to it: the smaller of the two hashes' (perceptual_hash.nearest_distance)
     neighbours: tuple  # ((source, distance, similarity), ...), sorted: every confirmed link, kept or cut
     similarity: float | None = None  # the check's correlation with ``nearest`` (picture_check.similarity)
     cut: tuple = ()    # the sources whose links to this image were cut to bound the group's size
@@ -84,7 +84,7 @@ _MEMBER_SALT = 'near-duplicate member'
 
 
 def _signed(value):
-    """A hash as Beam's integer coder wants it: a signed 64-bit int."""
+    """An unsigned 64-bit value as a signed one: what Beam's integer coder and the packed members (``MEMBER``) take."""
     return value - (1 << ph.BITS) if value >> (ph.BITS - 1) else value
 
 

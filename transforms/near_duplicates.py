@@ -38,7 +38,7 @@ class NearDuplicate(typing.NamedTuple):
     """A written image with a near-duplicate: one line of near_duplicates.jsonl."""
     source: str
     group: str        # the group's name (its smallest source by order key): the same for all its images
-    distance: int     # Hamming distance of the hashes to ``nearest``
+    distance: int     # Hamming distance to ``nearest``: the smaller of the two hashes' (perceptual_hash.nearest_distance)
     nearest: str      # the image it is most like among those it is linked to
     label: str
     split: str        # where it was written
