@@ -144,6 +144,11 @@ def test_a_max_shift_moves_images_by_at_most_that_fraction_the_same_way_every_ru
 
     offsets = [offset(a, p) for a, p in zip(first.numpy(), plain.numpy())]
     assert None not in offsets and any(o != (0, 0) for o in offsets)
+    # A run resumed at step 1 of an epoch sees the images, shifts included, that an uninterrupted one would.
+    shifted = reader(root, max_shift=0.125)
+    whole = np.concatenate([images.numpy() for images, _ in shifted.dataset(epoch=1)])
+    resumed = np.concatenate([images.numpy() for images, _ in shifted.dataset(epoch=1, start_step=1)])
+    np.testing.assert_array_equal(resumed, whole[8:])
 
 
 def test_opens_latest_or_a_named_version_and_explains_what_is_missing(tmp_path):
