@@ -35,3 +35,13 @@ def test_the_config_cannot_change_once_built():
     config = train.parse_config(['--data', 'd', '--model_dir', 'm'])
     with pytest.raises(dataclasses.FrozenInstanceError):
         config.epochs = 1
+
+
+def test_learning_rate_and_shifts_default_by_model_and_a_given_learning_rate_wins():
+    def config(*argv):
+        return train.parse_config(['--data', 'd', '--model_dir', 'm', *argv])
+    assert config().initial_learning_rate == config('--model', 'mobilenet_v2').initial_learning_rate == 3e-3
+    assert config('--model', 'resnet50').initial_learning_rate == 1e-3
+    assert config('--model', 'resnet50', '--learning_rate', '0.003').initial_learning_rate == 3e-3
+    assert config().max_shift == 0 and config('--model', 'resnet50', '--no_augment').max_shift == 0
+    assert config('--model', 'resnet50').max_shift == config('--model', 'mobilenet_v2').max_shift == 0.125

@@ -122,6 +122,35 @@ def test_images_leave_the_reader_as_uint8_and_augmentation_only_flips_them(tmp_p
     assert all(f or k for f, k in zip(flipped, kept)) and any(flipped) and any(kept)
 
 
+def test_a_max_shift_moves_images_by_at_most_that_fraction_the_same_way_every_run(tmp_path):
+    root = str(tmp_path)
+    fixtures.write_dataset(root, {'train': (16, 2)}, content='shapes')
+    plain, _ = next(iter(reader(root, augment=False).dataset()))
+    first, _ = next(iter(reader(root, max_shift=0.125).dataset()))
+    again, _ = next(iter(reader(root, max_shift=0.125).dataset()))
+    assert first.dtype == tf.uint8 and first.shape == plain.shape
+    np.testing.assert_array_equal(first.numpy(), again.numpy())
+    pad = round(0.125 * IMAGE)
+
+    def offset(shifted, image):
+        """(dy, dx) that ``shifted`` (maybe flipped) is ``image`` moved by, where the two overlap."""
+        for candidate in (image, image[:, ::-1]):
+            padded = np.pad(candidate, ((pad, pad), (pad, pad), (0, 0)), mode='reflect')
+            for dy in range(2 * pad + 1):
+                for dx in range(2 * pad + 1):
+                    if np.array_equal(padded[dy:dy + IMAGE, dx:dx + IMAGE], shifted):
+                        return dy - pad, dx - pad
+        return None
+
+    offsets = [offset(a, p) for a, p in zip(first.numpy(), plain.numpy())]
+    assert None not in offsets and any(o != (0, 0) for o in offsets)
+    # A run resumed at step 1 of an epoch sees the images, shifts included, that an uninterrupted one would.
+    shifted = reader(root, max_shift=0.125)
+    whole = np.concatenate([images.numpy() for images, _ in shifted.dataset(epoch=1)])
+    resumed = np.concatenate([images.numpy() for images, _ in shifted.dataset(epoch=1, start_step=1)])
+    np.testing.assert_array_equal(resumed, whole[8:])
+
+
 def test_opens_latest_or_a_named_version_and_explains_what_is_missing(tmp_path):
     root = str(tmp_path)
     fixtures.write_dataset(root, {'train': (8, 1)}, version='v1')

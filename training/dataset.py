@@ -54,6 +54,7 @@ class InputConfig:
     deterministic: bool = True
     cache: bool = False  # keep decoded uint8 images in memory after the first pass
     augment: bool = True
+    max_shift: float = 0.0  # with augment: random shifts of up to this fraction of a side (images.augment)
 
 
 class InputReader:
@@ -167,7 +168,7 @@ class InputReader:
 
     def _training_example(self, seed, payload):
         image, label = payload if self.config.cache else self._decode(payload)
-        return (images.augment(image, seed) if self.config.augment else image), label
+        return (images.augment(image, seed, self.config.max_shift) if self.config.augment else image), label
 
     def examples(self, *, shuffle=False, seed=None):
         """Every record of the split once, decoded and not batched: (uint8 image, int32 label).

@@ -6,14 +6,24 @@ so the input pipeline ships one byte a pixel and serving cannot scale differentl
 import tensorflow as tf
 
 
-def augment(image, seed):
-    """Light, label-preserving augmentation of a uint8 image: a random horizontal flip.
+def augment(image, seed, max_shift=0.0):
+    """Light, label-preserving augmentation of a uint8 image: a random horizontal flip, and with
+    ``max_shift`` > 0 a random shift of up to that fraction of each side (reflect-padded, then cropped
+    back to the image's size).
 
-    Kept to what is nearly free on the host: a reflect-padded random shift measured 3x slower than the
-    flip on a CPU host. The stateless op keyed by ``seed`` (shape [2]) makes the result a function of
-    the record's position in its epoch, so a resumed run sees what an uninterrupted one would.
+    The shift is for the Keras backbones, which overfit the demo's 512 images less with it (ResNet50:
+    53.9% on validation after 6 epochs instead of 44.5%); the small CNN gets only the flip (a shift cost
+    it 3 points in 6 epochs, and measured 3x slower than the flip on a CPU host). The stateless ops keyed
+    by ``seed`` (shape [2]) make the result a function of the record's position in its epoch, so a
+    resumed run sees what an uninterrupted one would.
     """
-    return tf.image.stateless_random_flip_left_right(image, seed)
+    image = tf.image.stateless_random_flip_left_right(image, seed)
+    if max_shift <= 0:
+        return image
+    height, width = image.shape[0], image.shape[1]
+    pad_y, pad_x = round(max_shift * height), round(max_shift * width)
+    padded = tf.pad(image, [[pad_y, pad_y], [pad_x, pad_x], [0, 0]], mode='REFLECT')
+    return tf.image.stateless_random_crop(padded, tf.shape(image), tf.random.experimental.stateless_fold_in(seed, 1))
 
 
 def decode_and_fit(encoded, size, mode='crop'):

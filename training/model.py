@@ -2,9 +2,12 @@
 
 Every model takes uint8 images and scales them to [-1, 1] in its first layer, in its compute dtype
 (bfloat16 under mixed precision): the input pipeline and serving hand over raw pixels and cannot
-disagree about scaling. Backbones use ``weights=None`` (nothing is downloaded; they train from
-scratch). Every model ends in a float32 logits layer, so under mixed precision the loss and the
-softmax stay in full precision.
+disagree about scaling. Then every model normalises each image on its own (zero mean, unit variance
+per channel over its pixels), so random background colours and brightness do not have to be learnt
+away before shapes can be (the Keras backbones stayed near chance on the demo's validation split
+without it: docs/training.md). Backbones use ``weights=None`` (nothing is downloaded; they
+train from scratch) and are the standard Keras applications, unchanged. Every model ends in a float32
+logits layer, so under mixed precision the loss and the softmax stay in full precision.
 """
 import keras
 
@@ -17,14 +20,14 @@ def build_model(name, input_shape, num_classes):
     return keras.Model(inputs, logits, name=name)
 
 
-def small_cnn(images):
-    """A strided stem and four conv-BN-ReLU-pool stages: learns the sample shapes in a few CPU epochs.
+def per_image_norm(images):
+    """Each image normalised on its own (instance normalisation): per channel, over its pixels."""
+    return keras.layers.LayerNormalization(axis=(1, 2), center=False, scale=False, name='per_image_norm')(images)
 
-    Each image is first normalised on its own (instance normalisation), so random background colours
-    and brightness do not have to be learnt away before shapes can be.
-    """
-    x = keras.layers.LayerNormalization(axis=(1, 2), center=False, scale=False, name='per_image_norm')(images)
-    x = _conv_bn_relu(x, 16, strides=2)
+
+def small_cnn(images):
+    """A strided stem and four conv-BN-ReLU-pool stages: learns the sample shapes in a few CPU epochs."""
+    x = _conv_bn_relu(per_image_norm(images), 16, strides=2)
     for filters in (32, 64, 128, 128):
         x = keras.layers.MaxPooling2D(padding='same')(_conv_bn_relu(x, filters))
     return keras.layers.GlobalAveragePooling2D()(x)
@@ -37,8 +40,10 @@ def _conv_bn_relu(x, filters, strides=1):
 
 
 def _application(constructor):
-    """Pooled features of a ``keras.applications`` backbone built on ``images``, with random weights."""
-    return lambda images: constructor(input_tensor=images, include_top=False, weights=None, pooling='avg').output
+    """Pooled features of a ``keras.applications`` backbone built on ``images`` normalised one by one,
+    with random weights."""
+    return lambda images: constructor(input_tensor=per_image_norm(images), include_top=False, weights=None,
+                                      pooling='avg').output
 
 
 # --model name -> function from scaled images to pooled features.

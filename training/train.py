@@ -28,7 +28,7 @@ from imgrec.console.errors import UserError
 from imgrec.storage import leases, storage
 from imgrec.training import dataset_version, quiet, run_state
 from imgrec.training.batching import DEFAULT_PER_REPLICA_BATCH, TPU_PER_REPLICA_BATCH, TPU_STEPS_PER_EXECUTION
-from imgrec.training.config import TrainConfig
+from imgrec.training.config import DEFAULT_LEARNING_RATE, MODEL_LEARNING_RATES, MODEL_MAX_SHIFTS, TrainConfig
 
 log = logging.getLogger('imgrec.training')
 
@@ -66,7 +66,8 @@ def _parser():
     data.add_argument('--train_split', default='train', help='split to train on')
     data.add_argument('--eval_split', default='validation', help='split evaluated after every epoch')
     data.add_switch('--cache', help='keep decoded images in memory after the first epoch')
-    data.add_switch('--augment', default=True, help='random horizontal flips of training images')
+    data.add_switch('--augment', default=True, help='random horizontal flips of training images, and for '
+                                                     f"{' and '.join(sorted(MODEL_MAX_SHIFTS))} random shifts")
     data.add_argument('--seed', type=int, default=0, help='seeds file order, shuffling, augmentation and weights')
     data.add_argument('--shuffle_buffer', type=_positive, default=1024, help='records in the shuffle buffer')
     data.add_argument('--cycle_length', type=_positive, help='shards read at once (default: all, up to 16)')
@@ -80,8 +81,10 @@ def _parser():
     run.add_argument('--batch_size', type=_positive,
                      help=f'global batch size (default: {TPU_PER_REPLICA_BATCH} per replica on TPU, '
                           f'{DEFAULT_PER_REPLICA_BATCH} per replica otherwise)')
-    run.add_argument('--learning_rate', type=_positive_finite, default=3e-3,
-                     help='initial Adam learning rate, decayed to 0 over the run (cosine)')
+    model_rates = ', '.join(f'{rate:g} for {name}' for name, rate in sorted(MODEL_LEARNING_RATES.items()))
+    run.add_argument('--learning_rate', type=_positive_finite,
+                     help='initial Adam learning rate, decayed to 0 over the run (cosine) '
+                          f'(default: {model_rates}, {DEFAULT_LEARNING_RATE:g} otherwise)')
     run.add_argument('--model_dir', help='checkpoints, logs and export, local or gs:// (default: runs/<time>)')
     run.add_argument('--checkpoint_steps', type=_positive,
                      help='also checkpoint every N steps (default: only at the end of every epoch)')

@@ -105,7 +105,7 @@ def _inputs(config, source, accelerator):
         split=split, global_batch_size=global_batch, is_training=training, seed=config.seed,
         shuffle_buffer_size=config.shuffle_buffer, cycle_length=config.cycle_length,
         block_length=config.block_length, deterministic=config.deterministic, cache=config.cache,
-        augment=config.augment))
+        augment=config.augment, max_shift=config.max_shift))
         for split, training in ((config.train_split, True), (config.eval_split, False))]
     for reader in readers:
         reader.steps_per_epoch(accelerator.num_input_pipelines)  # refuses too few shards or records now
@@ -127,7 +127,7 @@ def _model_and_optimizer(config, source, accelerator, steps_per_epoch):
     keras.utils.set_random_seed(config.seed)  # the same --seed starts from the same weights
     with accelerator.strategy.scope():
         model = model_lib.build_model(config.model, source.image_shape, len(source.labels))
-        schedule = keras.optimizers.schedules.CosineDecay(config.learning_rate, config.epochs * steps_per_epoch)
+        schedule = keras.optimizers.schedules.CosineDecay(config.initial_learning_rate, config.epochs * steps_per_epoch)
         optimizer = keras.optimizers.Adam(schedule)
         if keras.mixed_precision.global_policy().name == 'mixed_float16':
             optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
