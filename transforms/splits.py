@@ -388,7 +388,9 @@ class DealSplits(beam.PTransform):
         sorted_out = singletons | 'SortOut' >> beam.ParDo(_SortOutFn(scope, names, keep)).with_outputs(
             _COUNTS, _KEPT, MOVES, main='free')
         placement = _Placement(self._weights, self._stratify, keep)
-        facts = groups | 'GroupFacts' >> beam.FlatMap(placement.facts, scope).with_outputs(_COUNTS, main='facts')
+        # Beam would infer the tagged outputs into the main output's type: it is a (scope, GroupFacts) pair.
+        facts = groups | 'GroupFacts' >> beam.FlatMap(placement.facts, scope).with_output_types(
+            typing.Tuple[typing.Any, GroupFacts]).with_outputs(_COUNTS, main='facts')
         before = beam.pvalue.AsDict((sorted_out[_COUNTS], facts[_COUNTS])
                                     | 'AllBefore' >> beam.Flatten()
                                     | 'CountBefore' >> beam.CombinePerKey(sum))
