@@ -61,7 +61,7 @@ def billing_class(timed):
 
 # Lifted combines whose accumulator keeps every input (the near-duplicate search's band lists): lifting
 # makes their elements fewer, not their bytes, so what enters them crosses the shuffle whole and is priced.
-GATHERING_COMBINES = ('NearDuplicates/FindGroups/GroupBands/',)
+GATHERING_COMBINES = ('NearDuplicates/FindGroups/Candidates/GroupBands/',)
 
 
 def gathered_bytes(run):

@@ -49,7 +49,8 @@ sys.path.insert(0, ROOT)
 
 from imgrec.imaging import perceptual_hash as ph  # noqa: E402
 from imgrec.imaging import picture_check  # noqa: E402
-from imgrec.transforms.near_duplicate_groups import bounded_groups, join_labels, pairs_in_bucket  # noqa: E402
+from imgrec.transforms.near_duplicate_candidates import pairs_in_bucket  # noqa: E402
+from imgrec.transforms.near_duplicate_groups import bounded_groups, join_labels  # noqa: E402
 
 PLANTED_SHARE = 0.01
 # Hamming distances from planted copies to their originals, docs/near-duplicates.md ("Measured on planted

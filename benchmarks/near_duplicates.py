@@ -45,7 +45,7 @@ from imgrec.contract import counters, layout
 from imgrec.imaging import image_ops, perceptual_hash as ph
 from imgrec.samples import zoo, zoo_scores
 from imgrec.samples.near_duplicates import CLASSES, TRANSFORMS, write_corpus
-from imgrec.transforms.near_duplicate_groups import MEMBER
+from imgrec.transforms.near_duplicate_candidates import MEMBER
 from imgrec.transforms.splits import split_for
 
 IMAGENET = 1_281_167

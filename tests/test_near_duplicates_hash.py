@@ -13,7 +13,8 @@ from imgrec.imaging.record_options import RecordOptions
 from imgrec.samples import one_style
 from imgrec.samples.near_duplicates import TRANSFORMS, draw_photo, make_twin, write_corpus
 from imgrec.transforms.elements import RecordRef
-from imgrec.transforms.near_duplicate_groups import join_labels, pairs_in_bucket
+from imgrec.transforms.near_duplicate_candidates import pairs_in_bucket
+from imgrec.transforms.near_duplicate_groups import join_labels
 from imgrec.transforms.splits import published_group_split
 
 THRESHOLD = ph.MAX_THRESHOLD

@@ -1,0 +1,164 @@
+"""Near-duplicate candidates: pairs of images one of whose perceptual hashes (``imgrec.imaging.perceptual_hash``:
+the whole image's and its centre's) are within the threshold, found without comparing every pair.
+
+Each of an image's hashes is cut into threshold + 1 bands; two hashes within the threshold agree exactly
+on one of them (pigeonhole). Each record is keyed by its (hash, band, value) triples, and only the members of
+one key meet on a worker, where every pair is compared at once (vectorised); a pair is kept from the first
+hash and band it shares only. A member is numbers only, its hashes and a number for its name packed in 24
+bytes: a worker holds every key's members of a bundle at once (a lifted combine gathers them), so this is
+what the check's memory is made of. Candidates leave as (member id, Candidate), for
+``imgrec.transforms.near_duplicate_confirm`` to join to the records.
+"""
+import functools
+import typing
+
+import apache_beam as beam
+import numpy as np
+from apache_beam.metrics import Metrics
+
+from imgrec.contract import counters
+from imgrec.contract.hashing import stable_hash
+from imgrec.imaging import perceptual_hash as ph
+
+_MASK = (1 << ph.BITS) - 1
+# A bucket member's numbers: its hashes, then its member id.
+MEMBER = np.dtype('<i8')
+_MEMBER_SALT = 'near-duplicate member'
+
+
+
+def _signed(value):
+    """An unsigned 64-bit value as a signed one: what Beam's integer coder and the packed members (``MEMBER``) take."""
+    return value - (1 << ph.BITS) if value >> (ph.BITS - 1) else value
+
+
+def member_id(source):
+    """A source's number in the band buckets: a stable 64-bit hash of its name, signed as Beam's integer coder
+    wants it. Numbers, not names or frame references, fill the buckets (the bulk of the check's memory);
+    a candidate's names and frames are joined to it after (``Located``). Two names with one number (about
+    one chance in 10^7 among a million) cost a few needless candidates, never a missed one."""
+    return _signed(stable_hash(_MEMBER_SALT, source))
+
+
+def band_keys(record, threshold):
+    """((hash, band, value), member) for each band of each of the record's hashes
+    (``perceptual_hash.HASHES``: the whole image's, the centre's); none without hashes. A member is the
+    record's hashes and member id packed as little-endian 64-bit ints (``MEMBER``): 24 bytes, which is
+    what a bucket holds in memory too (``_MembersFn``), where a tuple of Python ints takes ~150."""
+    if record.perceptual_hash is None:
+        return
+    values = ph.from_hex(record.perceptual_hash)
+    member = np.array([*map(_signed, values), member_id(record.source)], dtype=MEMBER).tobytes()
+    edges = ph.band_edges(ph.bands_for(threshold))
+    for index, value in enumerate(values):
+        for band, band_value in enumerate(ph.band_values(value, edges)):
+            yield (index, band, band_value), member
+
+
+def unpacked(members):
+    """The (hashes, member id) of packed members (``band_keys``), as Python ints."""
+    rows = np.frombuffer(members, dtype=MEMBER).reshape(-1, ph.HASHES + 1)
+    return [(tuple(row[:-1]), row[-1]) for row in rows.tolist()]
+
+
+class Candidate(typing.NamedTuple):
+    """A candidate told to one of its images (by member id): the other image's id, and the hash distance."""
+    other: int
+    distance: int
+
+
+@functools.cache
+def _earlier_bands(threshold):
+    """For each band, the bit masks of the bands before it (bits counted from the most significant)."""
+    masks = [((1 << (stop - start)) - 1) << (ph.BITS - stop) for start, stop in ph.band_edges(ph.bands_for(threshold))]
+    return tuple(tuple(masks[:band]) for band in range(len(masks)))
+
+
+def _hashes(values):
+    """A member's hashes as a tuple of unsigned ints (one hash may be given as an int)."""
+    return tuple(value & _MASK for value in ((values,) if isinstance(values, int) else values))
+
+
+def pairs_in_bucket(band, members, threshold, index=0):
+    """(source, source, distance) candidates among the (hashes, source) ``members`` of one value of band
+    ``band`` of hash ``index``: pairs within ``threshold`` on that hash whose first shared band is ``band``
+    and which no earlier hash has within the threshold (so each pair is found once, in one bucket), the
+    smaller source first; ``distance`` is the smallest of the pair's hash distances. Two members share this
+    band; it is their first if every earlier band has a bit that differs (masks, not the band values of
+    both hashes: this test runs for every pair within the threshold in every band). ``hashes``: a tuple,
+    one int a hash, or one int for the first hash alone."""
+    earlier = _earlier_bands(threshold)[band]
+    members = sorted(((_hashes(values), source) for values, source in members), key=lambda member: member[1])
+    first_of: dict[int, tuple] = {}
+    distinct = []
+
+    def found_before(a, b):
+        return any(ph.distance(x, y) <= threshold for x, y in zip(a[:index], b[:index]))
+
+    for values, source in members:
+        first = first_of.setdefault(values[index], (values, source))
+        if first[1] != source:
+            # identical hashes share every band: a candidate of the first of them, once
+            if band == 0 and not found_before(first[0], values):
+                yield first[1], source, ph.nearest_distance(first[0], values)
+        else:
+            distinct.append((values, source))
+    if len(distinct) < 2:
+        return
+    for i, j, _ in ph.pairs_within([values[index] for values, _ in distinct], threshold):
+        (a, source_a), (b, source_b) = distinct[i], distinct[j]
+        differ = a[index] ^ b[index]
+        if all(differ & mask for mask in earlier) and not found_before(a, b):
+            yield source_a, source_b, ph.nearest_distance(a, b)
+
+
+class _MembersFn(beam.CombineFn):
+    """The packed members of one band value (``band_keys``), as one bytearray: gathered on each worker before
+    the shuffle. A worker holds every key's members of a bundle at once, so how small a member is decides
+    the check's peak memory."""
+
+    def create_accumulator(self):
+        return bytearray()
+
+    def add_input(self, members, member):
+        members += member
+        return members
+
+    def merge_accumulators(self, accumulators):
+        merged = bytearray()
+        for members in accumulators:
+            merged += members
+        return merged
+
+    def extract_output(self, members):
+        return bytes(members)
+
+
+class _CandidatesFn(beam.DoFn):
+    """One band bucket -> its candidates (member id, Candidate): pairs within the threshold found in this
+    bucket first (``pairs_in_bucket``). Counts the comparisons, the cost that grows with the square."""
+
+    def __init__(self):
+        self.compared = Metrics.counter(*counters.HASHES_COMPARED)
+
+    def process(self, keyed, threshold):
+        (index, band, _), packed = keyed
+        members = unpacked(packed)
+        self.compared.inc(len(members) * (len(members) - 1) // 2)
+        for a, b, distance in pairs_in_bucket(band, members, threshold, index):
+            yield a, Candidate(b, distance)
+
+
+class FindCandidates(beam.PTransform):
+    """RecordRef -> (member id, Candidate) for every pair within ``threshold`` on one of their hashes, once:
+    ``threshold`` a number, or a side input of it."""
+
+    def __init__(self, threshold):
+        super().__init__()
+        self._threshold = threshold
+
+    def expand(self, records):
+        return (records
+                | 'BandKeys' >> beam.FlatMap(band_keys, self._threshold)
+                | 'GroupBands' >> beam.CombinePerKey(_MembersFn())
+                | 'CompareInBand' >> beam.ParDo(_CandidatesFn(), self._threshold))
