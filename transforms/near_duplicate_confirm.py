@@ -6,7 +6,7 @@ reference, the spill file or the previous version's shard), one shuffle an end, 
 first record is in one frame file meet on a worker, which reads both frames of each (ranged reads,
 coalesced by ``imgrec.storage.frames``), decodes their JPEGs small and compares them. Two records whose
 JPEGs are the same bytes are confirmed without decoding. No thumbnail crosses any shuffle; each worker keeps
-the last ``PICTURES_KEPT`` pictures it decoded, so an image in several candidates is decoded about once.
+the last ``PICTURES_KEPT`` pictures it decoded, so an image in several candidates is seldom decoded twice.
 """
 import collections
 import typing
@@ -22,8 +22,8 @@ from imgrec.storage.frames import FrameReader
 from imgrec.storage.storage import given_or_default
 from imgrec.transforms.near_duplicate_candidates import Candidate, member_id
 
-# Pictures (decoded for the check) a worker keeps, ~45 kB each, so an image in several candidates is decoded
-# about once; and the candidates whose frames are read at once.
+# Pictures (decoded for the check) a worker keeps, 40-65 kB each (records of 64 to 224 pixels), so an image in
+# several candidates is seldom decoded twice; and the candidates whose frames are read at once.
 PICTURES_KEPT = 1024
 PAIRS_AT_ONCE = 256
 
