@@ -57,8 +57,9 @@ MAX_THRESHOLD = 20
 # the hash alone could afford (0.005): these are only candidates, for the pixel check to refuse;
 # what bounds it is the cost of the band buckets, which a looser threshold fills.
 CHANCE_PAIRS_PER_IMAGE = 0.05
-# Chance candidates in the whole collection the pixel check may be given (a fraction of a millisecond each, a
-# second or two in all): what lets a small collection use a looser threshold than the per-image budget would.
+# Chance candidates in the whole collection the pixel check may be given, a hash (HASHES hashes: up to twice as
+# many; 0.1-0.4 ms each with the pictures decoded, a second or two of CPU in all): what lets a small collection
+# use a looser threshold than the per-image budget would.
 CHANCE_CHECKS = 5_000
 _HEX_DIGITS = BITS // 4
 # An image is first shrunk by a whole factor (``Image.reduce``: one fast pass of box averages) while
