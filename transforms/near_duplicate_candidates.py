@@ -26,7 +26,6 @@ MEMBER = np.dtype('<i8')
 _MEMBER_SALT = 'near-duplicate member'
 
 
-
 def _signed(value):
     """An unsigned 64-bit value as a signed one: what Beam's integer coder and the packed members (``MEMBER``) take."""
     return value - (1 << ph.BITS) if value >> (ph.BITS - 1) else value
