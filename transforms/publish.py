@@ -249,7 +249,7 @@ def publish_tfds_view(done: publication.Publication) -> publication.Publication:
     """After LATEST moved and pruning: the view that lets ``tfds.load(NAME, data_dir=OUT)`` find the newest
     version (``tfds_metadata.write_view``; idempotent, so a retried bundle writes none twice)."""
     if not done.unchanged:
-        tfds_metadata.write_view(done.output.root, done.version, done.storage)
+        tfds_metadata.write_view(done.output, done.version)
     return done
 
 

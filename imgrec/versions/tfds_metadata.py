@@ -35,6 +35,7 @@ import re
 
 from imgrec.contract import features as F, layout, metadata, version_ref
 from imgrec.storage import storage as storage_lib
+from imgrec.storage.output import Output
 
 # The shards' names (layout.shard_file_name) in TFDS's template language: the same names up to 99,999
 # shards a split (TFDS pads to the digits of the shard count, at least 5), for either format.
@@ -132,23 +133,23 @@ def _views(storage, views):
                                     if entry.is_folder) if version_ref.is_semantic_version(name))
 
 
-def write_view(output, version, storage=None):
-    """Publishes the TFDS view of the published ``version``, numbered one above the views there, and removes
-    the views of versions since deleted (pruned): ``tfds.load(NAME, data_dir=output)`` reads the newest by
-    name. ``storage``: the output's (its own when None).
+def write_view(output: Output, version: str) -> None:
+    """Publishes the TFDS view of the published ``version`` in ``output``, numbered one above the views there,
+    and removes the views of versions since deleted (pruned): ``tfds.load(NAME, data_dir=output.root)`` reads
+    the newest by name.
 
     Written after LATEST moved, features.json last: TFDS takes a folder holding it for a dataset. An output
     whose storage does not resolve '..' (gs://) gets none (the module's docstring says why).
     """
-    storage = storage_lib.given_or_default(output, storage)
+    storage, root = output.storage, output.root
     if not storage.resolves_relative_links:
         return
-    views = layout.join(output, metadata_name(output, version, storage))
+    views = layout.join(root, metadata_name(root, version, storage))
     # Once: a retried publication finds its whole view there (features.json is written last).
     if not any(_view_target(storage, layout.join(views, name)) == version
                and storage.exists(layout.join(views, name, layout.TFDS_FEATURES)) for name in _views(storage, views)):
-        _write_view(storage, output, version)
-    _remove_stale_views(storage, output, views)
+        _write_view(storage, root, version)
+    _remove_stale_views(storage, root, views)
 
 
 def metadata_name(output, version, storage=None):
