@@ -8,7 +8,7 @@ INPUT holds <class>/<image> files. A pool of processes each takes whole shards: 
 dedupe, no checks, no splits, no index, no atomic publication: the bar, not a rival design. It shares
 no code with the project on purpose, except with ``--guarantees``: then each image also gets the per-image
 work the build's guarantees cannot do without, with the build's own functions (the sha256 of the source's
-bytes, for exact duplicates; the perceptual fingerprint of the draft-decoded image, for near-duplicates),
+bytes, for exact duplicates; the perceptual hashes of the draft-decoded image, for near-duplicates),
 so its rate is the most any build that keeps them can reach on these cores.
 """
 import argparse
@@ -49,9 +49,9 @@ def masked_crc(data):
 
 
 def _fingerprint():
-    """The build's own perceptual fingerprint, imported only for --guarantees."""
-    from imgrec.imaging.perceptual_hash import fingerprint  # pylint: disable=import-outside-toplevel
-    return fingerprint
+    """The build's own perceptual hashes (whole and centre), imported only for --guarantees."""
+    from imgrec.imaging.perceptual_hash import perceptual_hashes  # pylint: disable=import-outside-toplevel
+    return perceptual_hashes
 
 
 def write_shard(job):

@@ -53,11 +53,6 @@ def jpeg_of_frame(frame_bytes):
     return decode_example(tfrecord.unframe(frame_bytes))[F.IMAGE_ENCODED]
 
 
-def picture_of_frame(frame_bytes):
-    """The check's Picture of one TFRecord frame as the build wrote it: the Example's JPEG, decoded small."""
-    return picture_check.from_jpeg(jpeg_of_frame(frame_bytes))
-
-
 def _jpeg_or_none(frame_bytes):
     """A frame's JPEG, or None where it cannot be had (no frame, unreadable, damaged): such a candidate is not
     confirmed (the shard writer reports a damaged frame; a heuristic does not fail the build)."""

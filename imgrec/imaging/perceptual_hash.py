@@ -83,9 +83,16 @@ def _reduced(image):
     return image.reduce(factor) if factor > 1 else image
 
 
-def _grey_grid(reduced, box=None):
-    """SIZE x SIZE box averages of ``reduced`` in grey, of its ``box`` (left, top, right, bottom) or all."""
-    grey = reduced if reduced.mode == 'L' else reduced.convert('L')
+def _reduced_grey(image):
+    """``image`` (any mode) shrunk by a whole factor (``_reduced``) and in grey: what both hashes are cut from."""
+    if image.mode not in ('L', 'RGB'):
+        image = image.convert('RGB')
+    reduced = _reduced(image)
+    return reduced if reduced.mode == 'L' else reduced.convert('L')
+
+
+def _grey_grid(grey, box=None):
+    """SIZE x SIZE box averages of the grey image ``grey``, of its ``box`` (left, top, right, bottom) or all."""
     return np.asarray(grey.resize((SIZE, SIZE), Image.Resampling.BOX, box=box), dtype=np.float64)
 
 
@@ -94,17 +101,10 @@ def _hash_of(grid):
     return int.from_bytes(np.packbits((coefficients > 0).ravel()).tobytes(), 'big')
 
 
-def grey_thumbnail(image):
-    """``image`` as SIZE x SIZE grey values: box averages, after a fast whole-factor reduction."""
-    if image.mode not in ('L', 'RGB'):
-        image = image.convert('RGB')
-    return _grey_grid(_reduced(image))
-
-
 def perceptual_hash(image):
-    """The 64-bit hash of a Pillow image (any mode), as an int in [0, 2**64): frequency (1, 1) is the
-    most significant bit, then row by row."""
-    return _hash_of(grey_thumbnail(image))
+    """The 64-bit hash of the whole of a Pillow image (any mode), as an int in [0, 2**64): frequency (1, 1) is
+    the most significant bit, then row by row."""
+    return _hash_of(_grey_grid(_reduced_grey(image)))
 
 
 def _centre(size):
@@ -116,10 +116,7 @@ def _centre(size):
 def perceptual_hashes(image):
     """The image's HASHES hashes: (whole, centre), the centre's CENTRE_MARGIN of each side left out. One
     reduction and one grey conversion serve both."""
-    if image.mode not in ('L', 'RGB'):
-        image = image.convert('RGB')
-    reduced = _reduced(image)
-    grey = reduced if reduced.mode == 'L' else reduced.convert('L')
+    grey = _reduced_grey(image)
     return _hash_of(_grey_grid(grey)), _hash_of(_grey_grid(grey, _centre(grey.size)))
 
 
