@@ -14,7 +14,9 @@ allowed for:
   (a bar of up to ~15% of the height, at the top, the bottom or across);
 - **a local difference**: a whole-picture correlation averages away a stroke one picture has and the
   other lacks (a 3 and a 0 on the same paper correlate at 0.96), so no block of ``BLOCK`` x ``BLOCK``
-  pixels of the kept rows may differ by more than ``MAX_LOCAL`` (standardised);
+  pixels of the kept rows may differ by more than ``MAX_LOCAL`` (standardised) unless it differs by little
+  against the pair's range of levels (``MAX_LOCAL_OF_RANGE``: a small icon on a plain ground stands many
+  standard deviations off its ground, so the resampling of its edges looks large in standardised units);
 - **colour**: a grey match of two pictures of other colours (two gradients of one direction, one bottle
   purple and one green) is not a copy: the kept colour cells' chroma (hue and saturation, not light) must
   agree cell by cell within ``MAX_CHROMA``, allowing the saturation a contrast change moves.
@@ -48,6 +50,7 @@ CELLS = 8
 # The thresholds (chosen on the zoo's tuning styles, checked on its check styles: docs/near-duplicates.md).
 MIN_CORRELATION = 0.92   # normalised correlation of the kept grey rows, best alignment
 MAX_LOCAL = 0.4          # the largest block's mean squared difference, standardised grey (``_local_difference``)
+MAX_LOCAL_OF_RANGE = 0.007  # ... or that difference over the squared range of the pair's standardised levels
 BLOCK = 4                # pixels a side of those blocks, of SIDE
 MAX_CHROMA = 0.022       # mean chroma difference of the kept colour cells (``_chroma_difference``)
 MAX_SATURATION = 1.5     # a contrast change of 20% either way scales the chroma by up to this
@@ -57,7 +60,7 @@ MAX_FLAT_LEVELS = 8.0    # flat pictures: mean absolute difference of the colour
 MAX_FLAT_CELL = 18.0     # flat pictures: the most one colour cell may differ, in levels (another small icon)
 MAX_GAIN = 1.25          # the brightness gain allowed for flat pictures (a 20% brightening; 1/1.25 darkening)
 # Recorded in dataset.json (near_duplicates.check): a change of rule or threshold changes the groups.
-ALGORITHM = f'ncc-grey{SIDE}-zoom{len(ZOOMS)}-strip{DROPPED_ROWS}+local{BLOCK}+chroma{CELLS}+flat-cell/3'
+ALGORITHM = f'ncc-grey{SIDE}-zoom{len(ZOOMS)}-strip{DROPPED_ROWS}+local{BLOCK}-of-range+chroma{CELLS}+flat-cell/4'
 
 
 class Picture(typing.NamedTuple):
@@ -156,17 +159,23 @@ def _local_difference(x: np.ndarray, y: np.ndarray, keep: np.ndarray) -> float:
     """The largest mean squared difference over a block of BLOCK x BLOCK pixels of the kept rows, the two
     grey pictures (SIDE x SIDE) standardised over those rows: a stroke one has and the other lacks (a 3
     against a 0, a label of other words) is local, where a copy's differences (resampling, re-compression)
-    are spread thin; a correlation over the whole picture averages it away."""
+    are spread thin; a correlation over the whole picture averages it away. Where that difference is
+    small against the pair's range of levels (a small subject), it is returned as a multiple of MAX_LOCAL
+    instead: whichever of the two verdicts is the milder."""
     mask = np.broadcast_to(keep[:, None], x.shape)
 
     def standardised(values):
         centred = values - values[mask].mean()
         return centred / (np.sqrt((centred[mask] ** 2).mean()) + 1e-6)
 
-    squared = (standardised(x) - standardised(y)) ** 2
-    blocks = squared.reshape(SIDE // BLOCK, BLOCK, SIDE // BLOCK, BLOCK).mean(axis=(1, 3))
+    x, y = standardised(x), standardised(y)
+    blocks = ((x - y) ** 2).reshape(SIDE // BLOCK, BLOCK, SIDE // BLOCK, BLOCK).mean(axis=(1, 3))
     kept_blocks = keep.reshape(SIDE // BLOCK, BLOCK).all(axis=1)
-    return float(blocks[kept_blocks].max()) if kept_blocks.any() else 0.0
+    if not kept_blocks.any():
+        return 0.0
+    largest = float(blocks[kept_blocks].max())
+    span = max(float(np.ptp(x[mask])), float(np.ptp(y[mask])))
+    return min(largest, largest / span ** 2 / MAX_LOCAL_OF_RANGE * MAX_LOCAL)
 
 
 def _flat_levels(a: np.ndarray, b: np.ndarray) -> np.ndarray:

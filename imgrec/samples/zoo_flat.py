@@ -81,7 +81,7 @@ def _box(centre, rx, ry):
     return centre[0] - rx, centre[1] - ry, centre[0] + rx, centre[1] + ry
 
 
-def _icon(draw, label, centre, radius, colour, turn):
+def draw_icon(draw, label, centre, radius, colour, turn):
     """One icon of kind ``label`` about ``centre``, ``radius`` in size, turned by ``turn`` (radians)."""
     cx, cy = centre
 
@@ -121,7 +121,7 @@ def draw_icons(label: str, index: int, seed: int, size: int) -> Image.Image:
     count = 1 + index % 2
     for n in range(count):
         centre = (radius + (big - 2 * radius) * ((x + n * 0.5) % 1), radius + (big - 2 * radius) * ((y + n * 0.37) % 1))
-        _icon(draw, label, centre, radius * (1 if n == 0 else rng.uniform(0.5, 0.9)), ink, (turn - 0.5) * math.pi / 2)
+        draw_icon(draw, label, centre, radius * (1 if n == 0 else rng.uniform(0.5, 0.9)), ink, (turn - 0.5) * math.pi / 2)
     return image.resize((size, size), Image.Resampling.LANCZOS)
 
 
@@ -225,7 +225,7 @@ def draw_render(label: str, index: int, seed: int, size: int) -> Image.Image:
     elif label == 'triangle':
         draw.regular_polygon((cx, cy, radius), 3, rotation=turn * 120, fill=colour)
     elif label == 'cross':
-        _icon(draw, 'plus', (cx, cy), radius, colour, turn * math.pi / 2)
+        draw_icon(draw, 'plus', (cx, cy), radius, colour, turn * math.pi / 2)
     else:
         raise ValueError(f'unknown render kind {label!r}')
     return image.resize((size, size), Image.Resampling.LANCZOS)
