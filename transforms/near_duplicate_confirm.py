@@ -5,10 +5,12 @@ A candidate's two member ids are joined to where their records are (``Located``:
 reference, the spill file or the previous version's shard), one shuffle an end, and the candidates whose
 first record is in one frame file meet on a worker, which reads both frames of each (ranged reads,
 coalesced by ``imgrec.storage.frames``), decodes their JPEGs small and compares them. Two records whose
-JPEGs are the same bytes are confirmed without decoding. No thumbnail crosses any shuffle; each worker keeps
-the last ``PICTURES_KEPT`` pictures it decoded, so an image in several candidates is seldom decoded twice.
+JPEGs are the same bytes are confirmed without decoding. No thumbnail crosses any shuffle; a key's candidates
+are taken in an order that brings an image's candidates close (``visiting_order``) and each worker keeps up to
+``PICTURES_KEPT`` pictures, those needed soonest, so an image in several candidates is decoded about once.
 """
 import collections
+import heapq
 import typing
 
 import apache_beam as beam
@@ -22,8 +24,9 @@ from imgrec.storage.frames import FrameReader
 from imgrec.storage.storage import given_or_default
 from imgrec.transforms.near_duplicate_candidates import Candidate, member_id
 
-# Pictures (decoded for the check) a worker keeps, 40-65 kB each (records of 64 to 224 pixels), so an image in
-# several candidates is seldom decoded twice; and the candidates whose frames are read at once.
+# Pictures (decoded for the check) a worker keeps, 30-42 kB each (records of 64 to 224 pixels: the grey zooms and
+# the JPEG), so an image in several candidates is decoded about once; and the candidates whose frames are read
+# at once (at most half as many as the pictures kept: a slice's pictures are never put out before their use).
 PICTURES_KEPT = 1024
 PAIRS_AT_ONCE = 256
 
@@ -97,11 +100,44 @@ def _located_pairs(joined):
             yield first.frame[0] or '', (first, second, half.distance)
 
 
+def visiting_order(pairs):
+    """``pairs`` ((a, b, ...), sorted) in an order that needs few pictures at once: their images numbered
+    breadth first from the least linked, each component in turn (Cuthill-McKee), and each pair taken when
+    its later-numbered image comes. Chance candidates link images at random, so in their sorted order an
+    image's next candidate is anywhere; numbered so, it is near."""
+    neighbours = collections.defaultdict(set)
+    for a, b, *_ in pairs:
+        neighbours[a].add(b)
+        neighbours[b].add(a)
+    degree = {image: len(others) for image, others in neighbours.items()}
+    rank: dict = {}
+    for start in sorted(neighbours, key=lambda image: (degree[image], image)):
+        if start in rank:
+            continue
+        rank[start] = len(rank)
+        queue = collections.deque([start])
+        while queue:
+            for other in sorted(neighbours[queue.popleft()] - rank.keys(), key=lambda image: (degree[image], image)):
+                rank[other] = len(rank)
+                queue.append(other)
+    return sorted(pairs, key=lambda pair: (max(rank[pair[0]], rank[pair[1]]), min(rank[pair[0]], rank[pair[1]])))
+
+
+class _Kept:
+    """A source's JPEG (None: unreadable) and, once decoded, its Picture (None: undecodable)."""
+    __slots__ = ('jpeg', 'picture', 'decoded')
+
+    def __init__(self, jpeg):
+        self.jpeg, self.picture, self.decoded = jpeg, None, False
+
+
 class _ConfirmFn(beam.DoFn):
     """Candidates (Located, Located, distance) -> links (source, source, distance, similarity): those whose
     pictures agree (``picture_check.judge``), read by reference, ``PAIRS_AT_ONCE`` candidates' frames in one
     coalesced read; two records whose JPEGs are the same bytes (pixel-identical sources: the encoder is
-    deterministic) are confirmed without decoding. Counts the candidates confirmed and refused."""
+    deterministic) are confirmed without decoding. A key's candidates are taken in ``visiting_order``,
+    and of the pictures a worker keeps (``PICTURES_KEPT``) the one needed last goes first, none kept past
+    its last candidate: each picture is decoded about once. Counts the candidates confirmed and refused."""
 
     def __init__(self, storage=None):
         self._storage = storage
@@ -109,7 +145,6 @@ class _ConfirmFn(beam.DoFn):
         self.refused = Metrics.counter(*counters.PAIRS_REFUSED)
 
     def setup(self):
-        self._pictures = collections.OrderedDict()  # source -> Picture (or None), the last PICTURES_KEPT
         self._reader = None
 
     def teardown(self):
@@ -126,43 +161,68 @@ class _ConfirmFn(beam.DoFn):
         read = self._reader.read([ref for ref in set(frames.values()) if ref[0] is not None], failures=True)
         return {source: _jpeg_or_none(read.get(ref)) for source, ref in frames.items()}
 
-    def _picture(self, source, jpeg):
-        """The Picture of ``source``, kept or decoded from ``jpeg`` (None when it cannot be decoded)."""
-        if source in self._pictures:
-            self._pictures.move_to_end(source)
-            return self._pictures[source]
-        try:
-            picture = picture_check.from_jpeg(jpeg) if jpeg is not None else None
-        except Exception:  # pylint: disable=broad-except  # an undecodable record confirms nothing
-            picture = None
-        self._pictures[source] = picture
-        if len(self._pictures) > PICTURES_KEPT:
-            self._pictures.popitem(last=False)
-        return picture
+    @staticmethod
+    def _picture(kept):
+        """The Picture of a kept source, decoded the first time (None when it cannot be decoded)."""
+        if not kept.decoded:
+            kept.decoded = True
+            try:
+                kept.picture = picture_check.from_jpeg(kept.jpeg)
+            except Exception:  # pylint: disable=broad-except  # an undecodable record confirms nothing
+                kept.picture = None
+        return kept.picture
 
     def process(self, keyed):
         _, candidates = keyed
-        candidates = sorted(candidates)
+        candidates = visiting_order([(first.source, second.source, first, second, distance)
+                                     for first, second, distance in sorted(candidates)])
+        uses = collections.defaultdict(collections.deque)  # source -> the positions of its candidates
+        for position, (a, b, *_) in enumerate(candidates):
+            uses[a].append(position)
+            uses[b].append(position)
+        kept: dict = {}  # source -> _Kept
+        farthest: list = []  # (-next position, source): the kept one needed last first (stale entries skipped)
         confirmed = 0
         for start in range(0, len(candidates), PAIRS_AT_ONCE):  # the frames of a slice of candidates read at once
             chunk = candidates[start:start + PAIRS_AT_ONCE]
-            jpegs = self._jpegs_of({place.source: tuple(place.frame) for pair in chunk for place in pair[:2]})
-            for first, second, distance in chunk:
-                a, b = first.source, second.source
-                if jpegs[a] is None or jpegs[b] is None:
-                    continue
-                if jpegs[a] == jpegs[b]:  # the same pixels written: the same picture, nothing to decode
-                    same, similarity = True, 1.0
-                else:
-                    picture_a, picture_b = self._picture(a, jpegs[a]), self._picture(b, jpegs[b])
-                    if picture_a is None or picture_b is None:
-                        continue
-                    same, similarity = picture_check.judge(picture_a, picture_b)
-                if same:
+            jpegs = self._jpegs_of({place.source: tuple(place.frame) for pair in chunk for place in pair[2:4]
+                                    if place.source not in kept})
+            for position, (a, b, first, second, distance) in enumerate(chunk, start):
+                ends = []
+                for place in (first, second):
+                    if place.source not in kept:
+                        jpeg = (jpegs[place.source] if place.source in jpegs
+                                else self._jpegs_of({place.source: tuple(place.frame)})[place.source])
+                        kept[place.source] = _Kept(jpeg)
+                    ends.append(kept[place.source])
+                link = self._judged(*ends)
+                if link is not None:
                     confirmed += 1
-                    yield a, b, distance, similarity
+                    yield a, b, distance, link
+                for source in (a, b):
+                    uses[source].popleft()
+                    if uses[source]:
+                        heapq.heappush(farthest, (-uses[source][0], source))
+                    else:
+                        kept.pop(source, None)
+                while len(kept) > PICTURES_KEPT:
+                    next_use, source = heapq.heappop(farthest)
+                    if source in kept and uses[source] and uses[source][0] == -next_use:
+                        del kept[source]
         self.confirmed.inc(confirmed)
         self.refused.inc(len(candidates) - confirmed)
+
+    def _judged(self, first, second):
+        """The similarity of two kept records whose pictures agree, else None."""
+        if first.jpeg is None or second.jpeg is None:
+            return None
+        if first.jpeg == second.jpeg:  # the same pixels written: the same picture, nothing to decode
+            return 1.0
+        picture_a, picture_b = self._picture(first), self._picture(second)
+        if picture_a is None or picture_b is None:
+            return None
+        same, similarity = picture_check.judge(picture_a, picture_b)
+        return similarity if same else None
 
 
 class ConfirmCandidates(beam.PTransform):
