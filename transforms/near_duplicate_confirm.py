@@ -101,26 +101,40 @@ def _located_pairs(joined):
 
 
 def visiting_order(pairs):
-    """``pairs`` ((a, b, ...), sorted) in an order that needs few pictures at once: their images numbered
-    breadth first from the least linked, each component in turn (Cuthill-McKee), and each pair taken when
-    its later-numbered image comes. Chance candidates link images at random, so in their sorted order an
-    image's next candidate is anywhere; numbered so, it is near."""
-    neighbours = collections.defaultdict(set)
-    for a, b, *_ in pairs:
-        neighbours[a].add(b)
-        neighbours[b].add(a)
+    """The positions of ``pairs`` ((a, b), images numbered from 0) in an order that needs few pictures at once:
+    the images renumbered breadth first from the least linked, each component in turn (Cuthill-McKee), and
+    each pair taken when its later-renumbered image comes. Chance candidates link images at random, so in
+    their sorted order an image's next candidate is anywhere; renumbered so, it is near."""
+    neighbours: list[list[int]] = collections.defaultdict(list)
+    for a, b in pairs:
+        neighbours[a].append(b)
+        neighbours[b].append(a)
     degree = {image: len(others) for image, others in neighbours.items()}
-    rank: dict = {}
+    rank: dict[int, int] = {}
     for start in sorted(neighbours, key=lambda image: (degree[image], image)):
         if start in rank:
             continue
         rank[start] = len(rank)
         queue = collections.deque([start])
         while queue:
-            for other in sorted(neighbours[queue.popleft()] - rank.keys(), key=lambda image: (degree[image], image)):
+            for other in sorted({other for other in neighbours[queue.popleft()] if other not in rank},
+                                key=lambda image: (degree[image], image)):
                 rank[other] = len(rank)
                 queue.append(other)
-    return sorted(pairs, key=lambda pair: (max(rank[pair[0]], rank[pair[1]]), min(rank[pair[0]], rank[pair[1]])))
+    keys = [(max(rank[a], rank[b]), min(rank[a], rank[b])) for a, b in pairs]
+    return sorted(range(len(pairs)), key=keys.__getitem__)
+
+
+def _next_uses(pairs):
+    """For each pair's two images, the position of that image's next pair (len(pairs) where it has none),
+    and each image's first position: what the picture needed last is told by."""
+    after = [len(pairs)] * (2 * len(pairs))
+    seen: dict = {}
+    for position in range(len(pairs) - 1, -1, -1):
+        for side, image in enumerate(pairs[position]):
+            after[2 * position + side] = seen.get(image, len(pairs))
+            seen[image] = position
+    return after, seen
 
 
 class _Kept:
@@ -135,9 +149,10 @@ class _ConfirmFn(beam.DoFn):
     """Candidates (Located, Located, distance) -> links (source, source, distance, similarity): those whose
     pictures agree (``picture_check.judge``), read by reference, ``PAIRS_AT_ONCE`` candidates' frames in one
     coalesced read; two records whose JPEGs are the same bytes (pixel-identical sources: the encoder is
-    deterministic) are confirmed without decoding. A key's candidates are taken in ``visiting_order``,
-    and of the pictures a worker keeps (``PICTURES_KEPT``) the one needed last goes first, none kept past
-    its last candidate: each picture is decoded about once. Counts the candidates confirmed and refused."""
+    deterministic) are confirmed without decoding. A key's candidates are taken in ``visiting_order`` when
+    their images are more than a worker keeps (``PICTURES_KEPT``), and of the kept pictures those no
+    candidate of the key needs go first (the least recently used first: another key may need them), then
+    the one needed last: each picture is decoded about once. Counts the candidates confirmed and refused."""
 
     def __init__(self, storage=None):
         self._storage = storage
@@ -146,6 +161,8 @@ class _ConfirmFn(beam.DoFn):
 
     def setup(self):
         self._reader = None
+        self._kept: dict = {}  # source -> _Kept
+        self._spare: collections.OrderedDict = collections.OrderedDict()  # kept, no use left in this key: LRU first
 
     def teardown(self):
         if self._reader is not None:
@@ -174,20 +191,28 @@ class _ConfirmFn(beam.DoFn):
 
     def process(self, keyed):
         _, candidates = keyed
-        candidates = visiting_order([(first.source, second.source, first, second, distance)
-                                     for first, second, distance in sorted(candidates)])
-        uses = collections.defaultdict(collections.deque)  # source -> the positions of its candidates
-        for position, (a, b, *_) in enumerate(candidates):
-            uses[a].append(position)
-            uses[b].append(position)
-        kept: dict = {}  # source -> _Kept
+        candidates = sorted(candidates)
+        number: dict = {}  # source -> its number in this key
+        pairs = [(number.setdefault(first.source, len(number)), number.setdefault(second.source, len(number)))
+                 for first, second, _ in candidates]
+        if len(number) > PICTURES_KEPT:
+            order = visiting_order(pairs)
+            candidates, pairs = [candidates[i] for i in order], [pairs[i] for i in order]
+        after, first_use = _next_uses(pairs)
+        kept, spare = self._kept, self._spare
         farthest: list = []  # (-next position, source): the kept one needed last first (stale entries skipped)
+        next_use: dict = {}  # source -> its next position: the kept ones this key needs
+        for source in [source for source in spare if source in number]:  # kept from another key, needed here
+            del spare[source]
+            next_use[source] = first_use[number[source]]
+            heapq.heappush(farthest, (-next_use[source], source))
+        del number, first_use
         confirmed = 0
         for start in range(0, len(candidates), PAIRS_AT_ONCE):  # the frames of a slice of candidates read at once
             chunk = candidates[start:start + PAIRS_AT_ONCE]
-            jpegs = self._jpegs_of({place.source: tuple(place.frame) for pair in chunk for place in pair[2:4]
+            jpegs = self._jpegs_of({place.source: tuple(place.frame) for pair in chunk for place in pair[:2]
                                     if place.source not in kept})
-            for position, (a, b, first, second, distance) in enumerate(chunk, start):
+            for position, (first, second, distance) in enumerate(chunk, start):
                 ends = []
                 for place in (first, second):
                     if place.source not in kept:
@@ -195,20 +220,26 @@ class _ConfirmFn(beam.DoFn):
                                 else self._jpegs_of({place.source: tuple(place.frame)})[place.source])
                         kept[place.source] = _Kept(jpeg)
                     ends.append(kept[place.source])
-                link = self._judged(*ends)
-                if link is not None:
+                similarity = self._judged(*ends)
+                if similarity is not None:
                     confirmed += 1
-                    yield a, b, distance, link
-                for source in (a, b):
-                    uses[source].popleft()
-                    if uses[source]:
-                        heapq.heappush(farthest, (-uses[source][0], source))
+                    yield first.source, second.source, distance, similarity
+                for side, source in enumerate((first.source, second.source)):
+                    following = after[2 * position + side]
+                    if following < len(candidates):
+                        next_use[source] = following
+                        heapq.heappush(farthest, (-following, source))
                     else:
-                        kept.pop(source, None)
+                        next_use.pop(source, None)
+                        spare[source] = None
+                        spare.move_to_end(source)
                 while len(kept) > PICTURES_KEPT:
-                    next_use, source = heapq.heappop(farthest)
-                    if source in kept and uses[source] and uses[source][0] == -next_use:
-                        del kept[source]
+                    if spare:
+                        del kept[spare.popitem(last=False)[0]]
+                        continue
+                    following, source = heapq.heappop(farthest)
+                    if next_use.get(source) == -following:
+                        del kept[source], next_use[source]
         self.confirmed.inc(confirmed)
         self.refused.inc(len(candidates) - confirmed)
 
