@@ -122,18 +122,40 @@ def _conflict(keyed):
 
 
 def _pair_messages(group):
-    """Each member's final split told to itself, and to each image it is linked to (once a pair): (source,
-    SplitHeard)."""
+    """The links a group shares with other groups (cut to bound its size: the rest are counted in the group,
+    ``_pairs_within``): each member with such a link told its final split, and each image it is linked to
+    there (once a pair): (source, SplitHeard)."""
     _, members = group
+    inside = {record.source for record, _ in members}
     for record, node in members:
-        yield record.source, SplitHeard(True, record.split, record.label_text, record.source)
-        for other, *_ in node.neighbours:
+        outside = [other for other, *_ in node.neighbours if other not in inside]
+        if outside:
+            yield record.source, SplitHeard(True, record.split, record.label_text, record.source)
+        for other in outside:
             if other > record.source:
                 yield other, SplitHeard(False, record.split, record.label_text, record.source)
 
 
+def _pairs_within(members):
+    """(counts, pairs under two labels listed) of the links between a group's own members: what
+    ``_pair_stats`` counts for the links that leave it, without a shuffle."""
+    placed = {record.source: (record.split, record.label_text) for record, _ in members}
+    stats = dict.fromkeys(_PAIR_STATS, 0)
+    listed = []
+    for record, node in members:
+        for other, *_ in node.neighbours:
+            if other > record.source and other in placed:
+                split, label = placed[other]
+                stats['pairs'] += 1
+                stats['pairs_across_splits'] += split != record.split
+                stats['pairs_across_labels'] += label != record.label_text
+                if label != record.label_text:
+                    listed.append((record.source, record.label_text, record.split, other, label, split))
+    return stats, sorted(listed)[:LISTED_CONFLICT_PAIRS]
+
+
 def _pair_stats(keyed):
-    """One image's links to smaller sources: their counts, and those under another label listed."""
+    """One image's links to smaller sources in other groups: their counts, and those under another label listed."""
     source, messages = keyed
     messages = sorted(messages)
     own = next((heard for heard in messages if heard.own), None)
@@ -153,8 +175,9 @@ def _pair_stats(keyed):
 
 
 class _DescribeGroupFn(beam.DoFn):
-    """A group with its final splits -> its near_duplicates.jsonl rows, its counts ('stats') and each
-    member's split told to the images it is linked to ('pairs', ``_pair_messages``)."""
+    """A group with its final splits -> its near_duplicates.jsonl rows, its counts ('stats': its links
+    among its own members counted here) and, for the links cut from it, each member's split told to the
+    images it is linked to in other groups ('pairs', ``_pair_messages``)."""
 
     def __init__(self, weights, together):
         self._weights = weights
@@ -176,6 +199,10 @@ class _DescribeGroupFn(beam.DoFn):
         self.moved.inc(moved)
         for message in _pair_messages(group):
             yield beam.pvalue.TaggedOutput('pairs', message)
+        within, listed = _pairs_within(members)
+        yield beam.pvalue.TaggedOutput('stats', (None, Stat(_STATS, within)))
+        if listed:
+            yield beam.pvalue.TaggedOutput('stats', (None, Stat(_CONFLICT_PAIRS, listed)))
         yield beam.pvalue.TaggedOutput('stats', (None, Stat(_STATS, dict(
             groups=1, images=len(members), images_moved=moved, label_conflicts=0, largest_group=len(members),
             links_cut=cut))))  # each cut link counted at both ends: halved in _describe
@@ -325,11 +352,14 @@ class NearDuplicates(beam.PTransform):
         joined = ((records | 'KeyBySource' >> beam.Map(lambda r: (r.source, r)), nodes)
                   | 'RecordsAndNodes' >> beam.Flatten()
                   | 'JoinGroups' >> beam.GroupByKey())
-        conflicts = beam.pvalue.AsDict(joined
-                                       | 'TellLabels' >> beam.FlatMap(_label_messages)
-                                       | 'HearLabels' >> beam.GroupByKey()
-                                       | 'LabelConflicts' >> beam.FlatMap(_conflict))
-        sorted_out = joined | 'SortOut' >> beam.ParDo(_SortOutFn(self._mode == GROUP and self._conflicts == QUARANTINE), conflicts).with_outputs(
+        quarantine = self._mode == GROUP and self._conflicts == QUARANTINE
+        conflicts = {}  # only quarantine asks who is linked across labels (keep counts the pairs: _pairs_within)
+        if quarantine:
+            conflicts = beam.pvalue.AsDict(joined
+                                           | 'TellLabels' >> beam.FlatMap(_label_messages)
+                                           | 'HearLabels' >> beam.GroupByKey()
+                                           | 'LabelConflicts' >> beam.FlatMap(_conflict))
+        sorted_out = joined | 'SortOut' >> beam.ParDo(_SortOutFn(quarantine), conflicts).with_outputs(
             MEMBERS, REJECTED, 'stats', main='singletons')
         return (sorted_out.singletons, sorted_out[MEMBERS] | 'GroupMembers' >> beam.GroupByKey(), sorted_out[REJECTED],
                 [sorted_out.stats])
