@@ -49,41 +49,86 @@ class NearDuplicate(typing.NamedTuple):
     links_cut: typing.Sequence[str] = ()  # images it was linked to whose links were cut to bound its group's size
 
 
-def _sides(joined):
-    """(records, nodes) of one source: a record and its Node, if it has one, meet under its source in one
-    GroupByKey, told apart by type (a CoGroupByKey would cost three steps more)."""
-    _, values = joined
-    records: list = []
-    nodes: list = []
-    for value in values:
-        (nodes if isinstance(value, Node) else records).append(value)
-    return records, nodes
+class _Linked(typing.NamedTuple):
+    """A linked image's Node, keyed by its group's name to meet its record."""
+    source: str
+    node: Node
 
 
-class _SortOutFn(beam.DoFn):
-    """A record joined with its Node: a group member (keyed by group) or an image on its own; with
-    ``quarantine``, a member linked to an image of another class is a label conflict (and 'stats' counts it)."""
+_NAMES = 'names'
+
+
+def _by_group(linked):
+    """(source, Node) -> (its group's name, _Linked); _NAMES: (source, its group's name), what ``_route`` reads."""
+    source, node = linked
+    yield node.group, _Linked(source, node)
+    yield beam.pvalue.TaggedOutput(_NAMES, (source, node.group))
+
+
+def _route(record, group_of):
+    """A record: to its group (keyed by the group's name, MEMBERS) when it has a near-duplicate, else on its
+    own. ``group_of``: {source: group name} of the linked images, few (a side input): the images alone,
+    most of them, cross no shuffle here."""
+    group = group_of.get(record.source)
+    if group is None:
+        yield record
+    else:
+        yield beam.pvalue.TaggedOutput(MEMBERS, (group, record))
+
+
+class _MembersFn(beam.DoFn):
+    """A group's records and Nodes, met under its name (told apart by type: a CoGroupByKey would cost three
+    steps more) -> (name, [Member, ...] by source); with ``quarantine``, each member's class told to itself
+    and to the images it is linked to ('labels', ``_label_messages``), for ``_QuarantineFn``."""
 
     def __init__(self, quarantine):
         self._quarantine = quarantine
         self.grouped = Metrics.counter(*counters.IMAGES_GROUPED)
+
+    def process(self, keyed):
+        name, values = keyed
+        records, nodes = [], {}
+        for value in values:
+            if isinstance(value, _Linked):
+                nodes[value.source] = value.node
+            else:
+                records.append(value)
+        members = sorted((Member(record, nodes[record.source]) for record in records),
+                         key=lambda member: member.record.source)
+        if self._quarantine:
+            for member in members:
+                for message in _label_messages(member):
+                    yield beam.pvalue.TaggedOutput('labels', message)
+        else:
+            self.grouped.inc(len(members))
+        yield name, members
+
+
+class _QuarantineFn(beam.DoFn):
+    """A group -> the same without its label conflicts (a member linked to an image of another class:
+    REJECTED, and 'stats' counts it); no group when none is left."""
+
+    def __init__(self):
+        self.grouped = Metrics.counter(*counters.IMAGES_GROUPED)
         self.conflicts = Metrics.counter(*counters.LABEL_CONFLICTS)
 
-    def process(self, joined, conflicts):
-        records, nodes = _sides(joined)
-        for record in records:
-            if not nodes:
-                yield record
-            elif self._quarantine and record.source in conflicts:
-                self.conflicts.inc()
-                yield beam.pvalue.TaggedOutput('stats', (None, Stat(_STATS, {'label_conflicts': 1})))
-                yield beam.pvalue.TaggedOutput(REJECTED, Rejected(
-                    record.source, NEAR_DUPLICATE_CONFLICT, conflicts[record.source], record.source_size,
-                    record.split, record.label_text, record.mtime_ns, record.generation, record.ctime_ns,
-                    record.inode))
-            else:
-                self.grouped.inc()
-                yield beam.pvalue.TaggedOutput(MEMBERS, (nodes[0].group, Member(record, nodes[0])))
+    def process(self, group, conflicts):
+        name, members = group
+        kept = []
+        for member in members:
+            record = member.record
+            if record.source not in conflicts:
+                kept.append(member)
+                continue
+            self.conflicts.inc()
+            yield beam.pvalue.TaggedOutput('stats', (None, Stat(_STATS, {'label_conflicts': 1})))
+            yield beam.pvalue.TaggedOutput(REJECTED, Rejected(
+                record.source, NEAR_DUPLICATE_CONFLICT, conflicts[record.source], record.source_size,
+                record.split, record.label_text, record.mtime_ns, record.generation, record.ctime_ns,
+                record.inode))
+        self.grouped.inc(len(kept))
+        if kept:
+            yield name, kept
 
 
 class LabelHeard(typing.NamedTuple):
@@ -101,13 +146,12 @@ class SplitHeard(typing.NamedTuple):
     source: str
 
 
-def _label_messages(joined):
+def _label_messages(member):
     """A linked image's class, told to itself and to each image it is linked to: (source, LabelHeard)."""
-    records, nodes = _sides(joined)
-    for record in records if nodes else ():
-        yield record.source, LabelHeard(True, record.source, record.label_text)
-        for other, *_ in nodes[0].neighbours:
-            yield other, LabelHeard(False, record.source, record.label_text)
+    record, node = member
+    yield record.source, LabelHeard(True, record.source, record.label_text)
+    for other, *_ in node.neighbours:
+        yield other, LabelHeard(False, record.source, record.label_text)
 
 
 def _conflict(keyed):
@@ -348,21 +392,24 @@ class NearDuplicates(beam.PTransform):
 
     def _groups(self, records, threshold):
         """(singletons, groups (name, [Member]), rejected, [their stats]) before dealing."""
-        nodes = records | 'FindGroups' >> FindGroups(threshold, storage=self._storage)
-        joined = ((records | 'KeyBySource' >> beam.Map(lambda r: (r.source, r)), nodes)
-                  | 'RecordsAndNodes' >> beam.Flatten()
-                  | 'JoinGroups' >> beam.GroupByKey())
         quarantine = self._mode == GROUP and self._conflicts == QUARANTINE
-        conflicts = {}  # only quarantine asks who is linked across labels (keep counts the pairs: _pairs_within)
-        if quarantine:
-            conflicts = beam.pvalue.AsDict(joined
-                                           | 'TellLabels' >> beam.FlatMap(_label_messages)
-                                           | 'HearLabels' >> beam.GroupByKey()
-                                           | 'LabelConflicts' >> beam.FlatMap(_conflict))
-        sorted_out = joined | 'SortOut' >> beam.ParDo(_SortOutFn(quarantine), conflicts).with_outputs(
-            MEMBERS, REJECTED, 'stats', main='singletons')
-        return (sorted_out.singletons, sorted_out[MEMBERS] | 'GroupMembers' >> beam.GroupByKey(), sorted_out[REJECTED],
-                [sorted_out.stats])
+        nodes = records | 'FindGroups' >> FindGroups(threshold, storage=self._storage)
+        keyed = nodes | 'KeyByGroup' >> beam.FlatMap(_by_group).with_outputs(_NAMES, main='nodes')
+        # Nothing goes to REJECTED from here: the empty collection keep and report return.
+        routed = records | 'Route' >> beam.FlatMap(_route, beam.pvalue.AsDict(keyed[_NAMES])).with_outputs(
+            MEMBERS, REJECTED, main='singletons')
+        met = ((routed[MEMBERS], keyed.nodes)
+               | 'RecordsAndNodes' >> beam.Flatten()
+               | 'GroupMembers' >> beam.GroupByKey()
+               | 'Members' >> beam.ParDo(_MembersFn(quarantine)).with_outputs('labels', main='groups'))
+        if not quarantine:  # only quarantine asks who is linked across labels (keep counts the pairs: _pairs_within)
+            return routed.singletons, met.groups, routed[REJECTED], []
+        conflicts = beam.pvalue.AsDict(met.labels
+                                       | 'HearLabels' >> beam.GroupByKey()
+                                       | 'LabelConflicts' >> beam.FlatMap(_conflict))
+        kept = met.groups | 'Quarantine' >> beam.ParDo(_QuarantineFn(), conflicts).with_outputs(
+            REJECTED, 'stats', main='groups')
+        return routed.singletons, kept.groups, kept[REJECTED], [kept.stats]
 
     def expand(self, records):
         pipeline, weights = records.pipeline, self._weights
