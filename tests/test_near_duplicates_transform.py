@@ -304,3 +304,41 @@ def test_pairs_are_counted_once_whether_within_a_group_or_cut_between_two():
                                     for a, b in map(sorted, links) if label[a] != label[b])
     assert any(group_of[a] != group_of[b] for a, b in map(sorted, links))
     assert any(group_of[a] == group_of[b] for a, b in map(sorted, links))
+
+
+def test_the_confirmation_decodes_each_picture_once_and_its_links_do_not_depend_on_how_many_it_keeps(monkeypatch):
+    """Candidates at random among 40 images (copies of 10 looks): the same links whatever the pictures kept and
+    the slices read; with room for them all, each picture decoded once, over two keys on one worker."""
+    from imgrec.imaging import picture_check  # pylint: disable=import-outside-toplevel
+    from imgrec.transforms import near_duplicate_confirm as confirm  # pylint: disable=import-outside-toplevel
+    rng = random.Random(8)
+    sources = [f'c{i:02d}' for i in range(40)]
+    places = {source: confirm.Located(source, _frame(f'look{i % 10}')) for i, source in enumerate(sources)}
+    pairs = {tuple(sorted(rng.sample(sources, 2))) for _ in range(150)}
+    keys = [[(places[a], places[b], 3) for a, b in sorted(pairs) if hash_of(a) % 2 == key] for key in (0, 1)]
+    decoded = collections.Counter()
+    from_jpeg = picture_check.from_jpeg
+
+    def counted(data):
+        decoded[data] += 1
+        return from_jpeg(data)
+
+    monkeypatch.setattr(picture_check, 'from_jpeg', counted)
+
+    def links(kept, at_once):
+        monkeypatch.setattr(confirm, 'PICTURES_KEPT', kept)
+        monkeypatch.setattr(confirm, 'PAIRS_AT_ONCE', at_once)
+        decoded.clear()
+        fn = confirm._ConfirmFn()
+        fn.setup()
+        found = sorted(link for key, candidates in enumerate(keys) for link in fn.process((key, candidates)))
+        fn.teardown()
+        return found, sum(decoded.values())
+
+    expected, decodes = links(1024, 256)
+    assert expected == sorted((a, b, 3, 1.0) for a, b in pairs if sources.index(a) % 10 == sources.index(b) % 10)
+    assert 0 < decodes <= len({place.source for candidates in keys for pair in candidates for place in pair[:2]})
+    for kept, at_once in ((4, 2), (8, 4), (16, 1)):
+        assert links(kept, at_once)[0] == expected
+    order = confirm.visiting_order([(0, 1), (2, 3), (1, 2), (0, 3)])
+    assert sorted(order) == [0, 1, 2, 3]
