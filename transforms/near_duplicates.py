@@ -67,8 +67,8 @@ def _by_group(linked):
 
 def _route(record, group_of):
     """A record: to its group (keyed by the group's name, MEMBERS) when it has a near-duplicate, else on its
-    own. ``group_of``: {source: group name} of the linked images, few (a side input): the images alone,
-    most of them, cross no shuffle here."""
+    own. ``group_of``: {source: group name} of the linked images (a side input; usually few): the images
+    alone cross no shuffle here."""
     group = group_of.get(record.source)
     if group is None:
         yield record
