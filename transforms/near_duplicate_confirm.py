@@ -105,7 +105,7 @@ def visiting_order(pairs):
     the images renumbered breadth first from the least linked, each component in turn (Cuthill-McKee), and
     each pair taken when its later-renumbered image comes. Chance candidates link images at random, so in
     their sorted order an image's next candidate is anywhere; renumbered so, it is near."""
-    neighbours: list[list[int]] = collections.defaultdict(list)
+    neighbours: dict[int, list[int]] = collections.defaultdict(list)
     for a, b in pairs:
         neighbours[a].append(b)
         neighbours[b].append(a)

@@ -68,11 +68,15 @@ class Colour:
     __slots__ = ('_rgb', '_jpeg', '_cells')
 
     def __init__(self, rgb: Image.Image | None = None, jpeg: bytes | None = None):
-        self._rgb, self._jpeg, self._cells = rgb, jpeg, {}
+        self._rgb = rgb
+        self._jpeg = jpeg
+        self._cells: dict[int, np.ndarray] = {}
 
     def rgb(self) -> Image.Image:
         """The small RGB image the cells are cut from (at least _DECODED a side)."""
         if self._rgb is None:
+            if self._jpeg is None:
+                raise ValueError('a Colour needs an image or the JPEG it is decoded from')
             self._rgb = _decoded(self._jpeg)
         return self._rgb
 
