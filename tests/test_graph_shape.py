@@ -14,7 +14,7 @@ from imgrec.pipelines.graph import build_pipeline
 # The ParDos of each top-level composite of a full build with the defaults, at most.
 MOST_PARDOS = {'ListImages': 2, 'ResolveLabels': 3, 'AssignShards': 6, 'Tally': 1}
 # NearDuplicates' own, beside FindGroups and ThresholdForCount (imgrec.transforms.near_duplicate_groups).
-MOST_NEAR_DUPLICATE_PARDOS = 17
+MOST_NEAR_DUPLICATE_PARDOS = 16
 MOST_DEAL_SPLITS_PARDOS = 8
 
 

@@ -263,3 +263,82 @@ def test_shares_that_cannot_be_held_fail_the_build_in_one_line():
     assert '--split_tolerance 30.1 accepts it' in message and '--resplit' in message
     accepted = _run(records, GROUP, WEIGHTS, keep_published=True, tolerance=31)
     assert _counts(accepted['records']) == {'train': 8, 'validation': 2}
+
+
+def test_pairs_are_counted_once_whether_within_a_group_or_cut_between_two():
+    """The links among a group's own members are counted in the group, those cut between two groups by the
+    messages: together, every link once, as counting each link's two ends would."""
+    from imgrec.transforms import near_duplicates as nd  # pylint: disable=import-outside-toplevel
+    from imgrec.transforms.near_duplicate_groups import Member, Node  # pylint: disable=import-outside-toplevel
+    rng = random.Random(5)
+    sources = [f'img{i:02d}' for i in range(24)]
+    links = {frozenset(rng.sample(sources, 2)) for _ in range(60)}
+    neighbours = collections.defaultdict(list)
+    for a, b in map(sorted, links):
+        neighbours[a].append((b, 3, 0.95))
+        neighbours[b].append((a, 3, 0.95))
+    group_of = {source: sources[sources.index(source) // 6 * 6] for source in sources}  # cut into 4 groups
+    split = {source: rng.choice(('train', 'validation')) for source in sources}
+    label = {source: f'class{rng.randrange(2)}' for source in sources}
+    groups = collections.defaultdict(list)
+    for source in sources:
+        record = _record(source, 1)._replace(split=split[source], label_text=label[source])
+        groups[group_of[source]].append(Member(record, Node(group_of[source], '', 0, tuple(sorted(neighbours[source])))))
+    totals, listed = dict.fromkeys(nd._PAIR_STATS, 0), []
+    messages = collections.defaultdict(list)
+    for group in groups.items():
+        stats, pairs = nd._pairs_within(group[1])
+        totals = {key: totals[key] + stats[key] for key in totals}
+        listed += pairs
+        for source, heard in nd._pair_messages(group):
+            messages[source].append(heard)
+    for stat in (value for keyed in messages.items() for _, value in nd._pair_stats(keyed)):
+        if stat.kind == nd._STATS:
+            totals = {key: totals[key] + stat.value[key] for key in totals}
+        else:
+            listed += stat.value
+    assert totals == {'pairs': len(links),
+                      'pairs_across_splits': sum(split[a] != split[b] for a, b in map(sorted, links)),
+                      'pairs_across_labels': sum(label[a] != label[b] for a, b in map(sorted, links))}
+    assert sorted(listed) == sorted((a, label[a], split[a], b, label[b], split[b])
+                                    for a, b in map(sorted, links) if label[a] != label[b])
+    assert any(group_of[a] != group_of[b] for a, b in map(sorted, links))
+    assert any(group_of[a] == group_of[b] for a, b in map(sorted, links))
+
+
+def test_the_confirmation_decodes_each_picture_once_and_its_links_do_not_depend_on_how_many_it_keeps(monkeypatch):
+    """Candidates at random among 40 images (copies of 10 looks): the same links whatever the pictures kept and
+    the slices read; with room for them all, each picture decoded once, over two keys on one worker."""
+    from imgrec.imaging import picture_check  # pylint: disable=import-outside-toplevel
+    from imgrec.transforms import near_duplicate_confirm as confirm  # pylint: disable=import-outside-toplevel
+    rng = random.Random(8)
+    sources = [f'c{i:02d}' for i in range(40)]
+    places = {source: confirm.Located(source, _frame(f'look{i % 10}')) for i, source in enumerate(sources)}
+    pairs = {tuple(sorted(rng.sample(sources, 2))) for _ in range(150)}
+    keys = [[(places[a], places[b], 3) for a, b in sorted(pairs) if hash_of(a) % 2 == key] for key in (0, 1)]
+    decoded = collections.Counter()
+    from_jpeg = picture_check.from_jpeg
+
+    def counted(data):
+        decoded[data] += 1
+        return from_jpeg(data)
+
+    monkeypatch.setattr(picture_check, 'from_jpeg', counted)
+
+    def links(kept, at_once):
+        monkeypatch.setattr(confirm, 'PICTURES_KEPT', kept)
+        monkeypatch.setattr(confirm, 'PAIRS_AT_ONCE', at_once)
+        decoded.clear()
+        fn = confirm._ConfirmFn()
+        fn.setup()
+        found = sorted(link for key, candidates in enumerate(keys) for link in fn.process((key, candidates)))
+        fn.teardown()
+        return found, sum(decoded.values())
+
+    expected, decodes = links(1024, 256)
+    assert expected == sorted((a, b, 3, 1.0) for a, b in pairs if sources.index(a) % 10 == sources.index(b) % 10)
+    assert 0 < decodes <= len({place.source for candidates in keys for pair in candidates for place in pair[:2]})
+    for kept, at_once in ((4, 2), (8, 4), (16, 1)):
+        assert links(kept, at_once)[0] == expected
+    order = confirm.visiting_order([(0, 1), (2, 3), (1, 2), (0, 3)])
+    assert sorted(order) == [0, 1, 2, 3]

@@ -5,10 +5,12 @@ A candidate's two member ids are joined to where their records are (``Located``:
 reference, the spill file or the previous version's shard), one shuffle an end, and the candidates whose
 first record is in one frame file meet on a worker, which reads both frames of each (ranged reads,
 coalesced by ``imgrec.storage.frames``), decodes their JPEGs small and compares them. Two records whose
-JPEGs are the same bytes are confirmed without decoding. No thumbnail crosses any shuffle; each worker keeps
-the last ``PICTURES_KEPT`` pictures it decoded, so an image in several candidates is seldom decoded twice.
+JPEGs are the same bytes are confirmed without decoding. No thumbnail crosses any shuffle; a key's candidates
+are taken in an order that brings an image's candidates close (``visiting_order``) and each worker keeps up to
+``PICTURES_KEPT`` pictures, those needed soonest, so an image in several candidates is decoded about once.
 """
 import collections
+import heapq
 import typing
 
 import apache_beam as beam
@@ -22,8 +24,9 @@ from imgrec.storage.frames import FrameReader
 from imgrec.storage.storage import given_or_default
 from imgrec.transforms.near_duplicate_candidates import Candidate, member_id
 
-# Pictures (decoded for the check) a worker keeps, 40-65 kB each (records of 64 to 224 pixels), so an image in
-# several candidates is seldom decoded twice; and the candidates whose frames are read at once.
+# Pictures (decoded for the check) a worker keeps, 30-42 kB each (records of 64 to 224 pixels: the grey zooms and
+# the JPEG), so an image in several candidates is decoded about once; and the candidates whose frames are read
+# at once (at most half as many as the pictures kept: a slice's pictures are never put out before their use).
 PICTURES_KEPT = 1024
 PAIRS_AT_ONCE = 256
 
@@ -97,11 +100,59 @@ def _located_pairs(joined):
             yield first.frame[0] or '', (first, second, half.distance)
 
 
+def visiting_order(pairs):
+    """The positions of ``pairs`` ((a, b), images numbered from 0) in an order that needs few pictures at once:
+    the images renumbered breadth first from the least linked, each component in turn (Cuthill-McKee), and
+    each pair taken when its later-renumbered image comes. Chance candidates link images at random, so in
+    their sorted order an image's next candidate is anywhere; renumbered so, it is near."""
+    neighbours: dict[int, list[int]] = collections.defaultdict(list)
+    for a, b in pairs:
+        neighbours[a].append(b)
+        neighbours[b].append(a)
+    degree = {image: len(others) for image, others in neighbours.items()}
+    rank: dict[int, int] = {}
+    for start in sorted(neighbours, key=lambda image: (degree[image], image)):
+        if start in rank:
+            continue
+        rank[start] = len(rank)
+        queue = collections.deque([start])
+        while queue:
+            for other in sorted({other for other in neighbours[queue.popleft()] if other not in rank},
+                                key=lambda image: (degree[image], image)):
+                rank[other] = len(rank)
+                queue.append(other)
+    keys = [(max(rank[a], rank[b]), min(rank[a], rank[b])) for a, b in pairs]
+    return sorted(range(len(pairs)), key=keys.__getitem__)
+
+
+def _next_uses(pairs):
+    """For each pair's two images, the position of that image's next pair (len(pairs) where it has none),
+    and each image's first position: what the picture needed last is told by."""
+    after = [len(pairs)] * (2 * len(pairs))
+    seen: dict = {}
+    for position in range(len(pairs) - 1, -1, -1):
+        for side, image in enumerate(pairs[position]):
+            after[2 * position + side] = seen.get(image, len(pairs))
+            seen[image] = position
+    return after, seen
+
+
+class _Kept:
+    """A source's JPEG (None: unreadable) and, once decoded, its Picture (None: undecodable)."""
+    __slots__ = ('jpeg', 'picture', 'decoded')
+
+    def __init__(self, jpeg):
+        self.jpeg, self.picture, self.decoded = jpeg, None, False
+
+
 class _ConfirmFn(beam.DoFn):
     """Candidates (Located, Located, distance) -> links (source, source, distance, similarity): those whose
     pictures agree (``picture_check.judge``), read by reference, ``PAIRS_AT_ONCE`` candidates' frames in one
     coalesced read; two records whose JPEGs are the same bytes (pixel-identical sources: the encoder is
-    deterministic) are confirmed without decoding. Counts the candidates confirmed and refused."""
+    deterministic) are confirmed without decoding. A key's candidates are taken in ``visiting_order`` when
+    their images are more than a worker keeps (``PICTURES_KEPT``), and of the kept pictures those no
+    candidate of the key needs go first (the least recently used first: another key may need them), then
+    the one needed last: each picture is decoded about once. Counts the candidates confirmed and refused."""
 
     def __init__(self, storage=None):
         self._storage = storage
@@ -109,8 +160,9 @@ class _ConfirmFn(beam.DoFn):
         self.refused = Metrics.counter(*counters.PAIRS_REFUSED)
 
     def setup(self):
-        self._pictures = collections.OrderedDict()  # source -> Picture (or None), the last PICTURES_KEPT
         self._reader = None
+        self._kept: dict = {}  # source -> _Kept
+        self._spare: collections.OrderedDict = collections.OrderedDict()  # kept, no use left in this key: LRU first
 
     def teardown(self):
         if self._reader is not None:
@@ -126,43 +178,82 @@ class _ConfirmFn(beam.DoFn):
         read = self._reader.read([ref for ref in set(frames.values()) if ref[0] is not None], failures=True)
         return {source: _jpeg_or_none(read.get(ref)) for source, ref in frames.items()}
 
-    def _picture(self, source, jpeg):
-        """The Picture of ``source``, kept or decoded from ``jpeg`` (None when it cannot be decoded)."""
-        if source in self._pictures:
-            self._pictures.move_to_end(source)
-            return self._pictures[source]
-        try:
-            picture = picture_check.from_jpeg(jpeg) if jpeg is not None else None
-        except Exception:  # pylint: disable=broad-except  # an undecodable record confirms nothing
-            picture = None
-        self._pictures[source] = picture
-        if len(self._pictures) > PICTURES_KEPT:
-            self._pictures.popitem(last=False)
-        return picture
+    @staticmethod
+    def _picture(kept):
+        """The Picture of a kept source, decoded the first time (None when it cannot be decoded)."""
+        if not kept.decoded:
+            kept.decoded = True
+            try:
+                kept.picture = picture_check.from_jpeg(kept.jpeg)
+            except Exception:  # pylint: disable=broad-except  # an undecodable record confirms nothing
+                kept.picture = None
+        return kept.picture
 
     def process(self, keyed):
         _, candidates = keyed
         candidates = sorted(candidates)
+        number: dict = {}  # source -> its number in this key
+        pairs = [(number.setdefault(first.source, len(number)), number.setdefault(second.source, len(number)))
+                 for first, second, _ in candidates]
+        if len(number) > PICTURES_KEPT:
+            order = visiting_order(pairs)
+            candidates, pairs = [candidates[i] for i in order], [pairs[i] for i in order]
+        after, first_use = _next_uses(pairs)
+        kept, spare = self._kept, self._spare
+        farthest: list = []  # (-next position, source): the kept one needed last first (stale entries skipped)
+        next_use: dict = {}  # source -> its next position: the kept ones this key needs
+        for source in [source for source in spare if source in number]:  # kept from another key, needed here
+            del spare[source]
+            next_use[source] = first_use[number[source]]
+            heapq.heappush(farthest, (-next_use[source], source))
+        del number, first_use
         confirmed = 0
         for start in range(0, len(candidates), PAIRS_AT_ONCE):  # the frames of a slice of candidates read at once
             chunk = candidates[start:start + PAIRS_AT_ONCE]
-            jpegs = self._jpegs_of({place.source: tuple(place.frame) for pair in chunk for place in pair[:2]})
-            for first, second, distance in chunk:
-                a, b = first.source, second.source
-                if jpegs[a] is None or jpegs[b] is None:
-                    continue
-                if jpegs[a] == jpegs[b]:  # the same pixels written: the same picture, nothing to decode
-                    same, similarity = True, 1.0
-                else:
-                    picture_a, picture_b = self._picture(a, jpegs[a]), self._picture(b, jpegs[b])
-                    if picture_a is None or picture_b is None:
-                        continue
-                    same, similarity = picture_check.judge(picture_a, picture_b)
-                if same:
+            jpegs = self._jpegs_of({place.source: tuple(place.frame) for pair in chunk for place in pair[:2]
+                                    if place.source not in kept})
+            for position, (first, second, distance) in enumerate(chunk, start):
+                ends = []
+                for place in (first, second):
+                    if place.source not in kept:
+                        jpeg = (jpegs[place.source] if place.source in jpegs
+                                else self._jpegs_of({place.source: tuple(place.frame)})[place.source])
+                        kept[place.source] = _Kept(jpeg)
+                    ends.append(kept[place.source])
+                similarity = self._judged(*ends)
+                if similarity is not None:
                     confirmed += 1
-                    yield a, b, distance, similarity
+                    yield first.source, second.source, distance, similarity
+                for side, source in enumerate((first.source, second.source)):
+                    following = after[2 * position + side]
+                    if following < len(candidates):
+                        next_use[source] = following
+                        heapq.heappush(farthest, (-following, source))
+                    else:
+                        next_use.pop(source, None)
+                        spare[source] = None
+                        spare.move_to_end(source)
+                while len(kept) > PICTURES_KEPT:
+                    if spare:
+                        del kept[spare.popitem(last=False)[0]]
+                        continue
+                    following, source = heapq.heappop(farthest)
+                    if next_use.get(source) == -following:
+                        del kept[source], next_use[source]
         self.confirmed.inc(confirmed)
         self.refused.inc(len(candidates) - confirmed)
+
+    def _judged(self, first, second):
+        """The similarity of two kept records whose pictures agree, else None."""
+        if first.jpeg is None or second.jpeg is None:
+            return None
+        if first.jpeg == second.jpeg:  # the same pixels written: the same picture, nothing to decode
+            return 1.0
+        picture_a, picture_b = self._picture(first), self._picture(second)
+        if picture_a is None or picture_b is None:
+            return None
+        same, similarity = picture_check.judge(picture_a, picture_b)
+        return similarity if same else None
 
 
 class ConfirmCandidates(beam.PTransform):

@@ -49,41 +49,86 @@ class NearDuplicate(typing.NamedTuple):
     links_cut: typing.Sequence[str] = ()  # images it was linked to whose links were cut to bound its group's size
 
 
-def _sides(joined):
-    """(records, nodes) of one source: a record and its Node, if it has one, meet under its source in one
-    GroupByKey, told apart by type (a CoGroupByKey would cost three steps more)."""
-    _, values = joined
-    records: list = []
-    nodes: list = []
-    for value in values:
-        (nodes if isinstance(value, Node) else records).append(value)
-    return records, nodes
+class _Linked(typing.NamedTuple):
+    """A linked image's Node, keyed by its group's name to meet its record."""
+    source: str
+    node: Node
 
 
-class _SortOutFn(beam.DoFn):
-    """A record joined with its Node: a group member (keyed by group) or an image on its own; with
-    ``quarantine``, a member linked to an image of another class is a label conflict (and 'stats' counts it)."""
+_NAMES = 'names'
+
+
+def _by_group(linked):
+    """(source, Node) -> (its group's name, _Linked); _NAMES: (source, its group's name), what ``_route`` reads."""
+    source, node = linked
+    yield node.group, _Linked(source, node)
+    yield beam.pvalue.TaggedOutput(_NAMES, (source, node.group))
+
+
+def _route(record, group_of):
+    """A record: to its group (keyed by the group's name, MEMBERS) when it has a near-duplicate, else on its
+    own. ``group_of``: {source: group name} of the linked images (a side input; usually few): the images
+    alone cross no shuffle here."""
+    group = group_of.get(record.source)
+    if group is None:
+        yield record
+    else:
+        yield beam.pvalue.TaggedOutput(MEMBERS, (group, record))
+
+
+class _MembersFn(beam.DoFn):
+    """A group's records and Nodes, met under its name (told apart by type: a CoGroupByKey would cost three
+    steps more) -> (name, [Member, ...] by source); with ``quarantine``, each member's class told to itself
+    and to the images it is linked to ('labels', ``_label_messages``), for ``_QuarantineFn``."""
 
     def __init__(self, quarantine):
         self._quarantine = quarantine
         self.grouped = Metrics.counter(*counters.IMAGES_GROUPED)
+
+    def process(self, keyed):
+        name, values = keyed
+        records, nodes = [], {}
+        for value in values:
+            if isinstance(value, _Linked):
+                nodes[value.source] = value.node
+            else:
+                records.append(value)
+        members = sorted((Member(record, nodes[record.source]) for record in records),
+                         key=lambda member: member.record.source)
+        if self._quarantine:
+            for member in members:
+                for message in _label_messages(member):
+                    yield beam.pvalue.TaggedOutput('labels', message)
+        else:
+            self.grouped.inc(len(members))
+        yield name, members
+
+
+class _QuarantineFn(beam.DoFn):
+    """A group -> the same without its label conflicts (a member linked to an image of another class:
+    REJECTED, and 'stats' counts it); no group when none is left."""
+
+    def __init__(self):
+        self.grouped = Metrics.counter(*counters.IMAGES_GROUPED)
         self.conflicts = Metrics.counter(*counters.LABEL_CONFLICTS)
 
-    def process(self, joined, conflicts):
-        records, nodes = _sides(joined)
-        for record in records:
-            if not nodes:
-                yield record
-            elif self._quarantine and record.source in conflicts:
-                self.conflicts.inc()
-                yield beam.pvalue.TaggedOutput('stats', (None, Stat(_STATS, {'label_conflicts': 1})))
-                yield beam.pvalue.TaggedOutput(REJECTED, Rejected(
-                    record.source, NEAR_DUPLICATE_CONFLICT, conflicts[record.source], record.source_size,
-                    record.split, record.label_text, record.mtime_ns, record.generation, record.ctime_ns,
-                    record.inode))
-            else:
-                self.grouped.inc()
-                yield beam.pvalue.TaggedOutput(MEMBERS, (nodes[0].group, Member(record, nodes[0])))
+    def process(self, group, conflicts):
+        name, members = group
+        kept = []
+        for member in members:
+            record = member.record
+            if record.source not in conflicts:
+                kept.append(member)
+                continue
+            self.conflicts.inc()
+            yield beam.pvalue.TaggedOutput('stats', (None, Stat(_STATS, {'label_conflicts': 1})))
+            yield beam.pvalue.TaggedOutput(REJECTED, Rejected(
+                record.source, NEAR_DUPLICATE_CONFLICT, conflicts[record.source], record.source_size,
+                record.split, record.label_text, record.mtime_ns, record.generation, record.ctime_ns,
+                record.inode))
+        self.grouped.inc(len(kept))
+        if kept:
+            yield name, kept
 
 
 class LabelHeard(typing.NamedTuple):
@@ -101,13 +146,12 @@ class SplitHeard(typing.NamedTuple):
     source: str
 
 
-def _label_messages(joined):
+def _label_messages(member):
     """A linked image's class, told to itself and to each image it is linked to: (source, LabelHeard)."""
-    records, nodes = _sides(joined)
-    for record in records if nodes else ():
-        yield record.source, LabelHeard(True, record.source, record.label_text)
-        for other, *_ in nodes[0].neighbours:
-            yield other, LabelHeard(False, record.source, record.label_text)
+    record, node = member
+    yield record.source, LabelHeard(True, record.source, record.label_text)
+    for other, *_ in node.neighbours:
+        yield other, LabelHeard(False, record.source, record.label_text)
 
 
 def _conflict(keyed):
@@ -122,18 +166,40 @@ def _conflict(keyed):
 
 
 def _pair_messages(group):
-    """Each member's final split told to itself, and to each image it is linked to (once a pair): (source,
-    SplitHeard)."""
+    """The links a group shares with other groups (cut to bound its size: the rest are counted in the group,
+    ``_pairs_within``): each member with such a link told its final split, and each image it is linked to
+    there (once a pair): (source, SplitHeard)."""
     _, members = group
+    inside = {record.source for record, _ in members}
     for record, node in members:
-        yield record.source, SplitHeard(True, record.split, record.label_text, record.source)
-        for other, *_ in node.neighbours:
+        outside = [other for other, *_ in node.neighbours if other not in inside]
+        if outside:
+            yield record.source, SplitHeard(True, record.split, record.label_text, record.source)
+        for other in outside:
             if other > record.source:
                 yield other, SplitHeard(False, record.split, record.label_text, record.source)
 
 
+def _pairs_within(members):
+    """(counts, pairs under two labels listed) of the links between a group's own members: what
+    ``_pair_stats`` counts for the links that leave it, without a shuffle."""
+    placed = {record.source: (record.split, record.label_text) for record, _ in members}
+    stats = dict.fromkeys(_PAIR_STATS, 0)
+    listed = []
+    for record, node in members:
+        for other, *_ in node.neighbours:
+            if other > record.source and other in placed:
+                split, label = placed[other]
+                stats['pairs'] += 1
+                stats['pairs_across_splits'] += split != record.split
+                stats['pairs_across_labels'] += label != record.label_text
+                if label != record.label_text:
+                    listed.append((record.source, record.label_text, record.split, other, label, split))
+    return stats, sorted(listed)[:LISTED_CONFLICT_PAIRS]
+
+
 def _pair_stats(keyed):
-    """One image's links to smaller sources: their counts, and those under another label listed."""
+    """One image's links to smaller sources in other groups: their counts, and those under another label listed."""
     source, messages = keyed
     messages = sorted(messages)
     own = next((heard for heard in messages if heard.own), None)
@@ -153,8 +219,9 @@ def _pair_stats(keyed):
 
 
 class _DescribeGroupFn(beam.DoFn):
-    """A group with its final splits -> its near_duplicates.jsonl rows, its counts ('stats') and each
-    member's split told to the images it is linked to ('pairs', ``_pair_messages``)."""
+    """A group with its final splits -> its near_duplicates.jsonl rows, its counts ('stats': its links
+    among its own members counted here) and, for the links cut from it, each member's split told to the
+    images it is linked to in other groups ('pairs', ``_pair_messages``)."""
 
     def __init__(self, weights, together):
         self._weights = weights
@@ -176,6 +243,10 @@ class _DescribeGroupFn(beam.DoFn):
         self.moved.inc(moved)
         for message in _pair_messages(group):
             yield beam.pvalue.TaggedOutput('pairs', message)
+        within, listed = _pairs_within(members)
+        yield beam.pvalue.TaggedOutput('stats', (None, Stat(_STATS, within)))
+        if listed:
+            yield beam.pvalue.TaggedOutput('stats', (None, Stat(_CONFLICT_PAIRS, listed)))
         yield beam.pvalue.TaggedOutput('stats', (None, Stat(_STATS, dict(
             groups=1, images=len(members), images_moved=moved, label_conflicts=0, largest_group=len(members),
             links_cut=cut))))  # each cut link counted at both ends: halved in _describe
@@ -321,18 +392,24 @@ class NearDuplicates(beam.PTransform):
 
     def _groups(self, records, threshold):
         """(singletons, groups (name, [Member]), rejected, [their stats]) before dealing."""
+        quarantine = self._mode == GROUP and self._conflicts == QUARANTINE
         nodes = records | 'FindGroups' >> FindGroups(threshold, storage=self._storage)
-        joined = ((records | 'KeyBySource' >> beam.Map(lambda r: (r.source, r)), nodes)
-                  | 'RecordsAndNodes' >> beam.Flatten()
-                  | 'JoinGroups' >> beam.GroupByKey())
-        conflicts = beam.pvalue.AsDict(joined
-                                       | 'TellLabels' >> beam.FlatMap(_label_messages)
+        keyed = nodes | 'KeyByGroup' >> beam.FlatMap(_by_group).with_outputs(_NAMES, main='nodes')
+        # Nothing goes to REJECTED from here: the empty collection keep and report return.
+        routed = records | 'Route' >> beam.FlatMap(_route, beam.pvalue.AsDict(keyed[_NAMES])).with_outputs(
+            MEMBERS, REJECTED, main='singletons')
+        met = ((routed[MEMBERS], keyed.nodes)
+               | 'RecordsAndNodes' >> beam.Flatten()
+               | 'GroupMembers' >> beam.GroupByKey()
+               | 'Members' >> beam.ParDo(_MembersFn(quarantine)).with_outputs('labels', main='groups'))
+        if not quarantine:  # only quarantine asks who is linked across labels (keep counts the pairs: _pairs_within)
+            return routed.singletons, met.groups, routed[REJECTED], []
+        conflicts = beam.pvalue.AsDict(met.labels
                                        | 'HearLabels' >> beam.GroupByKey()
                                        | 'LabelConflicts' >> beam.FlatMap(_conflict))
-        sorted_out = joined | 'SortOut' >> beam.ParDo(_SortOutFn(self._mode == GROUP and self._conflicts == QUARANTINE), conflicts).with_outputs(
-            MEMBERS, REJECTED, 'stats', main='singletons')
-        return (sorted_out.singletons, sorted_out[MEMBERS] | 'GroupMembers' >> beam.GroupByKey(), sorted_out[REJECTED],
-                [sorted_out.stats])
+        kept = met.groups | 'Quarantine' >> beam.ParDo(_QuarantineFn(), conflicts).with_outputs(
+            REJECTED, 'stats', main='groups')
+        return routed.singletons, kept.groups, kept[REJECTED], [kept.stats]
 
     def expand(self, records):
         pipeline, weights = records.pipeline, self._weights

@@ -63,14 +63,48 @@ MAX_GAIN = 1.25          # the brightness gain allowed for flat pictures (a 20% 
 ALGORITHM = f'ncc-grey{SIDE}-zoom{len(ZOOMS)}-strip{DROPPED_ROWS}+local{BLOCK}-of-range+chroma{CELLS}+flat-cell/4'
 
 
+class Colour:
+    """Where a picture's colour cells come from, cut only when a pair gets that far (``_cells``: most
+    candidates are refused on the grey): its small RGB image, or the JPEG it was decoded from, decoded again
+    when first asked (the same pixels: the decoder is deterministic). A picture kept for later candidates
+    then holds its JPEG (a few kB) instead of the image (38 kB at 112 pixels), so twice as many fit."""
+    __slots__ = ('_rgb', '_jpeg', '_cells')
+
+    def __init__(self, rgb: Image.Image | None = None, jpeg: bytes | None = None):
+        self._rgb = rgb
+        self._jpeg = jpeg
+        self._cells: dict[int, np.ndarray] = {}
+
+    def rgb(self) -> Image.Image:
+        """The small RGB image the cells are cut from (at least _DECODED a side)."""
+        if self._rgb is None:
+            if self._jpeg is None:
+                raise ValueError('a Colour needs an image or the JPEG it is decoded from')
+            self._rgb = _decoded(self._jpeg)
+        return self._rgb
+
+    def cells(self, zoom: int) -> np.ndarray:
+        """CELLS x CELLS x 3 colour cells (box averages, levels) at ZOOMS[zoom], cut once."""
+        if zoom not in self._cells:
+            rgb = self.rgb()
+            self._cells[zoom] = np.asarray(rgb.resize((CELLS, CELLS), Image.Resampling.BOX,
+                                                      box=_box(rgb.size, ZOOMS[zoom])), dtype=np.float32)
+        return self._cells[zoom]
+
+    @property
+    def jpeg(self) -> bytes | None:
+        """The JPEG the picture was made from (``from_jpeg``), else None."""
+        return self._jpeg
+
+
 class Picture(typing.NamedTuple):
     """What the check keeps of one image: its grey at each zoom, standardised, with its rows' sums (so that a
-    pair's correlations over any rows cost one product), and the small colour image its colour cells are
-    cut from when a pair gets that far (``_cells``: most candidates are refused on the grey)."""
+    pair's correlations over any rows cost one product), and where its colour cells are cut from when a
+    pair gets that far (``_cells``)."""
     grey: np.ndarray         # len(ZOOMS) x SIDE x SIDE, float32, each zoom standardised (mean 0, sd 1)
     row_sums: np.ndarray     # len(ZOOMS) x SIDE: each row's sum of ``grey``
     row_squares: np.ndarray  # len(ZOOMS) x SIDE: each row's sum of squares
-    rgb: Image.Image         # the decoded image, small (at least _DECODED a side)
+    colour: Colour           # the colour cells, cut when first asked
     flat: bool               # grey standard deviation under FLAT_STD levels
 
 
@@ -81,30 +115,43 @@ def _box(size: tuple[int, int], zoom: float) -> tuple[float, float, float, float
     return (width - w) / 2, (height - h) / 2, (width + w) / 2, (height + h) / 2
 
 
-def from_image(image: Image.Image) -> Picture:
-    """A Picture of a Pillow image (any mode)."""
-    rgb = image if image.mode == 'RGB' else image.convert('RGB')
+def _rgb(image: Image.Image) -> Image.Image:
+    return image if image.mode == 'RGB' else image.convert('RGB')
+
+
+def _decoded(data: bytes) -> Image.Image:
+    """JPEG (or any Pillow format's) bytes decoded small, RGB: Pillow's draft lets the JPEG decoder scale down
+    as it decodes, the whole of the check's decoding cost."""
+    image = Image.open(io.BytesIO(data))
+    image.draft('RGB', (_DECODED, _DECODED))
+    return _rgb(image)
+
+
+def _picture(rgb: Image.Image, colour: Colour) -> Picture:
     grey_image = rgb.convert('L')
-    grey = np.stack([np.asarray(grey_image.resize((SIDE, SIDE), Image.Resampling.BOX, box=_box(rgb.size, zoom)),
-                                dtype=np.float32) for zoom in ZOOMS])
+    grey = np.stack([np.asarray(grey_image.resize((SIDE, SIDE), Image.Resampling.BOX, box=_box(rgb.size, zoom)))
+                     for zoom in ZOOMS]).astype(np.float32)
     flat = bool(grey[0].std() < FLAT_STD)
     centred = grey - grey.mean(axis=(1, 2), keepdims=True)
     grey = centred / np.maximum(np.sqrt((centred ** 2).mean(axis=(1, 2), keepdims=True)), 1e-3)
-    return Picture(grey, grey.sum(axis=2), (grey ** 2).sum(axis=2), rgb, flat)
+    return Picture(grey, grey.sum(axis=2), (grey ** 2).sum(axis=2), colour, flat)
+
+
+def from_image(image: Image.Image) -> Picture:
+    """A Picture of a Pillow image (any mode)."""
+    rgb = _rgb(image)
+    return _picture(rgb, Colour(rgb=rgb))
 
 
 def _cells(picture: Picture, zoom: int) -> np.ndarray:
     """The picture's CELLS x CELLS x 3 colour cells (box averages, levels) at ZOOMS[zoom]."""
-    box = _box(picture.rgb.size, ZOOMS[zoom])
-    return np.asarray(picture.rgb.resize((CELLS, CELLS), Image.Resampling.BOX, box=box), dtype=np.float32)
+    return picture.colour.cells(zoom)
 
 
 def from_jpeg(data: bytes) -> Picture:
-    """A Picture of JPEG (or any Pillow format's) bytes, decoded small: Pillow's draft lets the JPEG decoder
-    scale down as it decodes, the whole of the check's decoding cost."""
-    image = Image.open(io.BytesIO(data))
-    image.draft('RGB', (_DECODED, _DECODED))
-    return from_image(image)
+    """A Picture of JPEG (or any Pillow format's) bytes, decoded small (``_decoded``); it keeps the bytes, not
+    the image, for its colour cells (``Colour``)."""
+    return _picture(_decoded(data), Colour(jpeg=data))
 
 
 # The alignments compared: a at zoom 1 against b at each zoom, then a at each other zoom against b at zoom 1.
