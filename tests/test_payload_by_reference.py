@@ -13,7 +13,7 @@ from imgrec.storage import frames
 from imgrec.storage import storage
 from imgrec.storage.spill import SpillFile
 from tests.conftest import build, listing
-from tests.contract_checks import check_index, load_version
+from tests.contract_checks import check_index, check_version, load_version
 from imgrec.transforms import write
 from imgrec.transforms.elements import RecordRef
 
@@ -130,3 +130,19 @@ def test_a_failed_build_leaves_its_spill_files_out_of_every_version(sample_image
     # The next build of that version is not refused: it was never published (--force: nothing changed).
     build(sample_images, tmp_path / 'out', '--version', 'v2', '--force')
     assert (tmp_path / 'out' / layout.LATEST).read_text() == 'v2\n'
+
+
+def test_shards_and_index_parts_no_record_reaches_are_written_empty():
+    assert write._empty_shards(None, {'train': 3, 'validation': 2}, [('train', 1), ['validation', 0]]) == [
+        (('train', 0), []), (('train', 2), []), (('validation', 1), [])]
+    from imgrec.transforms.write_index import _empty_parts  # pylint: disable=import-outside-toplevel
+    written = [{'file': layout.index_file_name(1, 3), 'rows': 5}]
+    assert _empty_parts(None, 3, written) == [(0, []), (2, [])]
+
+
+def test_more_shards_than_records_are_all_written(sample_images, tmp_path):
+    output = build(sample_images, tmp_path / 'out', '--num_shards', 'train=70,validation=30')
+    document, by_split = check_version(output, sample_images)
+    for split, info in document['splits'].items():
+        assert info['num_shards'] == len(info['shards']) > len(by_split[split])
+        assert sum(shard['records'] == 0 for shard in info['shards']) == info['num_shards'] - len(by_split[split])
