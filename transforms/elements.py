@@ -97,9 +97,9 @@ def _is_lower_hex(text):
     return all(char in '0123456789abcdef' for char in text)
 
 
-def _record_ref(*fields):
+def _record_ref(*packed):
     """The RecordRef of ``_packed`` fields."""
-    fields = list(fields)
+    fields = list(packed)
     if isinstance(fields[1], bytes):
         fields[1] = fields[1].decode('utf-8') + fields[0]
     if isinstance(fields[5], bytes):
