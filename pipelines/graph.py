@@ -10,7 +10,10 @@ shard dealing. Decoding also hashes each image (a perceptual hash), and
 ``NearDuplicates`` keeps each group of near-duplicates in one split before the shards are dealt
 (``imgrec.transforms.near_duplicates``).
 """
+import collections
+
 import apache_beam as beam
+from apache_beam.transforms.window import GlobalWindows
 
 from imgrec.contract import counters, layout
 from imgrec.storage.latest import Latest
@@ -45,8 +48,35 @@ def _image_ref(record):
                     record.mtime_ns, record.generation, record.ctime_ns, record.inode)
 
 
-def _tally(kind):
-    return beam.Map(lambda _: (Tally(kind), 1))
+class _TallyPerBundleFn(beam.DoFn):
+    """Elements -> (Tally, count) pairs, summed in each bundle and given once at its end: pairs an image would
+    be written out and read back whole through the Flatten before the sum (Beam's local runner materialises a
+    Flatten of several inputs), and each worker keeps the buffer of each stage's largest output.
+    ``tallies_of``: an element -> the (Tally, count) pairs it adds."""
+
+    def __init__(self, tallies_of):
+        self._tallies_of = tallies_of
+        self._counts = collections.Counter()
+
+    def start_bundle(self):
+        self._counts = collections.Counter()
+
+    def process(self, element):
+        for tally, count in self._tallies_of(element):
+            self._counts[tally] += count
+
+    def finish_bundle(self):
+        counts, self._counts = self._counts, collections.Counter()
+        for tally, count in counts.items():
+            yield GlobalWindows.windowed_value((tally, count))
+
+
+def _tally(tallies_of):
+    return beam.ParDo(_TallyPerBundleFn(tallies_of))
+
+
+def _one(kind):
+    return lambda _: ((Tally(kind), 1),)
 
 
 def build_pipeline(pipeline, config, facts):
@@ -118,13 +148,14 @@ def build_pipeline(pipeline, config, facts):
     # the moves of the dealing), and the decoded, upscaled and ignored ones. A full build decodes every
     # image listed: one step tells both.
     decodes_all = decode_inputs[0] is images
-    tallies = ((images | 'SplitOf' >> beam.FlatMap(
-                    lambda ref: [(Tally(LISTED, ref.split), 1), (Tally(DECODED), 1)] if decodes_all
-                    else [(Tally(LISTED, ref.split), 1)]), near[MOVES],
-                *[inputs | f'Decoded{i}' >> _tally(DECODED) for i, inputs in enumerate(decode_inputs)
+    tallies = ((images | 'SplitOf' >> _tally(
+                    lambda ref: ((Tally(LISTED, ref.split), 1), (Tally(DECODED), 1)) if decodes_all
+                    else ((Tally(LISTED, ref.split), 1),)),
+                near[MOVES] | 'Moves' >> _tally(lambda move: (move,)),
+                *[inputs | f'Decoded{i}' >> _tally(_one(DECODED)) for i, inputs in enumerate(decode_inputs)
                   if inputs is not images],
-                kept | 'Upscaled' >> beam.FlatMap(lambda record: [(Tally(UPSCALED), 1)] if record.upscaled else []),
-                listed['ignored'] | 'Ignored' >> _tally(IGNORED))
+                kept | 'Upscaled' >> _tally(lambda record: ((Tally(UPSCALED), 1),) if record.upscaled else ()),
+                listed['ignored'] | 'Ignored' >> _tally(_one(IGNORED)))
                | 'AllTallies' >> beam.Flatten()
                | 'Tally' >> beam.CombinePerKey(sum))
     return written['stats'] | counters.PUBLISH >> Publish(PublishInputs(

@@ -13,7 +13,7 @@ from imgrec.storage import frames
 from imgrec.storage import storage
 from imgrec.storage.spill import SpillFile
 from tests.conftest import build, listing
-from tests.contract_checks import check_index, load_version
+from tests.contract_checks import check_index, check_version, load_version
 from imgrec.transforms import write
 from imgrec.transforms.elements import RecordRef
 
@@ -130,3 +130,42 @@ def test_a_failed_build_leaves_its_spill_files_out_of_every_version(sample_image
     # The next build of that version is not refused: it was never published (--force: nothing changed).
     build(sample_images, tmp_path / 'out', '--version', 'v2', '--force')
     assert (tmp_path / 'out' / layout.LATEST).read_text() == 'v2\n'
+
+
+def test_a_record_crosses_beam_and_pickle_unchanged():
+    from apache_beam.coders import coders  # pylint: disable=import-outside-toplevel
+    import copy  # pylint: disable=import-outside-toplevel
+    import pickle  # pylint: disable=import-outside-toplevel
+    record = RecordRef(source='cats/001.jpg', path='/in/cats/001.jpg', label_text='cats', split='train', label=1,
+                       sha256='0f' * 32, source_size=1534, mtime_ns=1733450000123456789, generation=None,
+                       decisions=('format=PNG', 'mode=P'), payload_file='/out/spill/a.tfrecord', payload_offset=12,
+                       payload_length=1500, perceptual_hash='0123456789abcdef', source_width=48, source_height=40,
+                       upscaled=False, ctime_ns=1733450000123456790, inode=1234567)
+    # Packed where it can be (a path ending in its source, a lowercase hex sha256 and hash), as given where not.
+    variants = [record, record._replace(perceptual_hash=None), record._replace(perceptual_hash='000000000000000a'),
+                record._replace(path='gs://bucket/elsewhere.jpg', sha256='0F' * 32, generation=7),
+                record._replace(source='', path=''), record._replace(path='cats/001.jpg'),
+                record._replace(sha256='abc', perceptual_hash='XYZ', payload_file=None, published_split='train'),
+                record._replace(source='chats/été.jpg', path='/in/chats/été.jpg')]
+    coder = coders.FastPrimitivesCoder()
+    for variant in variants:
+        for back in (coder.decode(coder.encode(variant)), pickle.loads(pickle.dumps(variant)),
+                     copy.deepcopy(variant)):
+            assert back == variant and type(back) is RecordRef
+            assert [type(value) for value in back] == [type(value) for value in variant]
+
+
+def test_shards_and_index_parts_no_record_reaches_are_written_empty():
+    assert write._empty_shards(None, {'train': 3, 'validation': 2}, [('train', 1), ['validation', 0]]) == [
+        (('train', 0), []), (('train', 2), []), (('validation', 1), [])]
+    from imgrec.transforms.write_index import _empty_parts  # pylint: disable=import-outside-toplevel
+    written = [{'file': layout.index_file_name(1, 3), 'rows': 5}]
+    assert _empty_parts(None, 3, written) == [(0, []), (2, [])]
+
+
+def test_more_shards_than_records_are_all_written(sample_images, tmp_path):
+    output = build(sample_images, tmp_path / 'out', '--num_shards', 'train=70,validation=30')
+    document, by_split = check_version(output, sample_images)
+    for split, info in document['splits'].items():
+        assert info['num_shards'] == len(info['shards']) > len(by_split[split])
+        assert sum(shard['records'] == 0 for shard in info['shards']) == info['num_shards'] - len(by_split[split])

@@ -183,14 +183,33 @@ class WriteShards(beam.PTransform):
         self._array_record = array_record
         self._reuse_check = reuse_check
 
+    def _writer(self):
+        return _WriteShardFn(self._version_dir, self._storage, self._array_record, self._reuse_check)
+
     def expand(self, assigned):
-        slots = self._shard_counts | 'AllShardSlots' >> beam.FlatMap(
-            lambda counts: [((split, index), None) for split, n in counts.items() for index in range(n)])
-        results = ((assigned, slots)
-                   | 'WithEmptyShards' >> beam.Flatten()
+        shard_counts = beam.pvalue.AsSingleton(self._shard_counts)
+        # The records go straight to their shard's group: a Flatten with the empty shards' keys would be
+        # written out and read back whole by Beam's local runner (one more pass of every record), and each
+        # worker keeps the buffer of each stage's last output.
+        results = (assigned
                    | 'GroupByShard' >> beam.GroupByKey()
-                   | 'Write' >> beam.ParDo(_WriteShardFn(self._version_dir, self._storage, self._array_record,
-                                                         self._reuse_check),
-                                           beam.pvalue.AsSingleton(self._shard_counts), self._unchanged).with_outputs(
+                   | 'Write' >> beam.ParDo(self._writer(), shard_counts, self._unchanged).with_outputs(
                        INDEX_ROWS, main='stats'))
-        return {'stats': results.stats, INDEX_ROWS: results[INDEX_ROWS]}
+        # Shards that received no record (a split with none, or more shards asked than records): written once
+        # the others are, from the shard counts and the keys of the shards written.
+        written = beam.pvalue.AsList(results.stats | 'ShardsWritten' >> beam.Map(lambda stats: (stats['split'],
+                                                                                                stats['index'])))
+        empty = (assigned.pipeline
+                 | 'Once' >> beam.Impulse()
+                 | 'EmptyShards' >> beam.FlatMap(_empty_shards, shard_counts, written)
+                 | 'WriteEmpty' >> beam.ParDo(self._writer(), shard_counts, self._unchanged).with_outputs(
+                     INDEX_ROWS, main='stats'))
+        stats = (results.stats, empty.stats) | 'AllShards' >> beam.Flatten()
+        return {'stats': stats, INDEX_ROWS: results[INDEX_ROWS]}
+
+
+def _empty_shards(_, shard_counts, written):
+    """((split, index), []) for every shard of ``shard_counts`` ({split: count}) not in ``written``."""
+    written = set(map(tuple, written))
+    return [((split, index), []) for split, count in sorted(shard_counts.items()) for index in range(count)
+            if (split, index) not in written]

@@ -61,11 +61,20 @@ class WriteIndex(beam.PTransform):
             | 'CountRows' >> beam.CombineGlobally(sum).without_defaults()
             | 'Parts' >> beam.Map(I.num_parts),
             default_value=I.num_parts(0))
-        slots = (shard_rows.pipeline
+        # The rows go straight to their part's group (a Flatten with the empty parts' keys would be written out
+        # and read back whole by Beam's local runner); the parts no row reached are written empty after.
+        written = (shard_rows
+                   | 'KeyByPart' >> beam.FlatMap(_by_part, parts)
+                   | 'GroupByPart' >> beam.GroupByKey()
+                   | 'WritePart' >> beam.Map(_write_part, version_dir, parts, storage))
+        empty = (shard_rows.pipeline
                  | 'One' >> beam.Impulse()
-                 | 'AllParts' >> beam.FlatMap(lambda _, n: [(part, []) for part in range(n)], parts))
-        keyed = shard_rows | 'KeyByPart' >> beam.FlatMap(_by_part, parts)
-        return ((keyed, slots)
-                | 'WithEmptyParts' >> beam.Flatten()
-                | 'GroupByPart' >> beam.GroupByKey()
-                | 'WritePart' >> beam.Map(_write_part, version_dir, parts, storage))
+                 | 'EmptyParts' >> beam.FlatMap(_empty_parts, parts, beam.pvalue.AsList(written))
+                 | 'WriteEmpty' >> beam.Map(_write_part, version_dir, parts, storage))
+        return (written, empty) | 'AllParts' >> beam.Flatten()
+
+
+def _empty_parts(_, parts, written):
+    """(part, []) for each of the ``parts`` that no part written (``written``: their {'file', 'rows'}) is."""
+    files = {part['file'] for part in written}
+    return [(part, []) for part in range(parts) if layout.index_file_name(part, parts) not in files]
