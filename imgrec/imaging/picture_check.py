@@ -91,11 +91,6 @@ class Colour:
                                                       box=_box(rgb.size, ZOOMS[zoom])), dtype=np.float32)
         return self._cells[zoom]
 
-    @property
-    def jpeg(self) -> bytes | None:
-        """The JPEG the picture was made from (``from_jpeg``), else None."""
-        return self._jpeg
-
 
 class Picture(typing.NamedTuple):
     """What the check keeps of one image: its grey at each zoom, standardised, with its rows' sums (so that a
