@@ -33,7 +33,7 @@ class EncodedImage(typing.NamedTuple):
     width: int
     source_bytes: int = 0  # size of the source file
     decisions: tuple = ()  # what decoding did, e.g. ('format=PNG', 'mode=P', 'alpha_composited')
-    perceptual_hash: str | None = None  # 16 hex digits (imgrec.imaging.perceptual_hash); None when not hashed
+    perceptual_hash: str | None = None  # 16 hex digits a hash (imgrec.imaging.perceptual_hash); None when not hashed
     source_width: int | None = None     # of the source, upright (after its EXIF orientation)
     source_height: int | None = None
     upscaled: bool | None = None        # the source was enlarged to reach the target size
@@ -59,7 +59,7 @@ class RecordRef(typing.NamedTuple):
     payload_file: str  # None for a previous version's duplicate: no frame until it is decoded
     payload_offset: int
     payload_length: int
-    perceptual_hash: str | None = None  # 16 hex digits; None when not hashed (--near_duplicates off)
+    perceptual_hash: str | None = None  # 16 hex digits a hash; None when not hashed (--near_duplicates off)
     source_width: int | None = None     # of the source, upright
     source_height: int | None = None
     upscaled: bool | None = None        # the source was enlarged to reach the target size
@@ -78,19 +78,23 @@ class RecordRef(typing.NamedTuple):
 
 
 def _packed(record):
-    """The fields of ``record`` with the sha256 as its 32 bytes, the perceptual hash as a number and a path that
+    """The fields of ``record`` with the sha256 and the perceptual hashes as bytes (32 and 16) and a path that
     ends in the source as its prefix (as bytes, to tell it apart): a record crosses the local runner's data
     plane several times, and each worker keeps the buffer of each stage's largest output, so its size is the
     memory the build holds (docs/benchmarks.md, issue 39). Exact: ``_record_ref`` gives the same record back."""
     fields = list(record)
     source, path, sha256, phash = record.source, record.path, record.sha256, record.perceptual_hash
     if isinstance(path, str) and isinstance(source, str) and source and path.endswith(source):
-        fields[1] = path[:-len(source)].encode('utf-8')
+        fields[_PATH] = path[:-len(source)].encode('utf-8')
     if isinstance(sha256, str) and len(sha256) == 64 and _is_lower_hex(sha256):
-        fields[5] = bytes.fromhex(sha256)
-    if isinstance(phash, str) and len(phash) == 16 and _is_lower_hex(phash):
-        fields[13] = int(phash, 16)
+        fields[_SHA256] = bytes.fromhex(sha256)
+    if isinstance(phash, str) and phash and len(phash) % 2 == 0 and _is_lower_hex(phash):
+        fields[_PERCEPTUAL_HASH] = bytes.fromhex(phash)
     return tuple(fields)
+
+
+_SOURCE, _PATH, _SHA256, _PERCEPTUAL_HASH = (RecordRef._fields.index(name)
+                                             for name in ('source', 'path', 'sha256', 'perceptual_hash'))
 
 
 def _is_lower_hex(text):
@@ -100,12 +104,12 @@ def _is_lower_hex(text):
 def _record_ref(*packed):
     """The RecordRef of ``_packed`` fields."""
     fields = list(packed)
-    if isinstance(fields[1], bytes):
-        fields[1] = fields[1].decode('utf-8') + fields[0]
-    if isinstance(fields[5], bytes):
-        fields[5] = fields[5].hex()
-    if isinstance(fields[13], int):
-        fields[13] = f'{fields[13]:016x}'
+    if isinstance(fields[_PATH], bytes):
+        fields[_PATH] = fields[_PATH].decode('utf-8') + fields[_SOURCE]
+    if isinstance(fields[_SHA256], bytes):
+        fields[_SHA256] = fields[_SHA256].hex()
+    if isinstance(fields[_PERCEPTUAL_HASH], bytes):
+        fields[_PERCEPTUAL_HASH] = fields[_PERCEPTUAL_HASH].hex()
     return RecordRef(*fields)
 
 
