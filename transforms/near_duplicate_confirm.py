@@ -144,6 +144,68 @@ class _Kept:
     def __init__(self, jpeg):
         self.jpeg, self.picture, self.decoded = jpeg, None, False
 
+    def picture_or_none(self):
+        """The Picture, decoded the first time (None when it cannot be decoded)."""
+        if not self.decoded:
+            self.decoded = True
+            try:
+                self.picture = picture_check.from_jpeg(self.jpeg)
+            except Exception:  # pylint: disable=broad-except  # an undecodable record confirms nothing
+                self.picture = None
+        return self.picture
+
+
+class _KeptPictures:
+    """The records a worker keeps, up to PICTURES_KEPT, across keys: those no candidate of the current key needs
+    go first (the least recently used first: another key may need them), then the one the key needs last
+    (Belady's rule, from each use's next position: ``_next_uses``)."""
+
+    def __init__(self):
+        self._kept: dict = {}  # source -> _Kept
+        self._spare: collections.OrderedDict = collections.OrderedDict()  # no use left in this key: LRU first
+        self._farthest: list = []  # (-next position, source): the one needed last first (stale entries skipped)
+        self._next_use: dict = {}  # source -> its next position in this key
+
+    def __contains__(self, source):
+        return source in self._kept
+
+    def __getitem__(self, source):
+        return self._kept[source]
+
+    def start_key(self, first_use):
+        """A new key, whose sources' first positions are ``first_use`` ({source: position}): kept ones it needs
+        are needed again."""
+        self._farthest, self._next_use = [], {}
+        for source in [source for source in self._spare if source in first_use]:
+            del self._spare[source]
+            self._needed_at(source, first_use[source])
+
+    def add(self, source, jpeg):
+        self._kept[source] = _Kept(jpeg)
+
+    def used(self, source, following, end):
+        """``source`` was used; its next use is at ``following`` (``end``: none in this key)."""
+        if following < end:
+            self._needed_at(source, following)
+        else:
+            self._next_use.pop(source, None)
+            self._spare[source] = None
+            self._spare.move_to_end(source)
+
+    def shrink(self):
+        """Puts out kept records until PICTURES_KEPT are left."""
+        while len(self._kept) > PICTURES_KEPT:
+            if self._spare:
+                del self._kept[self._spare.popitem(last=False)[0]]
+                continue
+            following, source = heapq.heappop(self._farthest)
+            if self._next_use.get(source) == -following:
+                del self._kept[source], self._next_use[source]
+
+    def _needed_at(self, source, position):
+        self._next_use[source] = position
+        heapq.heappush(self._farthest, (-position, source))
+
 
 class _ConfirmFn(beam.DoFn):
     """Candidates (Located, Located, distance) -> links (source, source, distance, similarity): those whose
@@ -161,8 +223,7 @@ class _ConfirmFn(beam.DoFn):
 
     def setup(self):
         self._reader = None
-        self._kept: dict = {}  # source -> _Kept
-        self._spare: collections.OrderedDict = collections.OrderedDict()  # kept, no use left in this key: LRU first
+        self._kept = _KeptPictures()
 
     def teardown(self):
         if self._reader is not None:
@@ -178,17 +239,6 @@ class _ConfirmFn(beam.DoFn):
         read = self._reader.read([ref for ref in set(frames.values()) if ref[0] is not None], failures=True)
         return {source: _jpeg_or_none(read.get(ref)) for source, ref in frames.items()}
 
-    @staticmethod
-    def _picture(kept):
-        """The Picture of a kept source, decoded the first time (None when it cannot be decoded)."""
-        if not kept.decoded:
-            kept.decoded = True
-            try:
-                kept.picture = picture_check.from_jpeg(kept.jpeg)
-            except Exception:  # pylint: disable=broad-except  # an undecodable record confirms nothing
-                kept.picture = None
-        return kept.picture
-
     def process(self, keyed):
         _, candidates = keyed
         candidates = sorted(candidates)
@@ -199,13 +249,8 @@ class _ConfirmFn(beam.DoFn):
             order = visiting_order(pairs)
             candidates, pairs = [candidates[i] for i in order], [pairs[i] for i in order]
         after, first_use = _next_uses(pairs)
-        kept, spare = self._kept, self._spare
-        farthest: list = []  # (-next position, source): the kept one needed last first (stale entries skipped)
-        next_use: dict = {}  # source -> its next position: the kept ones this key needs
-        for source in [source for source in spare if source in number]:  # kept from another key, needed here
-            del spare[source]
-            next_use[source] = first_use[number[source]]
-            heapq.heappush(farthest, (-next_use[source], source))
+        kept = self._kept
+        kept.start_key({source: first_use[index] for source, index in number.items()})
         del number, first_use
         confirmed = 0
         for start in range(0, len(candidates), PAIRS_AT_ONCE):  # the frames of a slice of candidates read at once
@@ -213,47 +258,32 @@ class _ConfirmFn(beam.DoFn):
             jpegs = self._jpegs_of({place.source: tuple(place.frame) for pair in chunk for place in pair[:2]
                                     if place.source not in kept})
             for position, (first, second, distance) in enumerate(chunk, start):
-                ends = []
                 for place in (first, second):
                     if place.source not in kept:
-                        jpeg = (jpegs[place.source] if place.source in jpegs
-                                else self._jpegs_of({place.source: tuple(place.frame)})[place.source])
-                        kept[place.source] = _Kept(jpeg)
-                    ends.append(kept[place.source])
-                similarity = self._judged(*ends)
+                        kept.add(place.source, jpegs[place.source] if place.source in jpegs
+                                 else self._jpegs_of({place.source: tuple(place.frame)})[place.source])
+                similarity = _judged(kept[first.source], kept[second.source])
                 if similarity is not None:
                     confirmed += 1
                     yield first.source, second.source, distance, similarity
                 for side, source in enumerate((first.source, second.source)):
-                    following = after[2 * position + side]
-                    if following < len(candidates):
-                        next_use[source] = following
-                        heapq.heappush(farthest, (-following, source))
-                    else:
-                        next_use.pop(source, None)
-                        spare[source] = None
-                        spare.move_to_end(source)
-                while len(kept) > PICTURES_KEPT:
-                    if spare:
-                        del kept[spare.popitem(last=False)[0]]
-                        continue
-                    following, source = heapq.heappop(farthest)
-                    if next_use.get(source) == -following:
-                        del kept[source], next_use[source]
+                    kept.used(source, after[2 * position + side], len(candidates))
+                kept.shrink()
         self.confirmed.inc(confirmed)
         self.refused.inc(len(candidates) - confirmed)
 
-    def _judged(self, first, second):
-        """The similarity of two kept records whose pictures agree, else None."""
-        if first.jpeg is None or second.jpeg is None:
-            return None
-        if first.jpeg == second.jpeg:  # the same pixels written: the same picture, nothing to decode
-            return 1.0
-        picture_a, picture_b = self._picture(first), self._picture(second)
-        if picture_a is None or picture_b is None:
-            return None
-        same, similarity = picture_check.judge(picture_a, picture_b)
-        return similarity if same else None
+
+def _judged(first, second):
+    """The similarity of two kept records whose pictures agree, else None."""
+    if first.jpeg is None or second.jpeg is None:
+        return None
+    if first.jpeg == second.jpeg:  # the same pixels written: the same picture, nothing to decode
+        return 1.0
+    picture_a, picture_b = first.picture_or_none(), second.picture_or_none()
+    if picture_a is None or picture_b is None:
+        return None
+    same, similarity = picture_check.judge(picture_a, picture_b)
+    return similarity if same else None
 
 
 class ConfirmCandidates(beam.PTransform):
