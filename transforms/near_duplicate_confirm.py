@@ -212,9 +212,8 @@ class _ConfirmFn(beam.DoFn):
     pictures agree (``picture_check.judge``), read by reference, ``PAIRS_AT_ONCE`` candidates' frames in one
     coalesced read; two records whose JPEGs are the same bytes (pixel-identical sources: the encoder is
     deterministic) are confirmed without decoding. A key's candidates are taken in ``visiting_order`` when
-    their images are more than a worker keeps (``PICTURES_KEPT``), and of the kept pictures those no
-    candidate of the key needs go first (the least recently used first: another key may need them), then
-    the one needed last: each picture is decoded about once. Counts the candidates confirmed and refused."""
+    their images are more than a worker keeps (``PICTURES_KEPT``; which it keeps: ``_KeptPictures``), so each
+    picture is decoded about once. Counts the candidates confirmed and refused."""
 
     def __init__(self, storage=None):
         self._storage = storage
