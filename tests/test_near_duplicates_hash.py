@@ -12,6 +12,7 @@ from imgrec.imaging import image_ops, perceptual_hash as ph, picture_check
 from imgrec.imaging.record_options import RecordOptions
 from imgrec.samples import one_style
 from imgrec.samples.near_duplicates import TRANSFORMS, draw_photo, make_twin, write_corpus
+from imgrec.samples import zoo_flat
 from imgrec.samples.zoo_flat import draw_icon
 from imgrec.transforms.elements import RecordRef
 from imgrec.transforms.near_duplicate_candidates import pairs_in_bucket
@@ -67,6 +68,29 @@ def test_each_bit_is_the_sign_of_one_low_frequency():
     for (row, column), bit in (((1, 1), 63), ((1, 2), 62), ((2, 1), 55), ((8, 8), 0)):
         assert ph.perceptual_hash(_wave(row, column)) >> bit & 1, (row, column)
         assert not ph.perceptual_hash(_wave(row, column, -1)) >> bit & 1, (row, column)
+
+
+def test_a_gradients_re_encoded_copy_keeps_its_hash():
+    """A smooth gradient has few waves stronger than re-compression noise: their bits are its signs, the rest
+    its colour layout's projections, which a quality-30 copy keeps (the signs alone: about half within)."""
+    within = 0
+    for label in zoo_flat.GRADIENTS:
+        for index in range(6):
+            gradient = zoo_flat.draw_gradient(label, index, 0, 96)
+            within += ph.distance(ph.perceptual_hash(_decoded(gradient, quality=95)),
+                                  ph.perceptual_hash(_decoded(gradient, quality=30))) <= THRESHOLD
+    assert within >= 0.9 * 6 * len(zoo_flat.GRADIENTS)
+
+
+def test_flat_pictures_hash_by_their_colour():
+    """A picture of one colour has no waves: its bits are its mean chroma's, so another colour is far and the
+    same colour brightened is near."""
+    def flat(colour):
+        return ph.perceptual_hash(_decoded(Image.new('RGB', (64, 64), colour)))
+
+    teal = flat((40, 150, 140))
+    assert ph.distance(teal, flat((48, 180, 168))) <= 4  # 20% brighter
+    assert ph.distance(teal, flat((170, 60, 90))) > THRESHOLD
 
 
 def test_scaling_or_shifting_every_pixel_keeps_the_hash():
@@ -165,10 +189,20 @@ def test_a_pair_sharing_several_bands_is_found_once():
 
 
 def test_identical_hashes_are_linked_to_the_first_of_them():
+    """Members whose hashes are all identical (copies of one picture) are linked in a star, not pair by pair."""
     members = [(7, 'c.jpg'), (7, 'a.jpg'), (7, 'b.jpg'), (7 ^ 1, 'd.jpg')]
     links = sorted(pairs_in_bucket(0, members, THRESHOLD))
     assert links == [('a.jpg', 'b.jpg', 0), ('a.jpg', 'c.jpg', 0), ('a.jpg', 'd.jpg', 1)]
     assert list(pairs_in_bucket(1, members, THRESHOLD)) == []  # found again in band 1: kept from band 0 only
+
+
+def test_images_alike_in_one_hash_only_are_compared_pair_by_pair():
+    """Smooth pictures' centres often hash alike while the pictures differ: a star from the first of them
+    would never propose the pair of the other two (a copy and its original)."""
+    far = (1 << THRESHOLD + 1) - 1
+    members = [((0, 5), 'a.jpg'), ((far, 5), 'b.jpg'), ((far << THRESHOLD + 1, 5), 'c.jpg')]
+    assert sorted(pairs_in_bucket(0, members, THRESHOLD, 1)) == [
+        ('a.jpg', 'b.jpg', 0), ('a.jpg', 'c.jpg', 0), ('b.jpg', 'c.jpg', 0)]
 
 
 def test_a_pair_is_found_in_the_first_hash_that_has_it_within_the_threshold():
@@ -300,6 +334,29 @@ def test_the_check_sees_colour_the_hash_cannot():
     for kind in ('brightness', 'caption', 'crop'):
         twin, _, _ = make_twin(photo, kind, random.Random(3))
         assert picture_check.same_picture(picture, picture_check.from_image(twin)), kind
+
+
+def _written(image):
+    """``image`` saved as the build writes it (JPEG, 64 pixels), as a Picture."""
+    out = io.BytesIO()
+    image.resize((64, 64), Image.Resampling.LANCZOS).save(out, 'JPEG', quality=95)
+    return picture_check.from_jpeg(out.getvalue())
+
+
+def test_a_plain_picture_is_not_a_fine_pattern_of_its_colour():
+    """Stripes two pixels wide at the check's size have the colour cells of a plain picture of their mean
+    colour; their spread tells them apart. The plain picture's brightened and captioned copies still match."""
+    plain = Image.new('RGB', (64, 64), (120, 70, 140))
+    stripes = np.zeros((64, 64, 3), dtype=np.uint8) + np.array([120, 70, 140], dtype=np.uint8)
+    stripes[(np.arange(64) // 2 % 2 == 0)] += 30
+    stripes[(np.arange(64) // 2 % 2 == 1)] -= 30
+    barred = plain.copy()
+    ImageDraw.Draw(barred).rectangle((0, 57, 63, 63), fill=(20, 20, 20))  # a caption bar
+    picture = _written(plain)
+    assert picture.flat and not _written(Image.fromarray(stripes)).flat
+    assert not picture_check.same_picture(picture, _written(Image.fromarray(stripes)))
+    assert picture_check.same_picture(picture, _written(Image.new('RGB', (64, 64), (138, 80, 161))))
+    assert picture_check.same_picture(picture, _written(barred))
 
 
 def _icon_picture(kind, quality=95):

@@ -88,16 +88,18 @@ def pairs_in_bucket(band, members, threshold, index=0):
     one int a hash, or one int for the first hash alone."""
     earlier = _earlier_bands(threshold)[band]
     members = sorted(((_hashes(values), source) for values, source in members), key=lambda member: member[1])
-    first_of: dict[int, tuple] = {}
+    first_of: dict[tuple, tuple] = {}
     distinct = []
 
     def found_before(a, b):
         return any(ph.distance(x, y) <= threshold for x, y in zip(a[:index], b[:index]))
 
     for values, source in members:
-        first = first_of.setdefault(values[index], (values, source))
+        first = first_of.setdefault(values, (values, source))
         if first[1] != source:
-            # identical hashes share every band: a candidate of the first of them, once
+            # members with all their hashes identical (copies of one picture, as a rule) share every band: a
+            # candidate of the first of them, once; one hash alike is not enough (smooth pictures' centres
+            # often hash alike), so those are compared pair by pair
             if band == 0 and not found_before(first[0], values):
                 yield first[1], source, ph.nearest_distance(first[0], values)
         else:

@@ -24,6 +24,9 @@ Flat pictures (little grey structure) have no shape to correlate: they must agre
 cells, in levels, once a brightness gain is taken out, on average (``MAX_FLAT_LEVELS``) and in every cell
 (``MAX_FLAT_CELL``: a small icon on a plain ground is one or two cells), and in colour, the row of cells
 that disagrees most left out if it disagrees as a bar does (a caption or watermark on a plain picture).
+A pair is judged as flat only if neither picture has more than ``MAX_FLAT_SPREAD`` levels of spread once
+the strip of rows that disagrees most is left out: fine stripes or dots a cell wide have the colour cells
+of a plain picture of their mean colour, but not its spread.
 
 Read by reference: a ``Picture`` is made from the JPEG the build wrote (``from_jpeg``), decoded with
 Pillow's ``draft`` (the JPEG decoder scales by 1/2 to 1/8 as it decodes), so a candidate costs a ranged
@@ -59,8 +62,10 @@ FLAT_STD = 4.0           # grey standard deviation (levels) under which a pictur
 MAX_FLAT_LEVELS = 8.0    # flat pictures: mean absolute difference of the colour cells, in levels, after a gain
 MAX_FLAT_CELL = 18.0     # flat pictures: the most one colour cell may differ, in levels (another small icon)
 MAX_GAIN = 1.25          # the brightness gain allowed for flat pictures (a 20% brightening; 1/1.25 darkening)
+MAX_FLAT_SPREAD = 7.0    # a flat pair: each picture's grey standard deviation (levels) over the kept rows
 # Recorded in dataset.json (near_duplicates.check): a change of rule or threshold changes the groups.
-ALGORITHM = f'ncc-grey{SIDE}-zoom{len(ZOOMS)}-strip{DROPPED_ROWS}+local{BLOCK}-of-range+chroma{CELLS}+flat-cell/4'
+ALGORITHM = (f'ncc-grey{SIDE}-zoom{len(ZOOMS)}-strip{DROPPED_ROWS}+local{BLOCK}-of-range+chroma{CELLS}'
+             '+flat-cell-spread/5')
 
 
 class Colour:
@@ -100,7 +105,12 @@ class Picture(typing.NamedTuple):
     row_sums: np.ndarray     # len(ZOOMS) x SIDE: each row's sum of ``grey``
     row_squares: np.ndarray  # len(ZOOMS) x SIDE: each row's sum of squares
     colour: Colour           # the colour cells, cut when first asked
-    flat: bool               # grey standard deviation under FLAT_STD levels
+    spread: float            # grey standard deviation, levels (at zoom 1)
+
+    @property
+    def flat(self) -> bool:
+        """Whether the picture has too little grey structure to correlate (under FLAT_STD levels)."""
+        return self.spread < FLAT_STD
 
 
 def _box(size: tuple[int, int], zoom: float) -> tuple[float, float, float, float]:
@@ -126,10 +136,10 @@ def _picture(rgb: Image.Image, colour: Colour) -> Picture:
     grey_image = rgb.convert('L')
     grey = np.stack([np.asarray(grey_image.resize((SIDE, SIDE), Image.Resampling.BOX, box=_box(rgb.size, zoom)))
                      for zoom in ZOOMS]).astype(np.float32)
-    flat = bool(grey[0].std() < FLAT_STD)
+    spread = float(grey[0].std())
     centred = grey - grey.mean(axis=(1, 2), keepdims=True)
     grey = centred / np.maximum(np.sqrt((centred ** 2).mean(axis=(1, 2), keepdims=True)), 1e-3)
-    return Picture(grey, grey.sum(axis=2), (grey ** 2).sum(axis=2), colour, flat)
+    return Picture(grey, grey.sum(axis=2), (grey ** 2).sum(axis=2), colour, spread)
 
 
 def from_image(image: Image.Image) -> Picture:
@@ -240,25 +250,40 @@ def _without_strip(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return a[keep].reshape(-1, 3), b[keep].reshape(-1, 3)
 
 
-def compare(a: Picture, b: Picture) -> tuple[float, float, float]:
-    """(grey correlation, local difference, chroma difference) of two pictures at their best alignment: what
-    ``same_picture`` judges; the chroma is NaN (not measured) when the grey already refuses the pair. Flat
-    pictures, which have no shape to correlate: (1 - mean levels / 255, the largest cell's levels, chroma
-    difference) of their colour cells (``_flat_levels``), a bar's row left out (``_without_strip``)."""
-    if a.flat or b.flat:
+def _kept_spread(picture: Picture, rows: np.ndarray) -> float:
+    """The picture's grey standard deviation (levels, zoom 1) over ``rows`` (a mask), from its rows' sums."""
+    pixels = float(rows.sum() * SIDE)
+    mean = picture.row_sums[0][rows].sum() / pixels
+    variance = picture.row_squares[0][rows].sum() / pixels - mean ** 2
+    return picture.spread * float(np.sqrt(max(variance, 0.0)))
+
+
+def _measured(a: Picture, b: Picture) -> tuple[bool, float, float, float]:
+    """(judged as flat, ``compare``'s three numbers): a pair with a flat picture is judged as flat if neither
+    has more than MAX_FLAT_SPREAD levels of spread outside the strip that disagrees most (at zoom 1)."""
+    correlation, keep = _kept_correlation(a, b)
+    if (a.flat or b.flat) and max(_kept_spread(a, keep[0]), _kept_spread(b, keep[0])) <= MAX_FLAT_SPREAD:
         first, second = _without_strip(_cells(a, 0), _cells(b, 0))
         levels = _flat_levels(first, second)
-        return 1.0 - float(levels.mean()) / 255.0, float(levels.max()), _chroma_difference(first, second)
-    correlation, keep = _kept_correlation(a, b)
+        return True, 1.0 - float(levels.mean()) / 255.0, float(levels.max()), _chroma_difference(first, second)
     best = int(np.argmax(correlation))
     za, zb = int(_ZOOM_A[best]), int(_ZOOM_B[best])
     local = _local_difference(a.grey[za], b.grey[zb], keep[best])
     if correlation[best] < MIN_CORRELATION or local > MAX_LOCAL:  # refused on the grey: no colour needed
-        return float(correlation[best]), local, float('nan')
+        return False, float(correlation[best]), local, float('nan')
     kept = keep[best].reshape(CELLS, SIDE // CELLS).all(axis=1)  # colour rows free of dropped grey rows
     cells_a, cells_b = _cells(a, za)[kept].reshape(-1, 3), _cells(b, zb)[kept].reshape(-1, 3)
     chroma = _chroma_difference(cells_a, cells_b) if len(cells_a) else 0.0
-    return float(correlation[best]), local, chroma
+    return False, float(correlation[best]), local, chroma
+
+
+def compare(a: Picture, b: Picture) -> tuple[float, float, float]:
+    """(grey correlation, local difference, chroma difference) of two pictures at their best alignment: what
+    ``same_picture`` judges; the chroma is NaN (not measured) when the grey already refuses the pair. Flat
+    pairs (``_measured``), which have no shape to correlate: (1 - mean levels / 255, the largest cell's
+    levels, chroma difference) of their colour cells (``_flat_levels``), a bar's row left out
+    (``_without_strip``)."""
+    return _measured(a, b)[1:]
 
 
 def same_picture(a: Picture, b: Picture) -> bool:
@@ -270,8 +295,8 @@ def same_picture(a: Picture, b: Picture) -> bool:
 
 def judge(a: Picture, b: Picture) -> tuple[bool, float]:
     """(``same_picture``, ``similarity``) of a pair from one comparison."""
-    correlation, local, chroma = compare(a, b)
-    if a.flat or b.flat:
+    flat, correlation, local, chroma = _measured(a, b)
+    if flat:
         same = ((1.0 - correlation) * 255.0 <= MAX_FLAT_LEVELS and local <= MAX_FLAT_CELL
                 and chroma <= MAX_CHROMA)
     else:
