@@ -36,8 +36,8 @@ one band (pigeonhole), so comparing only the hashes that share a band's value fi
 the threshold.
 
 A candidate is only a near-duplicate if the images' own pixels agree (``imgrec.imaging.picture_check``,
-read by reference from the records as written): the hash keeps the signs of the grey layout's lowest
-waves and nothing else, so on a plain background with one small subject it sees "a blob about here",
+read by reference from the records as written): the hash keeps the coarse layout of the lowest waves and
+nothing else, so on a plain background with one small subject it sees "a blob about here",
 whatever the blob is. Candidates are cheap; decisions are made on the pictures.
 """
 import functools
@@ -54,7 +54,7 @@ CENTRE_MARGIN = 0.15
 # Grey pixels a side the DCT sees, and the frequencies a side kept (after dropping the constant ones).
 SIZE = 32
 KEPT = 8
-# A wave whose coefficient is at most this is noise, its bit projected (``_projected_bits``). The coefficients
+# A wave whose coefficient is at most this is noise, its bit projected (``_hash_of``). The coefficients
 # are unnormalised: a wave of amplitude A grey levels on the 32x32 grid gives 256 A, so this is A = 1/4.
 WEAK = 64.0
 # The mean chroma's weight among the waves projected: a mean 16 levels off grey weighs as a wave of one level.
@@ -80,7 +80,7 @@ CHANCE_PAIRS_PER_IMAGE = 0.05
 CHANCE_CHECKS = 5_000
 _HEX_DIGITS = BITS // 4
 # An image is first shrunk by a whole factor (``Image.reduce``: one fast pass of box averages) while
-# its short side stays at least this long; the 32x32 grid averages many pixels either way.
+# its short side stays at least this long: each cell of the colour grid (``_GRID``) still averages a pixel or more.
 _REDUCED_SIDE = 2 * SIZE
 
 
@@ -164,8 +164,8 @@ def perceptual_hash(image):
 def perceptual_hashes(image):
     """The image's HASHES hashes: (whole, centre), the centre's CENTRE_MARGIN of each side left out, from one
     colour grid."""
-    ycc = _colour_grid(image)
-    return tuple(_hash_of(ycc, part) for part in range(HASHES))
+    grid = _colour_grid(image)
+    return tuple(_hash_of(grid, part) for part in range(HASHES))
 
 
 def to_hex(values):
