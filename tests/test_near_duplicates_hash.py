@@ -82,6 +82,12 @@ def test_a_gradients_re_encoded_copy_keeps_its_hash():
     assert within >= 0.9 * 6 * len(zoo_flat.GRADIENTS)
 
 
+def test_a_grey_image_hashes_as_its_colour_copy():
+    """A grey image has no chroma to project: its hashes are those of the same pixels in RGB."""
+    grey = _decoded(_photo(3)).convert('L')
+    assert ph.perceptual_hashes(grey) == ph.perceptual_hashes(grey.convert('RGB'))
+
+
 def test_flat_pictures_hash_by_their_colour():
     """A picture of one colour has no waves: its bits are its mean chroma's, so another colour is far and the
     same colour brightened is near."""
