@@ -7,13 +7,17 @@ first record is in one frame file meet on a worker, which reads both frames of e
 coalesced by ``imgrec.storage.frames``), decodes their JPEGs small and compares them. Two records whose
 JPEGs are the same bytes are confirmed without decoding. No thumbnail crosses any shuffle; a key's candidates
 are taken in an order that brings an image's candidates close (``visiting_order``) and each worker keeps up to
-``PICTURES_KEPT`` pictures, those needed soonest, so an image in several candidates is decoded about once.
+``PICTURES_KEPT`` pictures, those needed soonest, so an image in several candidates is decoded about once. Most
+candidates are chance ones whose pictures are nothing alike: a bound of their grey correlation, computed for a
+slice of candidates at once (``correlation_bounds``), refuses them without the rest of the check, which
+``picture_check.judge`` would refuse too.
 """
 import collections
 import heapq
 import typing
 
 import apache_beam as beam
+import numpy as np
 from apache_beam.metrics import Metrics
 
 from imgrec.contract import counters, tfrecord
@@ -29,7 +33,10 @@ from imgrec.transforms.near_duplicate_candidates import Candidate, member_id
 # at once (at most half as many as the pictures kept: a slice's pictures are never put out before their use).
 PICTURES_KEPT = 1024
 PAIRS_AT_ONCE = 256
-
+# Candidates whose correlation bound is computed in one product (a few MB of arrays), and how far under the
+# check's MIN_CORRELATION the bound must be to refuse (it is summed in float64, the check in float32).
+_BOUNDS_AT_ONCE = 32
+_BOUND_MARGIN = 1e-3
 
 
 class Located(typing.NamedTuple):
@@ -135,6 +142,48 @@ def _next_uses(pairs):
             after[2 * position + side] = seen.get(image, len(pairs))
             seen[image] = position
     return after, seen
+
+
+def correlation_bounds(pairs):
+    """For each (Picture, Picture) of ``pairs`` (neither flat): the largest grey correlation of the two over every
+    alignment ``picture_check.compare`` tries and every strip of DROPPED_ROWS rows left out. The check leaves out
+    one strip at its best alignment, so its correlation is never above this bound: a pair whose bound is under
+    MIN_CORRELATION is refused by the check. Two products a pair, the rest for all pairs at once from the
+    pictures' row sums (~15 us a pair against the check's ~80)."""
+    zoom_a, zoom_b = picture_check._ZOOM_A, picture_check._ZOOM_B  # pylint: disable=protected-access
+    zooms, side = len(picture_check.ZOOMS), picture_check.SIDE
+    cross = np.empty((len(pairs), len(zoom_a), side), dtype=np.float32)  # pair x alignment x row: sum of x * y
+    for pair, (first, second) in enumerate(pairs):  # the alignments: first at zoom 1 against second at each, then
+        np.einsum('ij,kij->ki', first.grey[0], second.grey, out=cross[pair, :zooms])  # the reverse
+        np.einsum('kij,ij->ki', first.grey[1:], second.grey[0], out=cross[pair, zooms:])
+    kept = []  # pair x alignment x strip: each sum over the rows kept
+    for rows in (cross, np.stack([first.row_sums for first, _ in pairs])[:, zoom_a],
+                 np.stack([second.row_sums for _, second in pairs])[:, zoom_b],
+                 np.stack([first.row_squares for first, _ in pairs])[:, zoom_a],
+                 np.stack([second.row_squares for _, second in pairs])[:, zoom_b]):
+        running = np.concatenate((np.zeros(rows.shape[:-1] + (1,)), np.cumsum(rows, axis=-1, dtype=np.float64)),
+                                 axis=-1)
+        kept.append(running[..., -1:] - (running[..., picture_check.DROPPED_ROWS:]
+                                         - running[..., :-picture_check.DROPPED_ROWS]))
+    xy, x, y, xx, yy = kept
+    pixels = float((side - picture_check.DROPPED_ROWS) * side)
+    variances = (xx - x ** 2 / pixels) * (yy - y ** 2 / pixels)
+    return ((xy - x * y / pixels) / np.sqrt(np.maximum(variances, 1e-12))).max(axis=(1, 2))
+
+
+def _refused_by_bound(pictures):
+    """The positions in ``pictures`` ((Picture or None, Picture or None) a candidate) of the candidates whose
+    correlation bound (``correlation_bounds``) refuses them; flat pictures (compared on their colour) and
+    missing ones are left to the check."""
+    judged = [position for position, (a, b) in enumerate(pictures)
+              if a is not None and b is not None and not a.flat and not b.flat]
+    refused = set()
+    for start in range(0, len(judged), _BOUNDS_AT_ONCE):
+        positions = judged[start:start + _BOUNDS_AT_ONCE]
+        bounds = correlation_bounds([pictures[position] for position in positions])
+        refused.update(position for position, bound in zip(positions, bounds)
+                       if bound < picture_check.MIN_CORRELATION - _BOUND_MARGIN)
+    return refused
 
 
 class _Kept:
@@ -256,12 +305,16 @@ class _ConfirmFn(beam.DoFn):
             chunk = candidates[start:start + PAIRS_AT_ONCE]
             jpegs = self._jpegs_of({place.source: tuple(place.frame) for pair in chunk for place in pair[:2]
                                     if place.source not in kept})
-            for position, (first, second, distance) in enumerate(chunk, start):
+            for first, second, _ in chunk:
                 for place in (first, second):
                     if place.source not in kept:
                         kept.add(place.source, jpegs[place.source] if place.source in jpegs
                                  else self._jpegs_of({place.source: tuple(place.frame)})[place.source])
-                similarity = _judged(kept[first.source], kept[second.source])
+            refused = _refused_by_bound([_pictures(kept[first.source], kept[second.source])
+                                         for first, second, _ in chunk])
+            for position, (first, second, distance) in enumerate(chunk, start):
+                similarity = (None if position - start in refused
+                              else _judged(kept[first.source], kept[second.source]))
                 if similarity is not None:
                     confirmed += 1
                     yield first.source, second.source, distance, similarity
@@ -270,6 +323,13 @@ class _ConfirmFn(beam.DoFn):
                 kept.shrink()
         self.confirmed.inc(confirmed)
         self.refused.inc(len(candidates) - confirmed)
+
+
+def _pictures(first, second):
+    """The two kept records' Pictures where the check compares them (not the same JPEG), else (None, None)."""
+    if first.jpeg is None or second.jpeg is None or first.jpeg == second.jpeg:
+        return None, None
+    return first.picture_or_none(), second.picture_or_none()
 
 
 def _judged(first, second):
