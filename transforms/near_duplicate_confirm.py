@@ -2,7 +2,8 @@
 (``imgrec.imaging.picture_check``), read back from the records as written.
 
 A candidate's two member ids are joined to where their records are (``Located``: the source and its frame
-reference, the spill file or the previous version's shard), one shuffle an end, and the candidates whose
+reference, the spill file or the previous version's shard), one shuffle an end (the second join takes the places
+from the first's output), and the candidates whose
 first record is in one frame file meet on a worker, which reads both frames of each (ranged reads,
 coalesced by ``imgrec.storage.frames``), decodes their JPEGs small and compares them. Two records whose
 JPEGs are the same bytes are confirmed without decoding. No thumbnail crosses any shuffle; a key's candidates
@@ -88,10 +89,13 @@ def _split_joined(values, kind):
 
 
 def _tell_second(joined):
-    """Each candidate of a first image, told to its second image with the first located."""
-    _, values = joined
+    """Each candidate of a first image, told to its second image with the first located; and the image's own place
+    again, for the second join: one output of one stage, where a Flatten of the records' places and these would
+    be a stage of its own."""
+    member, values = joined
     places, candidates = _split_joined(values, Candidate)
     for place in places:
+        yield member, place
         for candidate in candidates:
             yield candidate.other, HalfLocated(place, candidate.distance)
 
@@ -360,8 +364,7 @@ class ConfirmCandidates(beam.PTransform):
                   | 'WithFirst' >> beam.Flatten()
                   | 'JoinFirst' >> beam.GroupByKey()
                   | 'TellSecond' >> beam.FlatMap(_tell_second))
-        return ((places, halves)
-                | 'WithSecond' >> beam.Flatten()
+        return (halves
                 | 'JoinSecond' >> beam.GroupByKey()
                 | 'ByFrameFile' >> beam.FlatMap(_located_pairs)
                 | 'FramesTogether' >> beam.GroupByKey()
