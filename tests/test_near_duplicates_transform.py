@@ -368,3 +368,17 @@ def test_the_correlation_bound_is_never_under_the_checks_correlation_and_refuses
     assert all(not picture_check.judge(*pairs[position])[0] for position in refused)
     assert len(refused) > len(pairs) // 2
     assert confirm._refused_by_bound([(None, pictures[0]), (pictures[0], pictures[0])]) == set()
+
+
+def test_the_correlation_bound_leaves_plain_pictures_with_a_bar_to_the_check():
+    """Two plain pictures with a bar in the same rows: once the bar's strip is left out, what is left is plain and
+    either correlation rounding noise, so no bound refuses them."""
+    from imgrec.imaging import picture_check  # pylint: disable=import-outside-toplevel
+    from imgrec.transforms import near_duplicate_confirm as confirm  # pylint: disable=import-outside-toplevel
+    pictures = []
+    for level in (90, 160):
+        image = np.full((64, 64, 3), level, dtype=np.uint8)
+        image[28:36] = 255 - level
+        pictures.append(picture_check.from_image(Image.fromarray(image)))
+    assert not any(picture.flat for picture in pictures)
+    assert confirm.correlation_bounds([tuple(pictures)]) == [np.inf]

@@ -38,6 +38,8 @@ PAIRS_AT_ONCE = 256
 # check's MIN_CORRELATION the bound must be to refuse (it is summed in float64, the check in float32).
 _BOUNDS_AT_ONCE = 32
 _BOUND_MARGIN = 1e-3
+# The variance a pixel (standardised over the whole picture) under which the rows kept are plain: no bound.
+_PLAIN_ROWS = 0.01
 
 
 class Located(typing.NamedTuple):
@@ -171,8 +173,12 @@ def correlation_bounds(pairs):
                                          - running[..., :-picture_check.DROPPED_ROWS]))
     xy, x, y, xx, yy = kept
     pixels = float((side - picture_check.DROPPED_ROWS) * side)
-    variances = (xx - x ** 2 / pixels) * (yy - y ** 2 / pixels)
-    return ((xy - x * y / pixels) / np.sqrt(np.maximum(variances, 1e-12))).max(axis=(1, 2))
+    variance_x, variance_y = xx - x ** 2 / pixels, yy - y ** 2 / pixels
+    correlation = (xy - x * y / pixels) / np.sqrt(np.maximum(variance_x * variance_y, 1e-12))
+    # Rows kept with next to no variance (a plain picture but for a bar) make either correlation rounding noise:
+    # no bound then.
+    plain = np.minimum(variance_x, variance_y) < _PLAIN_ROWS * pixels
+    return np.where(plain, np.inf, correlation).max(axis=(1, 2))
 
 
 def _refused_by_bound(pictures):
