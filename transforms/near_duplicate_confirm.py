@@ -34,9 +34,8 @@ from imgrec.transforms.near_duplicate_candidates import Candidate, member_id
 # at once (at most half as many as the pictures kept: a slice's pictures are never put out before their use).
 PICTURES_KEPT = 1024
 PAIRS_AT_ONCE = 256
-# Candidates whose correlation bound is computed in one product (a few MB of arrays), and how far under the
-# check's MIN_CORRELATION the bound must be to refuse (it is summed in float64, the check in float32).
-_BOUNDS_AT_ONCE = 32
+# How far under the check's MIN_CORRELATION a candidate's correlation bound must be to refuse it (the bound is
+# summed in float64, the check in float32).
 _BOUND_MARGIN = 1e-3
 # The variance a pixel (standardised over the whole picture) under which the rows kept are plain: no bound.
 _PLAIN_ROWS = 0.01
@@ -187,13 +186,11 @@ def _refused_by_bound(pictures):
     missing ones are left to the check."""
     judged = [position for position, (a, b) in enumerate(pictures)
               if a is not None and b is not None and not a.flat and not b.flat]
-    refused = set()
-    for start in range(0, len(judged), _BOUNDS_AT_ONCE):
-        positions = judged[start:start + _BOUNDS_AT_ONCE]
-        bounds = correlation_bounds([pictures[position] for position in positions])
-        refused.update(position for position, bound in zip(positions, bounds)
-                       if bound < picture_check.MIN_CORRELATION - _BOUND_MARGIN)
-    return refused
+    if not judged:
+        return set()
+    bounds = correlation_bounds([pictures[position] for position in judged])
+    below = picture_check.MIN_CORRELATION - _BOUND_MARGIN
+    return {position for position, bound in zip(judged, bounds) if bound < below}
 
 
 class _Kept:
