@@ -3,9 +3,9 @@
 
 A candidate's two member ids are joined to where their records are (``Located``: the source and its frame
 reference, the spill file or the previous version's shard), one shuffle an end (the second join takes the places
-from the first's output), and the candidates whose
-first record is in one frame file meet on a worker, which reads both frames of each (ranged reads,
-coalesced by ``imgrec.storage.frames``), decodes their JPEGs small and compares them. Two records whose
+from the first's output), and the candidates whose first record is in one frame file meet on a worker, which
+reads both frames of each (ranged reads, coalesced by ``imgrec.storage.frames``), decodes their JPEGs small and
+compares them. Two records whose
 JPEGs are the same bytes are confirmed without decoding. No thumbnail crosses any shuffle; a key's candidates
 are taken in an order that brings an image's candidates close (``visiting_order``) and each worker keeps up to
 ``PICTURES_KEPT`` pictures, those needed soonest, so an image in several candidates is decoded about once. Most
@@ -157,9 +157,11 @@ def correlation_bounds(pairs):
     pictures' row sums (~15 us a pair against the check's ~80)."""
     zoom_a, zoom_b = picture_check._ZOOM_A, picture_check._ZOOM_B  # pylint: disable=protected-access
     zooms, side = len(picture_check.ZOOMS), picture_check.SIDE
-    cross = np.empty((len(pairs), len(zoom_a), side), dtype=np.float32)  # pair x alignment x row: sum of x * y
-    for pair, (first, second) in enumerate(pairs):  # the alignments: first at zoom 1 against second at each, then
-        np.einsum('ij,kij->ki', first.grey[0], second.grey, out=cross[pair, :zooms])  # the reverse
+    # pair x alignment x row: the sum of x * y. The check's alignments: the first picture at zoom 1 against the
+    # second at each zoom, then the first at each other zoom against the second at zoom 1.
+    cross = np.empty((len(pairs), len(zoom_a), side), dtype=np.float32)
+    for pair, (first, second) in enumerate(pairs):
+        np.einsum('ij,kij->ki', first.grey[0], second.grey, out=cross[pair, :zooms])
         np.einsum('kij,ij->ki', first.grey[1:], second.grey[0], out=cross[pair, zooms:])
     kept = []  # pair x alignment x strip: each sum over the rows kept
     for rows in (cross, np.stack([first.row_sums for first, _ in pairs])[:, zoom_a],
@@ -266,7 +268,8 @@ class _KeptPictures:
 class _ConfirmFn(beam.DoFn):
     """Candidates (Located, Located, distance) -> links (source, source, distance, similarity): those whose
     pictures agree (``picture_check.judge``), read by reference, ``PAIRS_AT_ONCE`` candidates' frames in one
-    coalesced read; two records whose JPEGs are the same bytes (pixel-identical sources: the encoder is
+    coalesced read, those of a slice whose correlation bound refuses them (``correlation_bounds``) refused
+    first; two records whose JPEGs are the same bytes (pixel-identical sources: the encoder is
     deterministic) are confirmed without decoding. A key's candidates are taken in ``visiting_order`` when
     their images are more than a worker keeps (``PICTURES_KEPT``; which it keeps: ``_KeptPictures``), so each
     picture is decoded about once. Counts the candidates confirmed and refused."""
