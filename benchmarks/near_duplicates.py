@@ -236,7 +236,7 @@ def main():
     print(f'{images} photos ({args.per_class * len(CLASSES)} originals, {len(pairs)} planted twins), 320 to 800 px '
           f'-> {args.image_size}, {args.workers} worker(s), {os.cpu_count()} core(s)')
     output = tempfile.mkdtemp(prefix='near-dup-bench-')
-    seconds, runs = collections.defaultdict(list), {}
+    seconds, cpu, runs = collections.defaultdict(list), collections.defaultdict(list), {}
     try:
         for i in range(args.runs):
             for mode in ('off', 'group'):
@@ -245,6 +245,7 @@ def main():
                            '--near_duplicates', mode, '--direct_running_mode', 'multi_processing',
                            '--direct_num_workers', str(args.workers)])
                 seconds[mode].append(run['seconds'])
+                cpu[mode].append(run['cpu_seconds'])
                 runs[mode] = run
         rate = {mode: images * len(times) / sum(times) for mode, times in seconds.items()}
         print(f"build with --near_duplicates off:   {rate['off']:7.1f} images/s  "
@@ -269,8 +270,11 @@ def main():
               f'comparisons ({expected / IMAGENET:.0f} an image) = ~{expected / per_second / 3600:.1f} core-hours; '
               f'band shuffle ~{band_bytes(at_scale) * IMAGENET / 1e9:.2f} GB '
               f'({band_bytes(at_scale):.0f} bytes an image)')
-        print(f'(median of one job: off {statistics.median(seconds["off"]):.1f} s, '
-              f'group {statistics.median(seconds["group"]):.1f} s)')
+        wall = {mode: statistics.median(times) for mode, times in seconds.items()}
+        tree = {mode: statistics.median(times) for mode, times in cpu.items()}
+        print(f'(median of one job: off {wall["off"]:.1f} s, group {wall["group"]:.1f} s = '
+              f'{wall["group"] / wall["off"]:.2f}x; CPU of the process tree, what a shared machine moves least: '
+              f'off {tree["off"]:.1f} s, group {tree["group"]:.1f} s = {tree["group"] / tree["off"]:.2f}x)')
         print(f"peak memory of the process tree: off {runs['off']['peak_tree'] / 1e6:.0f} MB, group "
               f"{runs['group']['peak_tree'] / 1e6:.0f} MB = {runs['group']['peak_tree'] / runs['off']['peak_tree']:.2f}x off; "
               f"pixel checks: {counter(runs['group'], counters.PAIRS_CONFIRMED)} candidates confirmed, "

@@ -2,18 +2,23 @@
 (``imgrec.imaging.picture_check``), read back from the records as written.
 
 A candidate's two member ids are joined to where their records are (``Located``: the source and its frame
-reference, the spill file or the previous version's shard), one shuffle an end, and the candidates whose
-first record is in one frame file meet on a worker, which reads both frames of each (ranged reads,
-coalesced by ``imgrec.storage.frames``), decodes their JPEGs small and compares them. Two records whose
+reference, the spill file or the previous version's shard), one shuffle an end (the second join takes the places
+from the first's output), and the candidates whose first record is in one frame file meet on a worker, which
+reads both frames of each (ranged reads, coalesced by ``imgrec.storage.frames``), decodes their JPEGs small and
+compares them. Two records whose
 JPEGs are the same bytes are confirmed without decoding. No thumbnail crosses any shuffle; a key's candidates
 are taken in an order that brings an image's candidates close (``visiting_order``) and each worker keeps up to
-``PICTURES_KEPT`` pictures, those needed soonest, so an image in several candidates is decoded about once.
+``PICTURES_KEPT`` pictures, those needed soonest, so an image in several candidates is decoded about once. Most
+candidates are chance ones whose pictures are nothing alike: a bound of their grey correlation, computed for a
+slice of candidates at once (``correlation_bounds``), refuses them without the rest of the check, which
+``picture_check.judge`` would refuse too.
 """
 import collections
 import heapq
 import typing
 
 import apache_beam as beam
+import numpy as np
 from apache_beam.metrics import Metrics
 
 from imgrec.contract import counters, tfrecord
@@ -29,7 +34,11 @@ from imgrec.transforms.near_duplicate_candidates import Candidate, member_id
 # at once (at most half as many as the pictures kept: a slice's pictures are never put out before their use).
 PICTURES_KEPT = 1024
 PAIRS_AT_ONCE = 256
-
+# How far under the check's MIN_CORRELATION a candidate's correlation bound must be to refuse it (the bound is
+# summed in float64, the check in float32).
+_BOUND_MARGIN = 1e-3
+# The variance a pixel (standardised over the whole picture) under which the rows kept are plain: no bound.
+_PLAIN_ROWS = 0.01
 
 
 class Located(typing.NamedTuple):
@@ -81,10 +90,13 @@ def _split_joined(values, kind):
 
 
 def _tell_second(joined):
-    """Each candidate of a first image, told to its second image with the first located."""
-    _, values = joined
+    """Each candidate of a first image, told to its second image with the first located; and the image's own place
+    again, for the second join: one output of one stage, where a Flatten of the records' places and these would
+    be a stage of its own."""
+    member, values = joined
     places, candidates = _split_joined(values, Candidate)
     for place in places:
+        yield member, place
         for candidate in candidates:
             yield candidate.other, HalfLocated(place, candidate.distance)
 
@@ -135,6 +147,52 @@ def _next_uses(pairs):
             after[2 * position + side] = seen.get(image, len(pairs))
             seen[image] = position
     return after, seen
+
+
+def correlation_bounds(pairs):
+    """For each (Picture, Picture) of ``pairs`` (neither flat): the largest grey correlation of the two over every
+    alignment ``picture_check.compare`` tries and every strip of DROPPED_ROWS rows left out. The check leaves out
+    one strip at its best alignment, so its correlation is never above this bound: a pair whose bound is under
+    MIN_CORRELATION is refused by the check. Two products a pair, the rest for all pairs at once from the
+    pictures' row sums (~15 us a pair against the check's ~80)."""
+    zoom_a, zoom_b = picture_check._ZOOM_A, picture_check._ZOOM_B  # pylint: disable=protected-access
+    zooms, side = len(picture_check.ZOOMS), picture_check.SIDE
+    # pair x alignment x row: the sum of x * y. The check's alignments: the first picture at zoom 1 against the
+    # second at each zoom, then the first at each other zoom against the second at zoom 1.
+    cross = np.empty((len(pairs), len(zoom_a), side), dtype=np.float32)
+    for pair, (first, second) in enumerate(pairs):
+        np.einsum('ij,kij->ki', first.grey[0], second.grey, out=cross[pair, :zooms])
+        np.einsum('kij,ij->ki', first.grey[1:], second.grey[0], out=cross[pair, zooms:])
+    kept = []  # pair x alignment x strip: each sum over the rows kept
+    for rows in (cross, np.stack([first.row_sums for first, _ in pairs])[:, zoom_a],
+                 np.stack([second.row_sums for _, second in pairs])[:, zoom_b],
+                 np.stack([first.row_squares for first, _ in pairs])[:, zoom_a],
+                 np.stack([second.row_squares for _, second in pairs])[:, zoom_b]):
+        running = np.concatenate((np.zeros(rows.shape[:-1] + (1,)), np.cumsum(rows, axis=-1, dtype=np.float64)),
+                                 axis=-1)
+        kept.append(running[..., -1:] - (running[..., picture_check.DROPPED_ROWS:]
+                                         - running[..., :-picture_check.DROPPED_ROWS]))
+    xy, x, y, xx, yy = kept
+    pixels = float((side - picture_check.DROPPED_ROWS) * side)
+    variance_x, variance_y = xx - x ** 2 / pixels, yy - y ** 2 / pixels
+    correlation = (xy - x * y / pixels) / np.sqrt(np.maximum(variance_x * variance_y, 1e-12))
+    # Rows kept with next to no variance (a plain picture but for a bar) make either correlation rounding noise:
+    # no bound then.
+    plain = np.minimum(variance_x, variance_y) < _PLAIN_ROWS * pixels
+    return np.where(plain, np.inf, correlation).max(axis=(1, 2))
+
+
+def _refused_by_bound(pictures):
+    """The positions in ``pictures`` ((Picture or None, Picture or None) a candidate) of the candidates whose
+    correlation bound (``correlation_bounds``) refuses them; flat pictures (compared on their colour) and
+    missing ones are left to the check."""
+    judged = [position for position, (a, b) in enumerate(pictures)
+              if a is not None and b is not None and not a.flat and not b.flat]
+    if not judged:
+        return set()
+    bounds = correlation_bounds([pictures[position] for position in judged])
+    below = picture_check.MIN_CORRELATION - _BOUND_MARGIN
+    return {position for position, bound in zip(judged, bounds) if bound < below}
 
 
 class _Kept:
@@ -210,7 +268,8 @@ class _KeptPictures:
 class _ConfirmFn(beam.DoFn):
     """Candidates (Located, Located, distance) -> links (source, source, distance, similarity): those whose
     pictures agree (``picture_check.judge``), read by reference, ``PAIRS_AT_ONCE`` candidates' frames in one
-    coalesced read; two records whose JPEGs are the same bytes (pixel-identical sources: the encoder is
+    coalesced read, those of a slice whose correlation bound refuses them (``correlation_bounds``) refused
+    first; two records whose JPEGs are the same bytes (pixel-identical sources: the encoder is
     deterministic) are confirmed without decoding. A key's candidates are taken in ``visiting_order`` when
     their images are more than a worker keeps (``PICTURES_KEPT``; which it keeps: ``_KeptPictures``), so each
     picture is decoded about once. Counts the candidates confirmed and refused."""
@@ -256,12 +315,16 @@ class _ConfirmFn(beam.DoFn):
             chunk = candidates[start:start + PAIRS_AT_ONCE]
             jpegs = self._jpegs_of({place.source: tuple(place.frame) for pair in chunk for place in pair[:2]
                                     if place.source not in kept})
-            for position, (first, second, distance) in enumerate(chunk, start):
+            for first, second, _ in chunk:
                 for place in (first, second):
                     if place.source not in kept:
                         kept.add(place.source, jpegs[place.source] if place.source in jpegs
                                  else self._jpegs_of({place.source: tuple(place.frame)})[place.source])
-                similarity = _judged(kept[first.source], kept[second.source])
+            refused = _refused_by_bound([_pictures(kept[first.source], kept[second.source])
+                                         for first, second, _ in chunk])
+            for position, (first, second, distance) in enumerate(chunk, start):
+                similarity = (None if position - start in refused
+                              else _judged(kept[first.source], kept[second.source]))
                 if similarity is not None:
                     confirmed += 1
                     yield first.source, second.source, distance, similarity
@@ -270,6 +333,13 @@ class _ConfirmFn(beam.DoFn):
                 kept.shrink()
         self.confirmed.inc(confirmed)
         self.refused.inc(len(candidates) - confirmed)
+
+
+def _pictures(first, second):
+    """The two kept records' Pictures where the check compares them (not the same JPEG), else (None, None)."""
+    if first.jpeg is None or second.jpeg is None or first.jpeg == second.jpeg:
+        return None, None
+    return first.picture_or_none(), second.picture_or_none()
 
 
 def _judged(first, second):
@@ -300,8 +370,7 @@ class ConfirmCandidates(beam.PTransform):
                   | 'WithFirst' >> beam.Flatten()
                   | 'JoinFirst' >> beam.GroupByKey()
                   | 'TellSecond' >> beam.FlatMap(_tell_second))
-        return ((places, halves)
-                | 'WithSecond' >> beam.Flatten()
+        return (halves
                 | 'JoinSecond' >> beam.GroupByKey()
                 | 'ByFrameFile' >> beam.FlatMap(_located_pairs)
                 | 'FramesTogether' >> beam.GroupByKey()
