@@ -365,6 +365,41 @@ def test_a_plain_picture_is_not_a_fine_pattern_of_its_colour():
     assert picture_check.same_picture(picture, _written(barred))
 
 
+def test_the_correlation_bound_is_never_under_the_checks_correlation_and_refuses_only_what_the_check_refuses():
+    """Photos and their planted copies (every edit) and strangers, at two sizes: the slice's bound is at least the
+    check's own correlation, so a candidate it refuses is one ``judge`` refuses; it refuses most strangers."""
+    rng = random.Random(5)
+    pictures = []
+    for index in range(24):
+        photo = draw_photo(rng.randint(120, 260), rng.randint(120, 260), rng)
+        kind = TRANSFORMS[index % len(TRANSFORMS)] if index % 2 else 'caption'
+        twin, _, quality = make_twin(photo, kind, rng)
+        for image, at in ((photo, 90), (twin, quality or 90)):
+            data = io.BytesIO()
+            image.convert('RGB').resize((64, 64) if index % 3 else (224, 224)).save(data, 'JPEG', quality=at)
+            pictures.append(picture_check.from_jpeg(data.getvalue()))
+    pairs = [(a, b) for i, a in enumerate(pictures) for b in pictures[i + 1:] if not a.flat and not b.flat]
+    bounds = picture_check.correlation_bounds(pairs)
+    exact = [picture_check.compare(a, b)[0] for a, b in pairs]
+    assert all(bound >= correlation - 1e-4 for bound, correlation in zip(bounds, exact))
+    refused = picture_check.surely_refused(pairs)
+    assert all(not picture_check.judge(*pair)[0] for pair, surely in zip(pairs, refused) if surely)
+    assert refused.sum() > len(pairs) // 2
+    assert not picture_check.surely_refused([(pictures[0], pictures[0])]).any()
+
+
+def test_the_correlation_bound_leaves_plain_pictures_with_a_bar_to_the_check():
+    """Two plain pictures with a bar in the same rows: once the bar's strip is left out, what is left is plain and
+    either correlation rounding noise, so no bound refuses them."""
+    pictures = []
+    for level in (90, 160):
+        image = np.full((64, 64, 3), level, dtype=np.uint8)
+        image[28:36] = 255 - level
+        pictures.append(picture_check.from_image(Image.fromarray(image)))
+    assert not any(picture.flat for picture in pictures)
+    assert picture_check.correlation_bounds([tuple(pictures)]) == [np.inf]
+
+
 def _icon_picture(kind, quality=95):
     """A dark icon of 9 pixels on a plain ground (64 pixels a side), saved at ``quality`` and written again as
     the build writes it, as a Picture."""

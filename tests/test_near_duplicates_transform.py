@@ -344,41 +344,9 @@ def test_the_confirmation_decodes_each_picture_once_and_its_links_do_not_depend_
     assert sorted(order) == [0, 1, 2, 3]
 
 
-def test_the_correlation_bound_is_never_under_the_checks_correlation_and_refuses_only_what_the_check_refuses():
-    """Photos and their planted copies (every edit) and strangers, at two sizes: the slice's bound is at least the
-    check's own correlation, so a candidate it refuses is one ``judge`` refuses; it refuses most strangers."""
-    from imgrec.imaging import picture_check  # pylint: disable=import-outside-toplevel
-    from imgrec.samples import near_duplicates as planted  # pylint: disable=import-outside-toplevel
-    from imgrec.transforms import near_duplicate_confirm as confirm  # pylint: disable=import-outside-toplevel
-    rng = random.Random(5)
-    pictures = []
-    for index in range(24):
-        photo = planted.draw_photo(rng.randint(120, 260), rng.randint(120, 260), rng)
-        kind = planted.TRANSFORMS[index % len(planted.TRANSFORMS)] if index % 2 else 'caption'
-        twin, _, quality = planted.make_twin(photo, kind, rng)
-        for image, at in ((photo, 90), (twin, quality or 90)):
-            data = io.BytesIO()
-            image.convert('RGB').resize((64, 64) if index % 3 else (224, 224)).save(data, 'JPEG', quality=at)
-            pictures.append(picture_check.from_jpeg(data.getvalue()))
-    pairs = [(a, b) for i, a in enumerate(pictures) for b in pictures[i + 1:] if not a.flat and not b.flat]
-    bounds = confirm.correlation_bounds(pairs)
-    exact = [picture_check.compare(a, b)[0] for a, b in pairs]
-    assert all(bound >= correlation - 1e-4 for bound, correlation in zip(bounds, exact))
-    refused = confirm._refused_by_bound(pairs)
-    assert all(not picture_check.judge(*pairs[position])[0] for position in refused)
-    assert len(refused) > len(pairs) // 2
-    assert confirm._refused_by_bound([(None, pictures[0]), (pictures[0], pictures[0])]) == set()
-
-
-def test_the_correlation_bound_leaves_plain_pictures_with_a_bar_to_the_check():
-    """Two plain pictures with a bar in the same rows: once the bar's strip is left out, what is left is plain and
-    either correlation rounding noise, so no bound refuses them."""
+def test_missing_pictures_are_left_to_the_check():
+    """A candidate whose frame could not be read has no picture: the bound leaves it to the check."""
     from imgrec.imaging import picture_check  # pylint: disable=import-outside-toplevel
     from imgrec.transforms import near_duplicate_confirm as confirm  # pylint: disable=import-outside-toplevel
-    pictures = []
-    for level in (90, 160):
-        image = np.full((64, 64, 3), level, dtype=np.uint8)
-        image[28:36] = 255 - level
-        pictures.append(picture_check.from_image(Image.fromarray(image)))
-    assert not any(picture.flat for picture in pictures)
-    assert confirm.correlation_bounds([tuple(pictures)]) == [np.inf]
+    picture = picture_check.from_image(Image.new('RGB', (64, 64), (90, 30, 200)))
+    assert confirm._refused_by_bound([(None, picture), (picture, None)]) == set()

@@ -10,15 +10,14 @@ JPEGs are the same bytes are confirmed without decoding. No thumbnail crosses an
 are taken in an order that brings an image's candidates close (``visiting_order``) and each worker keeps up to
 ``PICTURES_KEPT`` pictures, those needed soonest, so an image in several candidates is decoded about once. Most
 candidates are chance ones whose pictures are nothing alike: a bound of their grey correlation, computed for a
-slice of candidates at once (``correlation_bounds``), refuses them without the rest of the check, which
-``picture_check.judge`` would refuse too.
+slice of candidates at once (``picture_check.surely_refused``), refuses them without the rest of the check,
+which ``picture_check.judge`` would refuse too.
 """
 import collections
 import heapq
 import typing
 
 import apache_beam as beam
-import numpy as np
 from apache_beam.metrics import Metrics
 
 from imgrec.contract import counters, tfrecord
@@ -34,11 +33,6 @@ from imgrec.transforms.near_duplicate_candidates import Candidate, member_id
 # at once (at most half as many as the pictures kept: a slice's pictures are never put out before their use).
 PICTURES_KEPT = 1024
 PAIRS_AT_ONCE = 256
-# How far under the check's MIN_CORRELATION a candidate's correlation bound must be to refuse it (the bound is
-# summed in float64, the check in float32).
-_BOUND_MARGIN = 1e-3
-# The variance a pixel (standardised over the whole picture) under which the rows kept are plain: no bound.
-_PLAIN_ROWS = 0.01
 
 
 class Located(typing.NamedTuple):
@@ -149,50 +143,14 @@ def _next_uses(pairs):
     return after, seen
 
 
-def correlation_bounds(pairs):
-    """For each (Picture, Picture) of ``pairs`` (neither flat): the largest grey correlation of the two over every
-    alignment ``picture_check.compare`` tries and every strip of DROPPED_ROWS rows left out. The check leaves out
-    one strip at its best alignment, so its correlation is never above this bound: a pair whose bound is under
-    MIN_CORRELATION is refused by the check. Two products a pair, the rest for all pairs at once from the
-    pictures' row sums (~15 us a pair against the check's ~80)."""
-    zoom_a, zoom_b = picture_check._ZOOM_A, picture_check._ZOOM_B  # pylint: disable=protected-access
-    zooms, side = len(picture_check.ZOOMS), picture_check.SIDE
-    # pair x alignment x row: the sum of x * y. The check's alignments: the first picture at zoom 1 against the
-    # second at each zoom, then the first at each other zoom against the second at zoom 1.
-    cross = np.empty((len(pairs), len(zoom_a), side), dtype=np.float32)
-    for pair, (first, second) in enumerate(pairs):
-        np.einsum('ij,kij->ki', first.grey[0], second.grey, out=cross[pair, :zooms])
-        np.einsum('kij,ij->ki', first.grey[1:], second.grey[0], out=cross[pair, zooms:])
-    kept = []  # pair x alignment x strip: each sum over the rows kept
-    for rows in (cross, np.stack([first.row_sums for first, _ in pairs])[:, zoom_a],
-                 np.stack([second.row_sums for _, second in pairs])[:, zoom_b],
-                 np.stack([first.row_squares for first, _ in pairs])[:, zoom_a],
-                 np.stack([second.row_squares for _, second in pairs])[:, zoom_b]):
-        running = np.concatenate((np.zeros(rows.shape[:-1] + (1,)), np.cumsum(rows, axis=-1, dtype=np.float64)),
-                                 axis=-1)
-        kept.append(running[..., -1:] - (running[..., picture_check.DROPPED_ROWS:]
-                                         - running[..., :-picture_check.DROPPED_ROWS]))
-    xy, x, y, xx, yy = kept
-    pixels = float((side - picture_check.DROPPED_ROWS) * side)
-    variance_x, variance_y = xx - x ** 2 / pixels, yy - y ** 2 / pixels
-    correlation = (xy - x * y / pixels) / np.sqrt(np.maximum(variance_x * variance_y, 1e-12))
-    # Rows kept with next to no variance (a plain picture but for a bar) make either correlation rounding noise:
-    # no bound then.
-    plain = np.minimum(variance_x, variance_y) < _PLAIN_ROWS * pixels
-    return np.where(plain, np.inf, correlation).max(axis=(1, 2))
-
-
 def _refused_by_bound(pictures):
     """The positions in ``pictures`` ((Picture or None, Picture or None) a candidate) of the candidates whose
-    correlation bound (``correlation_bounds``) refuses them; flat pictures (compared on their colour) and
-    missing ones are left to the check."""
-    judged = [position for position, (a, b) in enumerate(pictures)
-              if a is not None and b is not None and not a.flat and not b.flat]
-    if not judged:
+    correlation bound refuses them (``picture_check.surely_refused``); missing pictures are left to the check."""
+    present = [position for position, (a, b) in enumerate(pictures) if a is not None and b is not None]
+    if not present:
         return set()
-    bounds = correlation_bounds([pictures[position] for position in judged])
-    below = picture_check.MIN_CORRELATION - _BOUND_MARGIN
-    return {position for position, bound in zip(judged, bounds) if bound < below}
+    refused = picture_check.surely_refused([pictures[position] for position in present])
+    return {position for position, surely in zip(present, refused) if surely}
 
 
 class _Kept:
@@ -268,7 +226,7 @@ class _KeptPictures:
 class _ConfirmFn(beam.DoFn):
     """Candidates (Located, Located, distance) -> links (source, source, distance, similarity): those whose
     pictures agree (``picture_check.judge``), read by reference, ``PAIRS_AT_ONCE`` candidates' frames in one
-    coalesced read, those of a slice whose correlation bound refuses them (``correlation_bounds``) refused
+    coalesced read, those of a slice whose correlation bound refuses them (``picture_check.surely_refused``) refused
     first; two records whose JPEGs are the same bytes (pixel-identical sources: the encoder is
     deterministic) are confirmed without decoding. A key's candidates are taken in ``visiting_order`` when
     their images are more than a worker keeps (``PICTURES_KEPT``; which it keeps: ``_KeptPictures``), so each

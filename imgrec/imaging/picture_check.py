@@ -63,6 +63,11 @@ MAX_FLAT_LEVELS = 8.0    # flat pictures: mean absolute difference of the colour
 MAX_FLAT_CELL = 18.0     # flat pictures: the most one colour cell may differ, in levels (another small icon)
 MAX_GAIN = 1.25          # the brightness gain allowed for flat pictures (a 20% brightening; 1/1.25 darkening)
 MAX_FLAT_SPREAD = 7.0    # a flat pair: each picture's grey standard deviation (levels) over the kept rows
+# ``surely_refused``: how far under MIN_CORRELATION a correlation bound must be to refuse (the bound is summed in
+# float64, the check in float32), and the variance a pixel (standardised over the whole picture) under which the
+# rows kept are plain (no bound: either correlation is rounding noise).
+BOUND_MARGIN = 1e-3
+PLAIN_ROWS = 0.01
 # Recorded in dataset.json (near_duplicates.check): a change of rule or threshold changes the groups.
 ALGORITHM = (f'ncc-grey{SIDE}-zoom{len(ZOOMS)}-strip{DROPPED_ROWS}+local{BLOCK}-of-range+chroma{CELLS}'
              '+flat-cell-spread/5')
@@ -284,6 +289,49 @@ def compare(a: Picture, b: Picture) -> tuple[float, float, float]:
     levels, chroma difference) of their colour cells (``_flat_levels``), a bar's row left out
     (``_without_strip``)."""
     return _measured(a, b)[1:]
+
+
+def correlation_bounds(pairs: typing.Sequence[tuple[Picture, Picture]]) -> np.ndarray:
+    """For each (Picture, Picture) of ``pairs`` (neither flat): the largest grey correlation of the two over every
+    alignment ``compare`` tries and every strip of DROPPED_ROWS rows left out. The check leaves out
+    one strip at its best alignment, so its correlation is never above this bound: a pair whose bound is under
+    MIN_CORRELATION is refused by the check. Two products a pair, the rest for all pairs at once from the
+    pictures' row sums (~15 us a pair against the check's ~80)."""
+    zoom_a, zoom_b, zooms, side = _ZOOM_A, _ZOOM_B, len(ZOOMS), SIDE
+    # pair x alignment x row: the sum of x * y. The check's alignments: the first picture at zoom 1 against the
+    # second at each zoom, then the first at each other zoom against the second at zoom 1.
+    cross = np.empty((len(pairs), len(zoom_a), side), dtype=np.float32)
+    for pair, (first, second) in enumerate(pairs):
+        np.einsum('ij,kij->ki', first.grey[0], second.grey, out=cross[pair, :zooms])
+        np.einsum('kij,ij->ki', first.grey[1:], second.grey[0], out=cross[pair, zooms:])
+    kept = []  # pair x alignment x strip: each sum over the rows kept
+    for rows in (cross, np.stack([first.row_sums for first, _ in pairs])[:, zoom_a],
+                 np.stack([second.row_sums for _, second in pairs])[:, zoom_b],
+                 np.stack([first.row_squares for first, _ in pairs])[:, zoom_a],
+                 np.stack([second.row_squares for _, second in pairs])[:, zoom_b]):
+        running = np.concatenate((np.zeros(rows.shape[:-1] + (1,)), np.cumsum(rows, axis=-1, dtype=np.float64)),
+                                 axis=-1)
+        kept.append(running[..., -1:] - (running[..., DROPPED_ROWS:]
+                                         - running[..., :-DROPPED_ROWS]))
+    xy, x, y, xx, yy = kept
+    pixels = float((side - DROPPED_ROWS) * side)
+    variance_x, variance_y = xx - x ** 2 / pixels, yy - y ** 2 / pixels
+    correlation = (xy - x * y / pixels) / np.sqrt(np.maximum(variance_x * variance_y, 1e-12))
+    # Rows kept with next to no variance (a plain picture but for a bar) make either correlation rounding noise:
+    # no bound then.
+    plain = np.minimum(variance_x, variance_y) < PLAIN_ROWS * pixels
+    return np.where(plain, np.inf, correlation).max(axis=(1, 2))
+
+
+def surely_refused(pairs: typing.Sequence[tuple[Picture, Picture]]) -> np.ndarray:
+    """For each pair, whether ``judge`` refuses it on its correlation bound alone (``correlation_bounds``): a
+    cheap first pass over many candidates. A pair with a flat picture may be judged on its colour: never."""
+    refused = np.zeros(len(pairs), dtype=bool)
+    shaped = [position for position, (a, b) in enumerate(pairs) if not a.flat and not b.flat]
+    if shaped:
+        bounds = correlation_bounds([pairs[position] for position in shaped])
+        refused[shaped] = bounds < MIN_CORRELATION - BOUND_MARGIN
+    return refused
 
 
 def same_picture(a: Picture, b: Picture) -> bool:
