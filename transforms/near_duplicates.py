@@ -9,6 +9,7 @@ images instead: a heuristic never deletes by default). With
 hashed. Whatever the mode, a build whose split shares miss their weights by more than
 ``--split_tolerance`` points (and more than one image) fails before publishing, naming the largest group.
 """
+import sys
 import typing
 
 import apache_beam as beam
@@ -48,6 +49,23 @@ class NearDuplicate(typing.NamedTuple):
     similarity: float | None = None  # the pixel check's correlation with ``nearest`` (imgrec.imaging.picture_check)
     nearest_label: str | None = None  # ``nearest``'s label: differs from ``label`` for a pair under two labels
     links_cut: typing.Sequence[str] = ()  # images it was linked to whose links were cut to bound its group's size
+
+    def __reduce__(self):
+        """Pickled with its fields alone, read back with the names many rows share interned (``_near_duplicate``)."""
+        return _near_duplicate, tuple(self)
+
+
+_SHARED = tuple(NearDuplicate._fields.index(name) for name in ('group', 'label', 'split', 'moved_from', 'nearest_label'))
+
+
+def _near_duplicate(*fields):
+    """The NearDuplicate of ``fields``, its group's name, labels and splits interned: the publication reads every row
+    at once (a side input), where one string each a row was a third of what they took."""
+    fields = list(fields)
+    for index in _SHARED:
+        if isinstance(fields[index], str):
+            fields[index] = sys.intern(fields[index])
+    return NearDuplicate(*fields)
 
 
 def _route(record, group_of):
