@@ -61,11 +61,9 @@ _SHARED = tuple(NearDuplicate._fields.index(name) for name in ('group', 'label',
 def _near_duplicate(*fields):
     """The NearDuplicate of ``fields``, its group's name, labels and splits interned: the publication reads every row
     at once (a side input), where one string each a row was a third of what they took."""
-    fields = list(fields)
-    for index in _SHARED:
-        if isinstance(fields[index], str):
-            fields[index] = sys.intern(fields[index])
-    return NearDuplicate(*fields)
+    shared: list[typing.Any] = [sys.intern(field) if index in _SHARED and isinstance(field, str) else field
+                                for index, field in enumerate(fields)]
+    return NearDuplicate(*shared)
 
 
 def _route(record, group_of):
