@@ -70,8 +70,9 @@ def _digest(source):
 
 
 class GroupIndex:
-    """{source: its group's name} of the linked images (``IndexGroups``), packed: 20 bytes an image (two digest numbers and a group
-    number) in every worker that reads it as a side input, where a dict of the names took ~250."""
+    """{source: its group's name} of the linked images (``IndexGroups``), packed: 20 bytes an image (two digest
+    numbers and a group number) in every worker that reads it as a side input, where a dict of the names took
+    ~250."""
 
     def __init__(self, high=b'', low=b'', groups=b'', names=()):
         self._high = np.frombuffer(high, dtype='<u8')

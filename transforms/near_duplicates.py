@@ -55,7 +55,8 @@ class NearDuplicate(typing.NamedTuple):
         return _near_duplicate, tuple(self)
 
 
-_SHARED = tuple(NearDuplicate._fields.index(name) for name in ('group', 'label', 'split', 'moved_from', 'nearest_label'))
+_SHARED = tuple(NearDuplicate._fields.index(name)
+                for name in ('group', 'label', 'split', 'moved_from', 'nearest_label'))
 
 
 def _near_duplicate(*fields):
@@ -67,9 +68,9 @@ def _near_duplicate(*fields):
 
 
 def _route(record, group_of):
-    """A record -> the same, to be dealt (read in this step, where the dealing sorts it out, with the same side
-    input: one step over the records, not two), and MEMBERS: its GroupedImage, to its group (keyed by the group's
-    name), when it has a near-duplicate. ``group_of``: the GroupIndex of the linked images (``group_name``)."""
+    """A record -> the same, for the dealing, whose first step runs with this one (the same side input: one step
+    over the records, not two), and MEMBERS: its GroupedImage, to its group (keyed by the group's name), when it
+    has a near-duplicate. ``group_of``: the GroupIndex of the linked images (``group_name``)."""
     group = group_name(group_of, record.source)
     if group is not None:
         yield beam.pvalue.TaggedOutput(MEMBERS, (group, GroupedImage.of(record)))
@@ -412,7 +413,8 @@ class NearDuplicates(beam.PTransform):
                                        | 'HearLabels' >> beam.GroupByKey()
                                        | 'LabelConflicts' >> beam.FlatMap(_conflict))
         kept = met.groups | 'Quarantine' >> beam.ParDo(_QuarantineFn(), conflicts).with_outputs('stats', main='groups')
-        checked = routed.records | 'RejectConflicts' >> beam.FlatMap(_reject, conflicts).with_outputs(REJECTED, main='kept')
+        checked = routed.records | 'RejectConflicts' >> beam.FlatMap(_reject, conflicts).with_outputs(
+            REJECTED, main='kept')
         return checked.kept, kept.groups, group_of, checked[REJECTED], [kept.stats]
 
     def expand(self, records):
