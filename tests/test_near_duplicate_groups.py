@@ -4,11 +4,12 @@ image lists (the benchmark's in-memory grouping, ``benchmarks.near_duplicate_gro
 the module's own functions). Beam's ``FindGroups``, which reads the records' frames, is tested by the builds
 (tests/test_near_duplicates_build.py, tests/test_near_duplicates_zoo.py)."""
 import collections
+import pickle
 import random
 
 from benchmarks.near_duplicate_groups import group_in_memory, synthetic
 from imgrec.imaging import perceptual_hash as ph
-from imgrec.transforms.near_duplicate_groups import bounded_groups
+from imgrec.transforms.near_duplicate_groups import IndexGroups, bounded_groups, group_name
 
 CHAIN = ('chain/a.jpg', 'chain/b.jpg', 'chain/c.jpg', 'chain/d.jpg', 'chain/e.jpg')
 
@@ -112,3 +113,23 @@ def test_the_in_memory_grouping_does_not_depend_on_the_order_of_the_images():
     found = group_in_memory([sources[i] for i in order], [hashes[i] for i in order],
                             [thumbnails[i] for i in order], threshold)['leader_of']
     assert found == expected
+
+
+def test_the_group_index_names_each_linked_image_s_group_and_no_other_image_s_whatever_the_combine_s_order():
+    rng = random.Random(3)
+    group_of = {f'class{i % 7}/{i:05d}.jpg': f'class{i % 7}/{i // 50 * 50:05d}.jpg' for i in range(3000)}
+    pairs = list(group_of.items())
+    rng.shuffle(pairs)
+    combine = IndexGroups()
+    parts = []
+    for start in range(0, len(pairs), 700):  # partial accumulators, pickled as between workers, merged in any order
+        accumulator = combine.create_accumulator()
+        for pair in pairs[start:start + 700]:
+            accumulator = combine.add_input(accumulator, pair)
+        parts.append(pickle.loads(pickle.dumps(accumulator)))
+    rng.shuffle(parts)
+    index = {None: pickle.loads(pickle.dumps(combine.extract_output(combine.merge_accumulators(parts))))}
+    assert len(index[None]) == len(group_of)
+    assert all(group_name(index, source) == group for source, group in group_of.items())
+    assert group_name(index, 'class0/99999.jpg') is None and group_name(index, '') is None
+    assert group_name({}, 'class0/00000.jpg') is None  # no image linked: the side input is empty

@@ -128,8 +128,8 @@ def _collect(pcolls):
 def _found(records, **options):
     """{source: Node} FindGroups gives ``records``."""
     p = TestPipeline(argv=_IN_MEMORY)
-    run = _collect({'nodes': p | beam.Create(records) | FindGroups(THRESHOLD, **options)})
-    return dict(run(p)['nodes'])
+    run = _collect({'nodes': (p | beam.Create(records) | FindGroups(THRESHOLD, **options))['nodes']})
+    return dict(linked for _, linked in run(p)['nodes'])
 
 
 def test_groups_are_the_components_of_confirmed_candidates():

@@ -121,6 +121,28 @@ def _record_ref(*packed):
     return RecordRef(*fields)
 
 
+class GroupedImage(typing.NamedTuple):
+    """What the near-duplicate groups need of a grouped image's record (``RecordRef``'s names): they carry this,
+    not the record, since each worker of the local runner keeps a buffer of every stage's output
+    (docs/benchmarks.md, issue 39); the record meets its group's split once, when it is dealt
+    (``imgrec.transforms.splits``)."""
+    source: str
+    label_text: str
+    label: int
+    split: str
+    perceptual_hash: str | None
+    published_split: str | None
+
+    @classmethod
+    def of(cls, record):
+        return cls(record.source, record.label_text, record.label, record.split, record.perceptual_hash,
+                   record.published_split)
+
+    @property
+    def order_key(self):
+        return order_key(self.source)
+
+
 class Rejected(typing.NamedTuple):
     """An input that was not written, and why: one line of quarantine.jsonl."""
     source: str

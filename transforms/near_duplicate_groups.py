@@ -14,14 +14,17 @@ its links are taken strongest first (most similar, then nearest hashes) and a li
 group larger than ``MAX_GROUP`` is cut; each image lists the links cut from it (``Node.cut``), and
 near_duplicates.jsonl and the summary say so. A group's name is its smallest source by order key.
 """
+import array
 import collections
+import hashlib
 import typing
 
 import apache_beam as beam
+import numpy as np
 
 from imgrec.contract.hashing import order_key
 from imgrec.imaging import perceptual_hash as ph
-from imgrec.transforms.elements import RecordRef
+from imgrec.transforms.elements import GroupedImage
 from imgrec.transforms.near_duplicate_candidates import FindCandidates
 from imgrec.transforms.near_duplicate_confirm import ConfirmCandidates
 
@@ -42,11 +45,95 @@ class Node(typing.NamedTuple):
     cut: tuple = ()    # the sources whose links to this image were cut to bound the group's size
 
 
-class Member(typing.NamedTuple):
-    """An image of a near-duplicate group: its record, and its Node. A group crosses Beam as
-    (its name, [Member, ...]), grouped by name (``imgrec.transforms.near_duplicates``)."""
-    record: RecordRef
+class Linked(typing.NamedTuple):
+    """An image with a confirmed near-duplicate and its Node, keyed by its group's name to meet its GroupedImage."""
+    source: str
     node: Node
+
+
+# FindGroups' second output: (None, (source, its group's name)) of each linked image, for ``IndexGroups``.
+NAMES = 'names'
+
+
+class Member(typing.NamedTuple):
+    """An image of a near-duplicate group: what the group needs of its record, and its Node. A group crosses
+    Beam as (its name, [Member, ...]), grouped by name (``imgrec.transforms.near_duplicates``)."""
+    image: GroupedImage
+    node: Node
+
+
+def _digest(source):
+    """Two 64-bit numbers of ``source``'s sha256: a name in a GroupIndex (two names with one digest: one chance in
+    10^28 among a million)."""
+    digest = hashlib.sha256(f'group index\0{source}'.encode('utf-8')).digest()
+    return int.from_bytes(digest[:8], 'little'), int.from_bytes(digest[8:16], 'little')
+
+
+class GroupIndex:
+    """{source: its group's name} of the linked images (``IndexGroups``), packed: 20 bytes an image (two digest
+    numbers and a group number) in every worker that reads it as a side input, where a dict of the names took
+    ~250."""
+
+    def __init__(self, high=b'', low=b'', groups=b'', names=()):
+        self._high = np.frombuffer(high, dtype='<u8')
+        self._low = np.frombuffer(low, dtype='<u8')
+        self._groups = np.frombuffer(groups, dtype='<u4')
+        self._names = tuple(names)
+
+    def __reduce__(self):
+        return GroupIndex, (self._high.tobytes(), self._low.tobytes(), self._groups.tobytes(), self._names)
+
+    def __len__(self):
+        return len(self._high)
+
+    def get(self, source):
+        """The name of ``source``'s group, or None."""
+        high, low = _digest(source)
+        at = int(np.searchsorted(self._high, np.uint64(high)))
+        while at < len(self._high) and self._high[at] == high:
+            if self._low[at] == low:
+                return self._names[self._groups[at]]
+            at += 1
+        return None
+
+
+class IndexGroups(beam.CombineFn):
+    """(source, group name) pairs -> their GroupIndex; an accumulator holds a digest and a number an image, and the
+    names once. Keyed None (FindGroups' NAMES), read as a side input: {None: GroupIndex}, or {} (``group_name``)."""
+
+    def create_accumulator(self):
+        return bytearray(), array.array('I'), {}
+
+    def add_input(self, accumulator, pair):
+        digests, numbers, names = accumulator
+        source, name = pair
+        digests += np.array(_digest(source), dtype='<u8').tobytes()
+        numbers.append(names.setdefault(name, len(names)))
+        return accumulator
+
+    def merge_accumulators(self, accumulators):
+        merged = self.create_accumulator()
+        digests, numbers, names = merged
+        for more_digests, more_numbers, more_names in accumulators:
+            renumbered = np.array([names.setdefault(name, len(names)) for name in more_names], dtype='<u4')
+            digests += more_digests
+            numbers.frombytes(renumbered[np.frombuffer(more_numbers, dtype='<u4')].tobytes() if more_numbers else b'')
+        return merged
+
+    def extract_output(self, accumulator):
+        digests, numbers, names = accumulator
+        ordered = sorted(names, key=names.__getitem__)
+        pairs = np.frombuffer(bytes(digests), dtype='<u8').reshape(-1, 2)
+        order = np.lexsort((pairs[:, 1], pairs[:, 0]))
+        return GroupIndex(pairs[order, 0].tobytes(), pairs[order, 1].tobytes(),
+                          np.frombuffer(numbers, dtype='<u4')[order].tobytes() if numbers else b'', ordered)
+
+
+def group_name(index, source):
+    """``source``'s group name in ``index``, the side input of IndexGroups' output ({None: GroupIndex}; {} when no
+    image is linked), or None."""
+    found = index.get(None)
+    return None if found is None else found.get(source)
 
 
 def bounded_groups(links, max_group=MAX_GROUP):
@@ -148,13 +235,16 @@ def _component(keyed, relabel):
 
 
 def _groups(keyed):
-    """One component -> (source, Node) for each of its images (``bounded_groups``)."""
+    """One component -> (its group's name, Linked) for each of its images (``bounded_groups``); NAMES:
+    (None, (source, its group's name))."""
     _, nodes = keyed
     links = dict(nodes)
     name_of, cut = bounded_groups(links)
     for source, neighbours in sorted(links.items()):
         nearest, distance, similarity = min(neighbours, key=lambda link: (-link[2], link[1], link[0]))
-        yield source, Node(name_of[source], nearest, distance, neighbours, similarity, cut.get(source, ()))
+        node = Node(name_of[source], nearest, distance, neighbours, similarity, cut.get(source, ()))
+        yield node.group, Linked(source, node)
+        yield beam.pvalue.TaggedOutput(NAMES, (None, (source, node.group)))
 
 
 class Threshold(beam.PTransform):
@@ -172,8 +262,9 @@ class Threshold(beam.PTransform):
 
 
 class FindGroups(beam.PTransform):
-    """RecordRef -> (source, Node) for every image with a confirmed near-duplicate within ``threshold``:
-    a number, or a one-element PCollection of it (``Threshold``). ``storage``: the storage the records'
+    """RecordRef -> {'nodes': (group name, Linked) for every image with a confirmed near-duplicate within
+    ``threshold``, NAMES: (None, (source, group name)) of each}; ``threshold``: a number, or a one-element
+    PCollection of it (``Threshold``). ``storage``: the storage the records'
     frames are read through for the confirmation (the job's, with its options), or the default for the path."""
 
     def __init__(self, threshold, rounds=ROUNDS, storage=None):
@@ -203,7 +294,10 @@ class FindGroups(beam.PTransform):
         relabel = (records.pipeline
                    | 'Once' >> beam.Impulse()
                    | 'JoinLabels' >> beam.Map(lambda _, pairs: join_labels(pairs), beam.pvalue.AsList(unsettled)))
-        return (state
-                | 'KeyByComponent' >> beam.Map(_component, beam.pvalue.AsSingleton(relabel))
-                | 'Components' >> beam.GroupByKey()
-                | 'Groups' >> beam.FlatMap(_groups))
+        # Beam would infer the tagged output into the main output's type: it is a (name, Linked) pair.
+        groups = (state
+                  | 'KeyByComponent' >> beam.Map(_component, beam.pvalue.AsSingleton(relabel))
+                  | 'Components' >> beam.GroupByKey()
+                  | 'Groups' >> beam.FlatMap(_groups).with_output_types(typing.Tuple[str, Linked]).with_outputs(
+                      NAMES, main='nodes'))
+        return {'nodes': groups.nodes, NAMES: groups[NAMES]}

@@ -9,6 +9,7 @@ images instead: a heuristic never deletes by default). With
 hashed. Whatever the mode, a build whose split shares miss their weights by more than
 ``--split_tolerance`` points (and more than one image) fails before publishing, naming the largest group.
 """
+import sys
 import typing
 
 import apache_beam as beam
@@ -23,8 +24,9 @@ from imgrec.imaging import perceptual_hash as ph
 from imgrec.imaging import picture_check
 from imgrec.versions import failed_build
 from imgrec.transforms.constants import Empty, Value
-from imgrec.transforms.elements import Rejected
-from imgrec.transforms.near_duplicate_groups import MAX_GROUP, FindGroups, Member, Node, Threshold
+from imgrec.transforms.elements import GroupedImage, Rejected
+from imgrec.transforms.near_duplicate_groups import (MAX_GROUP, NAMES, FindGroups, IndexGroups, Linked, Member,
+                                                     Threshold, group_name)
 from imgrec.transforms.splits import GROUPS, MOVES, DealSplits, split_for
 
 GROUP, REPORT, OFF = MODES
@@ -48,36 +50,35 @@ class NearDuplicate(typing.NamedTuple):
     nearest_label: str | None = None  # ``nearest``'s label: differs from ``label`` for a pair under two labels
     links_cut: typing.Sequence[str] = ()  # images it was linked to whose links were cut to bound its group's size
 
-
-class _Linked(typing.NamedTuple):
-    """A linked image's Node, keyed by its group's name to meet its record."""
-    source: str
-    node: Node
+    def __reduce__(self):
+        """Pickled with its fields alone, read back with the names many rows share interned (``_near_duplicate``)."""
+        return _near_duplicate, tuple(self)
 
 
-_NAMES = 'names'
+_SHARED = tuple(NearDuplicate._fields.index(name)
+                for name in ('group', 'label', 'split', 'moved_from', 'nearest_label'))
 
 
-def _by_group(linked):
-    """(source, Node) -> (its group's name, _Linked); _NAMES: (source, its group's name), what ``_route`` reads."""
-    source, node = linked
-    yield node.group, _Linked(source, node)
-    yield beam.pvalue.TaggedOutput(_NAMES, (source, node.group))
+def _near_duplicate(*fields):
+    """The NearDuplicate of ``fields``, its group's name, labels and splits interned: the publication reads every row
+    at once (a side input), where one string each a row was a third of what they took."""
+    shared: list[typing.Any] = [sys.intern(field) if index in _SHARED and isinstance(field, str) else field
+                                for index, field in enumerate(fields)]
+    return NearDuplicate(*shared)
 
 
 def _route(record, group_of):
-    """A record: to its group (keyed by the group's name, MEMBERS) when it has a near-duplicate, else on its
-    own. ``group_of``: {source: group name} of the linked images (a side input; usually few): the images
-    alone cross no shuffle here."""
-    group = group_of.get(record.source)
-    if group is None:
-        yield record
-    else:
-        yield beam.pvalue.TaggedOutput(MEMBERS, (group, record))
+    """A record -> the same, for the dealing, whose first step runs with this one (the same side input: one step
+    over the records, not two), and MEMBERS: its GroupedImage, to its group (keyed by the group's name), when it
+    has a near-duplicate. ``group_of``: the GroupIndex of the linked images (``group_name``)."""
+    group = group_name(group_of, record.source)
+    if group is not None:
+        yield beam.pvalue.TaggedOutput(MEMBERS, (group, GroupedImage.of(record)))
+    yield record
 
 
 class _MembersFn(beam.DoFn):
-    """A group's records and Nodes, met under its name (told apart by type: a CoGroupByKey would cost three
+    """A group's GroupedImages and Nodes, met under its name (told apart by type: a CoGroupByKey would cost three
     steps more) -> (name, [Member, ...] by source); with ``quarantine``, each member's class told to itself
     and to the images it is linked to ('labels', ``_label_messages``), for ``_QuarantineFn``."""
 
@@ -87,14 +88,14 @@ class _MembersFn(beam.DoFn):
 
     def process(self, keyed):
         name, values = keyed
-        records, nodes = [], {}
+        images, nodes = [], {}
         for value in values:
-            if isinstance(value, _Linked):
+            if isinstance(value, Linked):
                 nodes[value.source] = value.node
             else:
-                records.append(value)
-        members = sorted((Member(record, nodes[record.source]) for record in records),
-                         key=lambda member: member.record.source)
+                images.append(value)
+        members = sorted((Member(image, nodes[image.source]) for image in images),
+                         key=lambda member: member.image.source)
         if self._quarantine:
             for member in members:
                 for message in _label_messages(member):
@@ -105,8 +106,8 @@ class _MembersFn(beam.DoFn):
 
 
 class _QuarantineFn(beam.DoFn):
-    """A group -> the same without its label conflicts (a member linked to an image of another class:
-    REJECTED, and 'stats' counts it); no group when none is left."""
+    """A group -> the same without its label conflicts (a member linked to an image of another class; 'stats'
+    counts it); no group when none is left. Their records are taken out by ``_reject``."""
 
     def __init__(self):
         self.grouped = Metrics.counter(*counters.IMAGES_GROUPED)
@@ -114,21 +115,24 @@ class _QuarantineFn(beam.DoFn):
 
     def process(self, group, conflicts):
         name, members = group
-        kept = []
-        for member in members:
-            record = member.record
-            if record.source not in conflicts:
-                kept.append(member)
-                continue
-            self.conflicts.inc()
+        kept = [member for member in members if member.image.source not in conflicts]
+        self.conflicts.inc(len(members) - len(kept))
+        for _ in range(len(members) - len(kept)):
             yield beam.pvalue.TaggedOutput('stats', (None, Stat(_STATS, {'label_conflicts': 1})))
-            yield beam.pvalue.TaggedOutput(REJECTED, Rejected(
-                record.source, NEAR_DUPLICATE_CONFLICT, conflicts[record.source], record.source_size,
-                record.split, record.label_text, record.mtime_ns, record.generation, record.ctime_ns,
-                record.inode))
         self.grouped.inc(len(kept))
         if kept:
             yield name, kept
+
+
+def _reject(record, conflicts):
+    """A record: the same, or REJECTED when it is a label conflict."""
+    why = conflicts.get(record.source)
+    if why is None:
+        yield record
+    else:
+        yield beam.pvalue.TaggedOutput(REJECTED, Rejected(
+            record.source, NEAR_DUPLICATE_CONFLICT, why, record.source_size, record.split, record.label_text,
+            record.mtime_ns, record.generation, record.ctime_ns, record.inode))
 
 
 class LabelHeard(typing.NamedTuple):
@@ -148,10 +152,10 @@ class SplitHeard(typing.NamedTuple):
 
 def _label_messages(member):
     """A linked image's class, told to itself and to each image it is linked to: (source, LabelHeard)."""
-    record, node = member
-    yield record.source, LabelHeard(True, record.source, record.label_text)
+    image, node = member
+    yield image.source, LabelHeard(True, image.source, image.label_text)
     for other, *_ in node.neighbours:
-        yield other, LabelHeard(False, record.source, record.label_text)
+        yield other, LabelHeard(False, image.source, image.label_text)
 
 
 def _conflict(keyed):
@@ -170,31 +174,31 @@ def _pair_messages(group):
     ``_pairs_within``): each member with such a link told its final split, and each image it is linked to
     there (once a pair): (source, SplitHeard)."""
     _, members = group
-    inside = {record.source for record, _ in members}
-    for record, node in members:
+    inside = {image.source for image, _ in members}
+    for image, node in members:
         outside = [other for other, *_ in node.neighbours if other not in inside]
         if outside:
-            yield record.source, SplitHeard(True, record.split, record.label_text, record.source)
+            yield image.source, SplitHeard(True, image.split, image.label_text, image.source)
         for other in outside:
-            if other > record.source:
-                yield other, SplitHeard(False, record.split, record.label_text, record.source)
+            if other > image.source:
+                yield other, SplitHeard(False, image.split, image.label_text, image.source)
 
 
 def _pairs_within(members):
     """(counts, pairs under two labels listed) of the links between a group's own members: what
     ``_pair_stats`` counts for the links that leave it, without a shuffle."""
-    placed = {record.source: (record.split, record.label_text) for record, _ in members}
+    placed = {image.source: (image.split, image.label_text) for image, _ in members}
     stats = dict.fromkeys(_PAIR_STATS, 0)
     listed = []
-    for record, node in members:
+    for image, node in members:
         for other, *_ in node.neighbours:
-            if other > record.source and other in placed:
+            if other > image.source and other in placed:
                 split, label = placed[other]
                 stats['pairs'] += 1
-                stats['pairs_across_splits'] += split != record.split
-                stats['pairs_across_labels'] += label != record.label_text
-                if label != record.label_text:
-                    listed.append((record.source, record.label_text, record.split, other, label, split))
+                stats['pairs_across_splits'] += split != image.split
+                stats['pairs_across_labels'] += label != image.label_text
+                if label != image.label_text:
+                    listed.append((image.source, image.label_text, image.split, other, label, split))
     return stats, sorted(listed)[:LISTED_CONFLICT_PAIRS]
 
 
@@ -231,14 +235,14 @@ class _DescribeGroupFn(beam.DoFn):
     def process(self, group):
         name, members = group
         moved = cut = 0
-        labels = {record.source: record.label_text for record, _ in members}
-        for record, node in sorted(members, key=lambda member: member[0].source):
-            alone = split_for(record.source, self._weights)
-            moved_from = alone if self._together and alone != record.split else None
+        labels = {image.source: image.label_text for image, _ in members}
+        for image, node in sorted(members, key=lambda member: member.image.source):
+            alone = split_for(image.source, self._weights)
+            moved_from = alone if self._together and alone != image.split else None
             moved += moved_from is not None
-            yield NearDuplicate(record.source, name, node.distance, node.nearest, record.label_text, record.split,
-                                moved_from, record.perceptual_hash, node.similarity,
-                                labels.get(node.nearest, record.label_text), list(node.cut))
+            yield NearDuplicate(image.source, name, node.distance, node.nearest, image.label_text, image.split,
+                                moved_from, image.perceptual_hash, node.similarity,
+                                labels.get(node.nearest, image.label_text), list(node.cut))
             cut += len(node.cut)
         self.moved.inc(moved)
         for message in _pair_messages(group):
@@ -328,15 +332,16 @@ def _needed(counts, weights):
 
 
 def _regroup(groups, records):
-    """The groups (name, [Member]) again, each record as dealt: for ``report``, whose groups were
-    dealt image by image."""
-    final = records | 'FinalBySource' >> beam.Map(lambda record: (record.source, record))
+    """The groups (name, [Member]) again, each image in the split it was dealt: for ``report``, whose groups
+    were dealt image by image."""
+    final = records | 'FinalBySource' >> beam.Map(lambda record: (record.source, record.split))
     nodes = groups | 'NodesBySource' >> beam.FlatMap(
-        lambda group: [(record.source, (group[0], node)) for record, node in group[1]])
+        lambda group: [(member.image.source, (group[0], member)) for member in group[1]])
     return ({'group': nodes, 'final': final}
             | 'JoinFinal' >> beam.CoGroupByKey()
-            | 'FinalMembers' >> beam.FlatMap(lambda joined: [(name, Member(record, node)) for name, node in joined[1]['group']
-                                                             for record in joined[1]['final']])
+            | 'FinalMembers' >> beam.FlatMap(lambda joined: [
+                (name, member._replace(image=member.image._replace(split=split)))
+                for name, member in joined[1]['group'] for split in joined[1]['final']])
             | 'FinalGroups' >> beam.GroupByKey())
 
 
@@ -391,25 +396,26 @@ class NearDuplicates(beam.PTransform):
         return self._describe(totals, threshold, pairs)
 
     def _groups(self, records, threshold):
-        """(singletons, groups (name, [Member]), rejected, [their stats]) before dealing."""
+        """(records to deal, groups (name, [Member]), the GroupIndex side input of their images, rejected, [their
+        stats]) before dealing."""
         quarantine = self._mode == GROUP and self._conflicts == QUARANTINE
-        nodes = records | 'FindGroups' >> FindGroups(threshold, storage=self._storage)
-        keyed = nodes | 'KeyByGroup' >> beam.FlatMap(_by_group).with_outputs(_NAMES, main='nodes')
+        found = records | 'FindGroups' >> FindGroups(threshold, storage=self._storage)
+        group_of = beam.pvalue.AsDict(found[NAMES] | 'IndexGroups' >> beam.CombinePerKey(IndexGroups()))
         # Nothing goes to REJECTED from here: the empty collection keep and report return.
-        routed = records | 'Route' >> beam.FlatMap(_route, beam.pvalue.AsDict(keyed[_NAMES])).with_outputs(
-            MEMBERS, REJECTED, main='singletons')
-        met = ((routed[MEMBERS], keyed.nodes)
-               | 'RecordsAndNodes' >> beam.Flatten()
+        routed = records | 'Route' >> beam.FlatMap(_route, group_of).with_outputs(MEMBERS, REJECTED, main='records')
+        met = ((routed[MEMBERS], found['nodes'])
+               | 'ImagesAndNodes' >> beam.Flatten()
                | 'GroupMembers' >> beam.GroupByKey()
                | 'Members' >> beam.ParDo(_MembersFn(quarantine)).with_outputs('labels', main='groups'))
         if not quarantine:  # only quarantine asks who is linked across labels (keep counts the pairs: _pairs_within)
-            return routed.singletons, met.groups, routed[REJECTED], []
+            return routed.records, met.groups, group_of, routed[REJECTED], []
         conflicts = beam.pvalue.AsDict(met.labels
                                        | 'HearLabels' >> beam.GroupByKey()
                                        | 'LabelConflicts' >> beam.FlatMap(_conflict))
-        kept = met.groups | 'Quarantine' >> beam.ParDo(_QuarantineFn(), conflicts).with_outputs(
-            REJECTED, 'stats', main='groups')
-        return routed.singletons, kept.groups, kept[REJECTED], [kept.stats]
+        kept = met.groups | 'Quarantine' >> beam.ParDo(_QuarantineFn(), conflicts).with_outputs('stats', main='groups')
+        checked = routed.records | 'RejectConflicts' >> beam.FlatMap(_reject, conflicts).with_outputs(
+            REJECTED, main='kept')
+        return checked.kept, kept.groups, group_of, checked[REJECTED], [kept.stats]
 
     def expand(self, records):
         pipeline, weights = records.pipeline, self._weights
@@ -418,19 +424,17 @@ class NearDuplicates(beam.PTransform):
         else:
             threshold = records | 'ThresholdForCount' >> Threshold()
         if self._mode == OFF:
-            singletons, groups, rejected = records, pipeline | 'NoGroups' >> Empty(), pipeline | 'NoConflicts' >> Empty()
-            conflict_stats = []
+            groups, rejected = pipeline | 'NoGroups' >> Empty(), pipeline | 'NoConflicts' >> Empty()
+            group_of, conflict_stats = None, []
         else:
-            singletons, groups, rejected, conflict_stats = self._groups(records, threshold)
+            records, groups, group_of, rejected, conflict_stats = self._groups(records, threshold)
         if self._mode == REPORT:  # listed, not kept together: every image is dealt on its own
-            members = groups | 'Ungroup' >> beam.FlatMap(lambda group: [record for record, _ in group[1]])
-            singletons = (singletons, members) | 'AllAlone' >> beam.Flatten()
-            dealt = {'singletons': singletons, 'groups': pipeline | 'NoneTogether' >> Empty()} | 'DealSplits' >> (
+            dealt = {'records': records, 'groups': pipeline | 'NoneTogether' >> Empty()} | 'DealSplits' >> (
                 DealSplits(weights, self._stratify, self._keep_published))
             listed = _regroup(groups, dealt['records'])
         else:
-            dealt = {'singletons': singletons, 'groups': groups} | 'DealSplits' >> DealSplits(
-                weights, self._stratify, self._keep_published)
+            dealt = {'records': records, 'groups': groups} | 'DealSplits' >> DealSplits(
+                weights, self._stratify, self._keep_published, group_of)
             listed = dealt[GROUPS]
         described = listed | 'Describe' >> beam.ParDo(_DescribeGroupFn(weights, self._mode == GROUP)).with_outputs(
             'stats', 'pairs', main='rows')

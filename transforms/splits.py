@@ -19,7 +19,8 @@ Ranking needs no scope gathered on one worker: like the shards (``imgrec.transfo
 bucketed by the top bits of their hash, and a rank is the count of the scope's images in earlier
 buckets (a small side input) plus the position inside the bucket. Groups are fewer than images, and each
 scope's groups meet on one worker as their facts (``GroupFacts``: a name and three numbers), not their
-images; the splits dealt reach the groups as a side input.
+images; the splits dealt reach the groups, and each grouped image's record where the others are keyed to be
+ranked, as a side input.
 """
 import collections
 import typing
@@ -30,6 +31,7 @@ from apache_beam.metrics import Metrics
 from imgrec.contract import counters
 from imgrec.contract.hashing import order_key, stable_hash
 from imgrec.transforms.elements import LISTED, Tally
+from imgrec.transforms.near_duplicate_groups import group_name
 from imgrec.transforms.sharding import bucket_of
 
 _SALT = 'split'
@@ -123,8 +125,8 @@ def deal_groups(groups, targets, placed, weights):
 
 
 def published_group_split(members, names):
-    """The split of a group with published images: where most of them are (ties: the first by order
-    key), or None when none is published."""
+    """The split of a group with published images (``members``: their records or GroupedImages): where most of
+    them are (ties: the first by order key), or None when none is published."""
     published = sorted((record for record in members if record.published_split in names),
                        key=lambda record: record.order_key)
     if not published:
@@ -175,7 +177,7 @@ class _Mover:
 # dealing, the scopes' sizes, their published images and their images in no group; after, the buckets
 # and what the groups placed. A combine a count cost two steps, two stages and a side input each.
 _SCOPE, _PUBLISHED, _FREE, _BUCKET, _PLACED = 'scope', 'published', 'free', 'bucket', 'placed'
-_COUNTS, _KEPT = 'counts', 'kept'
+_COUNTS, _KEPT, _GROUPED = 'counts', 'kept', 'grouped'
 
 
 class Count(typing.NamedTuple):
@@ -203,8 +205,9 @@ def _buckets(counts):
 
 
 class _SortOutFn(beam.DoFn):
-    """An image in no group: a published one stays in its split (_KEPT, and MOVES), any other is dealt by
-    its rank (the main output); _COUNTS: what it adds to the counts before dealing."""
+    """An image: a published one stays in its split (_KEPT, and MOVES), any other is dealt (the main output: by
+    its rank, or with its group); _COUNTS: what an image in no group adds to the counts before dealing (a group's
+    images are counted by ``_Placement.facts``). ``group_of``: ``DealSplits``'."""
 
     def __init__(self, scope, names, keep_published):
         self._scope = scope
@@ -212,16 +215,20 @@ class _SortOutFn(beam.DoFn):
         self._keep_published = keep_published
         self._mover = _Mover()
 
-    def process(self, record):
+    def process(self, record, group_of=None):
         scope = self._scope(record)
-        yield beam.pvalue.TaggedOutput(_COUNTS, (Count(_SCOPE, scope), 1))
+        alone = group_of is None or group_name(group_of, record.source) is None
+        if alone:
+            yield beam.pvalue.TaggedOutput(_COUNTS, (Count(_SCOPE, scope), 1))
         if self._keep_published and record.published_split in self._names:
-            yield beam.pvalue.TaggedOutput(_COUNTS, (Count(_PUBLISHED, scope, split=record.published_split), 1))
+            if alone:
+                yield beam.pvalue.TaggedOutput(_COUNTS, (Count(_PUBLISHED, scope, split=record.published_split), 1))
             kept, moves = self._mover.place(record, record.published_split)
             yield from moves
             yield beam.pvalue.TaggedOutput(_KEPT, kept)
         else:
-            yield beam.pvalue.TaggedOutput(_COUNTS, (Count(_FREE, scope), 1))
+            if alone:
+                yield beam.pvalue.TaggedOutput(_COUNTS, (Count(_FREE, scope), 1))
             yield record
 
 
@@ -253,12 +260,12 @@ class _Placement:
     def facts(self, group, scope):
         """(the group's scope, its GroupFacts); _COUNTS: (Count(_SCOPE, scope), images) of its images' scopes."""
         name, members = group
-        records = [member.record for member in members]
-        for each_scope, images in collections.Counter(map(scope, records)).items():
-            yield beam.pvalue.TaggedOutput(_COUNTS, (Count(_SCOPE, each_scope), images))
-        published = published_group_split(records, self._names) if self._keep_published else None
-        yield scope(records[0]), GroupFacts(name, len(records), published,
-                                            sum(not self.fixed(record) for record in records))
+        images = [member.image for member in members]
+        for each_scope, count in collections.Counter(map(scope, images)).items():
+            yield beam.pvalue.TaggedOutput(_COUNTS, (Count(_SCOPE, each_scope), count))
+        published = published_group_split(images, self._names) if self._keep_published else None
+        yield scope(images[0]), GroupFacts(name, len(images), published,
+                                           sum(not self.fixed(image) for image in images))
 
 
 class _DealScopeFn(beam.DoFn):
@@ -285,41 +292,45 @@ class _DealScopeFn(beam.DoFn):
 
 
 class _PlaceGroupFn(beam.DoFn):
-    """A group, (name, [Member, ...]), and the splits dealt -> its images with their splits; GROUPS: the group
-    with its members placed; _COUNTS: (Count(_PLACED, scope, split), images) it put there."""
+    """A group, (name, [Member, ...]), and the splits dealt -> the group with its members' final splits;
+    _COUNTS: (Count(_PLACED, scope, split), images) it put there. Its records are placed by ``_KeyByBucketFn``."""
 
     def __init__(self, placement, scope, stratify):
         self._placement = placement
         self._scope = scope
         self._stratify = stratify
-        self._mover = _Mover()
 
     def process(self, group, split_of):
         name, members = group
-        members = list(members)
-        scope = self._scope(members[0].record)
-        placed = []
+        scope = self._scope(members[0].image)
+        placed, counts = [], collections.Counter[Count]()
         for member in members:
-            final = self._placement.final(member.record, split_of[name])
-            moved, moves = self._mover.place(member.record, final)
-            yield from moves
-            placed.append(member._replace(record=moved))
+            final = self._placement.final(member.image, split_of[name])
+            placed.append(member._replace(image=member.image._replace(split=final)))
             # Counted in the image's own scope: a group kept under two labels (--stratify) is dealt with
             # its first image's class, but each image fills its own class's share.
-            yield beam.pvalue.TaggedOutput(_COUNTS, (
-                Count(_PLACED, member.record.label if self._stratify else scope, split=final), 1))
-        yield beam.pvalue.TaggedOutput(GROUPS, (name, placed))
-        for member in placed:
-            yield member.record
+            counts[Count(_PLACED, member.image.label if self._stratify else scope, split=final)] += 1
+        for count in sorted(counts.items()):
+            yield beam.pvalue.TaggedOutput(_COUNTS, count)
+        yield name, placed
 
 
 class _KeyByBucketFn(beam.DoFn):
-    """An image to deal by rank -> ((scope, bucket), record); _COUNTS: one more in its bucket (Count(_BUCKET))."""
+    """An image to deal by rank -> ((scope, bucket), record); _COUNTS: one more in its bucket (Count(_BUCKET)). An
+    image of a group dealt together (``group_of``, ``DealSplits``') -> _GROUPED: its record in its group's split
+    (``split_of``, the group's published images having stayed in theirs: ``_SortOutFn``), and MOVES."""
 
     def __init__(self, scope):
         self._scope = scope
+        self._mover = _Mover()
 
-    def process(self, record, before):
+    def process(self, record, before, split_of=None, group_of=None):
+        group = None if group_of is None else group_name(group_of, record.source)
+        if group is not None:
+            placed, moves = self._mover.place(record, split_of[group])
+            yield from moves
+            yield beam.pvalue.TaggedOutput(_GROUPED, placed)
+            return
         scope = self._scope(record)
         bucket = bucket_of(deal_key(record.source)[0], before[Count(_FREE, scope)])
         yield beam.pvalue.TaggedOutput(_COUNTS, (Count(_BUCKET, scope, bucket=bucket), 1))
@@ -365,27 +376,32 @@ class _DealBucketFn(beam.DoFn):
 
 
 class DealSplits(beam.PTransform):
-    """{'singletons': RecordRef in no group, 'groups': (group, [Member, ...])} -> {'records': every RecordRef
-    with its final split, GROUPS: the groups with their members' final splits, MOVES: (Tally(LISTED, split), -1)
-    and (Tally(LISTED, split), +1) for every record whose split is not its hash's}.
+    """{'records': every RecordRef, 'groups': (group, [Member, ...])} -> {'records': every RecordRef with its final
+    split, GROUPS: the groups with their members' final splits, MOVES: (Tally(LISTED, split), -1) and
+    (Tally(LISTED, split), +1) for every record whose split is not its hash's}.
 
     ``weights``: ((name, weight), ...); ``stratify``: a class is a scope; ``keep_published``: records'
-    ``published_split`` is final (a previous version with the same splits, no --resplit).
+    ``published_split`` is final (a previous version with the same splits, no --resplit). ``group_of``: when the
+    groups are dealt together, the side input that names each grouped image's group (``group_name``). The groups
+    are dealt as their Members; a record crosses no step more for its group: where the others are keyed to be
+    dealt by rank, it takes its group's split.
     """
 
-    def __init__(self, weights, stratify=False, keep_published=False):
+    def __init__(self, weights, stratify=False, keep_published=False, group_of=None):
         super().__init__()
         self._weights = tuple(weights)
         self._stratify = stratify
         self._keep_published = keep_published
+        self._group_of = group_of
 
     def _scope(self):
         return (lambda record: record.label) if self._stratify else (lambda record: WHOLE)
 
     def expand(self, inputs):
-        singletons, groups = inputs['singletons'], inputs['groups']
+        records, groups = inputs['records'], inputs['groups']
         scope, names, keep = self._scope(), {name for name, _ in self._weights}, self._keep_published
-        sorted_out = singletons | 'SortOut' >> beam.ParDo(_SortOutFn(scope, names, keep)).with_outputs(
+        together = () if self._group_of is None else (self._group_of,)
+        sorted_out = records | 'SortOut' >> beam.ParDo(_SortOutFn(scope, names, keep), *together).with_outputs(
             _COUNTS, _KEPT, MOVES, main='free')
         placement = _Placement(self._weights, self._stratify, keep)
         # Beam would infer the tagged outputs into the main output's type: it is a (scope, GroupFacts) pair.
@@ -394,15 +410,18 @@ class DealSplits(beam.PTransform):
         before = beam.pvalue.AsDict((sorted_out[_COUNTS], facts[_COUNTS])
                                     | 'AllBefore' >> beam.Flatten()
                                     | 'CountBefore' >> beam.CombinePerKey(sum))
-        split_of = (facts.facts
-                    | 'GroupsOfScope' >> beam.GroupByKey()
-                    | 'DealGroups' >> beam.ParDo(_DealScopeFn(self._weights, self._stratify), before))
+        split_of = beam.pvalue.AsDict(facts.facts
+                                      | 'GroupsOfScope' >> beam.GroupByKey()
+                                      | 'DealGroups' >> beam.ParDo(_DealScopeFn(self._weights, self._stratify),
+                                                                   before))
+        # Beam would infer the tagged outputs into the main output's type: it is a (name, [Member]) pair.
         dealt_groups = groups | 'PlaceGroups' >> beam.ParDo(
-            _PlaceGroupFn(placement, scope, self._stratify), beam.pvalue.AsDict(split_of)).with_outputs(
-                GROUPS, MOVES, _COUNTS, main='records')
+            _PlaceGroupFn(placement, scope, self._stratify), split_of).with_output_types(
+                typing.Tuple[typing.Any, typing.Any]).with_outputs(_COUNTS, main='groups')
         # Beam would infer the tagged outputs into the main output's type: it is a (key, record) pair.
-        keyed = sorted_out.free | 'KeyByBucket' >> beam.ParDo(_KeyByBucketFn(scope), before).with_output_types(
-            typing.Tuple[typing.Any, typing.Any]).with_outputs(_COUNTS, main='keyed')
+        keyed = sorted_out.free | 'KeyByBucket' >> beam.ParDo(
+            _KeyByBucketFn(scope), before, *((split_of,) + together if together else ())).with_output_types(
+                typing.Tuple[typing.Any, typing.Any]).with_outputs(_COUNTS, _GROUPED, MOVES, main='keyed')
         after = beam.pvalue.AsDict((keyed[_COUNTS], dealt_groups[_COUNTS])
                                    | 'AllAfter' >> beam.Flatten()
                                    | 'CountAfter' >> beam.CombinePerKey(sum))
@@ -411,7 +430,7 @@ class DealSplits(beam.PTransform):
                  | 'DealSingletons' >> beam.ParDo(_DealBucketFn(self._weights, self._stratify), before,
                                                   after).with_outputs(MOVES, main='records'))
         return {
-            'records': ((dealt_groups.records, dealt.records, sorted_out[_KEPT]) | 'AllDealt' >> beam.Flatten()),
-            GROUPS: dealt_groups[GROUPS],
-            MOVES: ((dealt_groups[MOVES], dealt[MOVES], sorted_out[MOVES]) | 'AllMoves' >> beam.Flatten()),
+            'records': ((keyed[_GROUPED], dealt.records, sorted_out[_KEPT]) | 'AllDealt' >> beam.Flatten()),
+            GROUPS: dealt_groups.groups,
+            MOVES: ((keyed[MOVES], dealt[MOVES], sorted_out[MOVES]) | 'AllMoves' >> beam.Flatten()),
         }
