@@ -29,7 +29,6 @@ from imgrec.storage.crash_points import crash_point
 from imgrec.storage.latest import Latest
 from imgrec.storage.output import Output
 from imgrec.storage.retention import Kept, Retention
-from imgrec.storage.storage_interface import Storage
 from imgrec.transforms.elements import DECODED, IGNORED, LISTED, UPSCALED, Tally
 from imgrec.versions import failed_build, tfds_metadata
 from imgrec.versions.report import facts as report_facts, page as report_page
@@ -87,21 +86,9 @@ def check_error_rate(totals: Mapping[str, int], rejected: Iterable[Any], max_err
                           f'top reasons: {top_reasons(errors)}; LATEST not updated; see {quarantine_path}')
 
 
-def _jsonl_line(item: Any) -> str:
-    return json.dumps(item._asdict(), ensure_ascii=False, sort_keys=True) + '\n'
-
-
 def jsonl(items: Iterable[Any]) -> bytes:
     """One JSON object a line, fields sorted: the bytes depend on the items only."""
-    return ''.join(map(_jsonl_line, items)).encode()
-
-
-def write_jsonl(storage: Storage, path: str, items: Iterable[Any]) -> None:
-    """``jsonl(items)`` written a line at a time: a listing of every grouped image (100,000 lines and more) is
-    never held whole as text beside its rows."""
-    with storage.open_write(path) as out:
-        for item in items:
-            out.write(_jsonl_line(item).encode())
+    return ''.join(json.dumps(item._asdict(), ensure_ascii=False, sort_keys=True) + '\n' for item in items).encode()
 
 
 # What pruning kept and deleted (a retention.Retention, as JSON) and whether an earlier run of the same
@@ -234,11 +221,11 @@ class _WriteMetadata(beam.DoFn):
             layout.join(staging, layout.QUARANTINE_JSONL): jsonl(accounting.rejected),
             layout.join(staging, layout.LABELS_TXT): ''.join(f'{l}\n' for l in labels).encode(),
             layout.join(staging, layout.DUPLICATES_JSONL): jsonl(accounting.duplicates),
+            layout.join(staging, layout.NEAR_DUPLICATES_JSONL):
+                jsonl(sorted(near_rows, key=lambda row: (row.group, row.source))),
             layout.join(staging, layout.DATASET_JSON): dataset_json,
             **{layout.join(staging, name): data for name, data in tfds_metadata.files(document).items()},
         })
-        write_jsonl(storage, layout.join(staging, layout.NEAR_DUPLICATES_JSONL),
-                    sorted(near_rows, key=lambda row: (row.group, row.source)))
         crash_point('metadata:after_files')
         # A report already there is this step's, run before (a retried bundle): its build time stands, so the
         # report is the same bytes again.
