@@ -3,6 +3,7 @@ Dataflow Runner v2, Flink and Spark run it, writes the bytes the default run wri
 does not answer is a one-line mistake."""
 import json
 import socket
+import time
 
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
@@ -71,13 +72,27 @@ def test_an_unreachable_job_endpoint_is_one_line_naming_it(images, tmp_path, cap
     assert not (tmp_path / layout.LATEST).exists()
 
 
+def _refused(port, seconds=30.0):
+    """Waits until ``port`` refuses connections: a gRPC server's stop only starts its shutdown, and until the socket
+    closes a connection is taken and never answered (the check would wait its whole --job_server_timeout)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        with socket.socket() as probe:
+            if probe.connect_ex(('localhost', port)) != 0:
+                return
+        time.sleep(0.05)
+    raise AssertionError(f'port {port} still takes connections {seconds} s after its server stopped')
+
+
 def test_a_job_endpoint_that_answers_passes_the_check_and_one_stopped_since_does_not():
     service = local_job_service.LocalJobServicer()  # Beam's own Job API server, on a port of its own
-    endpoint = f'localhost:{service.start_grpc_server()}'
+    port = service.start_grpc_server()
+    endpoint = f'localhost:{port}'
     options = PipelineOptions(['--runner', 'PortableRunner', '--job_endpoint', endpoint])
     try:
         job_endpoint.check(options)
     finally:
         service.stop()
+    _refused(port)
     with pytest.raises(UserError, match=f'^--job_endpoint {endpoint}: no job service answers there'):
         job_endpoint.check(options)
