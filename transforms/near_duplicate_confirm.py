@@ -278,11 +278,11 @@ class _ConfirmFn(beam.DoFn):
                     if place.source not in kept:
                         kept.add(place.source, jpegs[place.source] if place.source in jpegs
                                  else self._jpegs_of({place.source: tuple(place.frame)})[place.source])
-            refused = _refused_by_bound([_pictures(kept[first.source], kept[second.source])
-                                         for first, second, _ in chunk])
+            pictures = [_pictures(kept[first.source], kept[second.source]) for first, second, _ in chunk]
+            refused = _refused_by_bound(pictures)
             for position, (first, second, distance) in enumerate(chunk, start):
                 similarity = (None if position - start in refused
-                              else _judged(kept[first.source], kept[second.source]))
+                              else _judged(kept[first.source], kept[second.source], pictures[position - start]))
                 if similarity is not None:
                     confirmed += 1
                     yield first.source, second.source, distance, similarity
@@ -300,13 +300,11 @@ def _pictures(first, second):
     return first.picture_or_none(), second.picture_or_none()
 
 
-def _judged(first, second):
-    """The similarity of two kept records whose pictures agree, else None."""
-    if first.jpeg is None or second.jpeg is None:
-        return None
-    if first.jpeg == second.jpeg:  # the same pixels written: the same picture, nothing to decode
+def _judged(first, second, pictures):
+    """The similarity of two kept records whose pictures agree, else None; ``pictures``: theirs (``_pictures``)."""
+    if first.jpeg is not None and first.jpeg == second.jpeg:  # the same pixels written: nothing to decode
         return 1.0
-    picture_a, picture_b = first.picture_or_none(), second.picture_or_none()
+    picture_a, picture_b = pictures
     if picture_a is None or picture_b is None:
         return None
     same, similarity = picture_check.judge(picture_a, picture_b)

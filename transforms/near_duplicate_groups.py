@@ -16,13 +16,12 @@ near_duplicates.jsonl and the summary say so. A group's name is its smallest sou
 """
 import array
 import collections
-import hashlib
 import typing
 
 import apache_beam as beam
 import numpy as np
 
-from imgrec.contract.hashing import order_key
+from imgrec.contract.hashing import order_key, stable_hash_pair
 from imgrec.imaging import perceptual_hash as ph
 from imgrec.transforms.elements import GroupedImage
 from imgrec.transforms.near_duplicate_candidates import FindCandidates
@@ -62,11 +61,13 @@ class Member(typing.NamedTuple):
     node: Node
 
 
+_INDEX_SALT = 'group index'
+
+
 def _digest(source):
-    """Two 64-bit numbers of ``source``'s sha256: a name in a GroupIndex (two names with one digest: one chance in
-    10^28 among a million)."""
-    digest = hashlib.sha256(f'group index\0{source}'.encode('utf-8')).digest()
-    return int.from_bytes(digest[:8], 'little'), int.from_bytes(digest[8:16], 'little')
+    """Two 64-bit numbers of ``source``: a name in a GroupIndex (two names with one digest: one chance in 10^28
+    among a million)."""
+    return stable_hash_pair(_INDEX_SALT, source)
 
 
 class GroupIndex:

@@ -420,7 +420,7 @@ class DealSplits(beam.PTransform):
                 typing.Tuple[typing.Any, typing.Any]).with_outputs(_COUNTS, main='groups')
         # Beam would infer the tagged outputs into the main output's type: it is a (key, record) pair.
         keyed = sorted_out.free | 'KeyByBucket' >> beam.ParDo(
-            _KeyByBucketFn(scope), before, *((split_of,) + together if together else ())).with_output_types(
+            _KeyByBucketFn(scope), before, *((split_of, *together) if together else ())).with_output_types(
                 typing.Tuple[typing.Any, typing.Any]).with_outputs(_COUNTS, _GROUPED, MOVES, main='keyed')
         after = beam.pvalue.AsDict((keyed[_COUNTS], dealt_groups[_COUNTS])
                                    | 'AllAfter' >> beam.Flatten()

@@ -63,8 +63,8 @@ MAX_FLAT_LEVELS = 8.0    # flat pictures: mean absolute difference of the colour
 MAX_FLAT_CELL = 18.0     # flat pictures: the most one colour cell may differ, in levels (another small icon)
 MAX_GAIN = 1.25          # the brightness gain allowed for flat pictures (a 20% brightening; 1/1.25 darkening)
 MAX_FLAT_SPREAD = 7.0    # a flat pair: each picture's grey standard deviation (levels) over the kept rows
-# ``surely_refused``: how far under MIN_CORRELATION a correlation bound must be to refuse (the bound is summed in
-# float64, the check in float32), and the variance a pixel (standardised over the whole picture) under which the
+# ``surely_refused``: how far under MIN_CORRELATION a correlation bound must be to refuse (its products of the two
+# pictures are summed in another order than the check's), and the variance a pixel (standardised over the whole picture) under which the
 # rows kept are plain (no bound: either correlation is rounding noise).
 BOUND_MARGIN = 1e-3
 PLAIN_ROWS = 0.01
@@ -169,25 +169,37 @@ _ZOOM_A = np.array([0] * len(ZOOMS) + list(range(1, len(ZOOMS))))
 _ZOOM_B = np.array(list(range(len(ZOOMS))) + [0] * (len(ZOOMS) - 1))
 
 
+def _strip_sums(rows: np.ndarray) -> np.ndarray:
+    """Per-row sums (... x SIDE) summed over the rows kept, for each strip of DROPPED_ROWS rows left out
+    (... x (SIDE - DROPPED_ROWS + 1)), in float64."""
+    running = np.concatenate((np.zeros(rows.shape[:-1] + (1,)), np.cumsum(rows, axis=-1, dtype=np.float64)),
+                             axis=-1)
+    return running[..., -1:] - (running[..., DROPPED_ROWS:] - running[..., :-DROPPED_ROWS])
+
+
+def _strip_correlations(cross: np.ndarray, sx: np.ndarray, sy: np.ndarray, qx: np.ndarray,
+                        qy: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """From two pictures' per-row sums (of x * y, x, y, x ** 2, y ** 2; ... x SIDE), for each strip left out:
+    (the correlation over the rows kept, their sum of (x - y) ** 2, the smaller of the two variances). The
+    check and its bound (``correlation_bounds``) both read their correlations here."""
+    xy, x, y, xx, yy = map(_strip_sums, (cross, sx, sy, qx, qy))
+    pixels = float((SIDE - DROPPED_ROWS) * SIDE)
+    variance_x, variance_y = xx - x ** 2 / pixels, yy - y ** 2 / pixels
+    correlation = (xy - x * y / pixels) / np.sqrt(np.maximum(variance_x * variance_y, 1e-12))
+    return correlation, xx + yy - 2 * xy, np.minimum(variance_x, variance_y)
+
+
 def _kept_correlation(a: Picture, b: Picture) -> tuple[np.ndarray, np.ndarray]:
     """For each alignment (``_ZOOM_A``, ``_ZOOM_B``): (the correlation of the two grey pictures over the rows
-    kept, the kept rows' mask), the strip of DROPPED_ROWS rows that disagrees most left out. One product of
-    the pair's pictures; the rest is in rows, from the pictures' own row sums."""
-    x, y = a.grey[_ZOOM_A], b.grey[_ZOOM_B]
-    cross = np.einsum('nij,nij->ni', x, y)  # alignment x row: sum of x * y
-    sx, sy, qx, qy = a.row_sums[_ZOOM_A], b.row_sums[_ZOOM_B], a.row_squares[_ZOOM_A], b.row_squares[_ZOOM_B]
-    row_error = qx + qy - 2 * cross  # each row's sum of (x - y) ** 2: both standardised over the whole
-    running = np.concatenate((np.zeros((len(x), 1)), np.cumsum(row_error, axis=1)), axis=1)
-    band = running[:, DROPPED_ROWS:] - running[:, :-DROPPED_ROWS]  # alignment x (SIDE - DROPPED_ROWS + 1)
-    start = np.argmax(band, axis=1)  # the strip of DROPPED_ROWS rows that disagrees most
+    kept, the kept rows' mask), the strip of DROPPED_ROWS rows that disagrees most left out (the least
+    difference kept). One product of the pair's pictures; the rest is in rows, from the pictures' own row sums."""
+    cross = np.einsum('nij,nij->ni', a.grey[_ZOOM_A], b.grey[_ZOOM_B])  # alignment x row: sum of x * y
+    correlation, difference, _ = _strip_correlations(cross, a.row_sums[_ZOOM_A], b.row_sums[_ZOOM_B],
+                                                     a.row_squares[_ZOOM_A], b.row_squares[_ZOOM_B])
+    start = np.argmin(difference, axis=1)
     rows = np.arange(SIDE)[None, :]
     keep = (rows < start[:, None]) | (rows >= start[:, None] + DROPPED_ROWS)
-    pixels = float((SIDE - DROPPED_ROWS) * SIDE)
-    sum_x, sum_y = (sx * keep).sum(axis=1), (sy * keep).sum(axis=1)
-    covariance = (cross * keep).sum(axis=1) - sum_x * sum_y / pixels
-    var_x = (qx * keep).sum(axis=1) - sum_x ** 2 / pixels
-    var_y = (qy * keep).sum(axis=1) - sum_y ** 2 / pixels
-    return covariance / np.sqrt(np.maximum(var_x * var_y, 1e-12)), keep
+    return correlation[np.arange(len(start)), start], keep
 
 
 def _alignments(a: Picture, b: Picture) -> tuple[np.ndarray, np.ndarray]:
@@ -304,22 +316,14 @@ def correlation_bounds(pairs: typing.Sequence[tuple[Picture, Picture]]) -> np.nd
     for pair, (first, second) in enumerate(pairs):
         np.einsum('ij,kij->ki', first.grey[0], second.grey, out=cross[pair, :zooms])
         np.einsum('kij,ij->ki', first.grey[1:], second.grey[0], out=cross[pair, zooms:])
-    kept = []  # pair x alignment x strip: each sum over the rows kept
-    for rows in (cross, np.stack([first.row_sums for first, _ in pairs])[:, zoom_a],
-                 np.stack([second.row_sums for _, second in pairs])[:, zoom_b],
-                 np.stack([first.row_squares for first, _ in pairs])[:, zoom_a],
-                 np.stack([second.row_squares for _, second in pairs])[:, zoom_b]):
-        running = np.concatenate((np.zeros(rows.shape[:-1] + (1,)), np.cumsum(rows, axis=-1, dtype=np.float64)),
-                                 axis=-1)
-        kept.append(running[..., -1:] - (running[..., DROPPED_ROWS:]
-                                         - running[..., :-DROPPED_ROWS]))
-    xy, x, y, xx, yy = kept
-    pixels = float((side - DROPPED_ROWS) * side)
-    variance_x, variance_y = xx - x ** 2 / pixels, yy - y ** 2 / pixels
-    correlation = (xy - x * y / pixels) / np.sqrt(np.maximum(variance_x * variance_y, 1e-12))
+    correlation, _, variance = _strip_correlations(
+        cross, np.stack([first.row_sums for first, _ in pairs])[:, zoom_a],
+        np.stack([second.row_sums for _, second in pairs])[:, zoom_b],
+        np.stack([first.row_squares for first, _ in pairs])[:, zoom_a],
+        np.stack([second.row_squares for _, second in pairs])[:, zoom_b])
     # Rows kept with next to no variance (a plain picture but for a bar) make either correlation rounding noise:
     # no bound then.
-    plain = np.minimum(variance_x, variance_y) < PLAIN_ROWS * pixels
+    plain = variance < PLAIN_ROWS * (SIDE - DROPPED_ROWS) * SIDE
     return np.where(plain, np.inf, correlation).max(axis=(1, 2))
 
 
