@@ -45,7 +45,7 @@ from imgrec.contract import counters, layout
 from imgrec.imaging import image_ops, perceptual_hash as ph
 from imgrec.samples import zoo, zoo_scores
 from imgrec.samples.near_duplicates import CLASSES, TRANSFORMS, write_corpus
-from imgrec.transforms.near_duplicate_candidates import MEMBER
+from imgrec.transforms.near_duplicate_candidates import MEMBER, MEMBER_FIELDS
 from imgrec.transforms.splits import split_for
 
 IMAGENET = 1_281_167
@@ -109,9 +109,9 @@ def comparison_rate(threshold):
 
 def band_bytes(threshold):
     """Bytes one image puts through the band shuffle: its keyed members (``near_duplicate_groups.band_keys``:
-    its hashes and member id packed, no name), one a band of each hash, encoded."""
+    its hashes, member id and frame packed, no name), one a band of each hash, encoded."""
     coder = coders.FastPrimitivesCoder()
-    member = bytes(MEMBER.itemsize * (ph.HASHES + 1))
+    member = bytes(MEMBER.itemsize * MEMBER_FIELDS)
     return sum(len(coder.encode(((index, band, 31), member)))
                for index in range(ph.HASHES) for band in range(ph.bands_for(threshold)))
 

@@ -35,21 +35,23 @@ _SPILL = os.path.join(tempfile.mkdtemp(prefix='near-dup-frames-'), 'spill')
 _FRAMES = {}
 
 
-def _frame(look):
-    """(file, offset, length) of a TFRecord frame holding an Example whose JPEG is ``look``'s own picture (random
-    blocks: another look's never agrees with it), appended to one spill file the first time it is asked for."""
-    if look not in _FRAMES:
+def _frame(source, look):
+    """(file, offset, length) of a TFRecord frame holding ``source``'s Example, whose JPEG is ``look``'s own picture
+    (random blocks: another look's never agrees with it), appended to one spill file the first time it is asked
+    for."""
+    if (source, look) not in _FRAMES:
         rng = np.random.default_rng(abs(hash_of(look)) % (2 ** 32))
         blocks = rng.integers(0, 256, size=(8, 8, 3), dtype=np.uint8)
         image = Image.fromarray(blocks).resize((64, 64), Image.Resampling.NEAREST)
         data = io.BytesIO()
         image.save(data, 'JPEG', quality=90)
-        framed = tfrecord.frame(encode_example({F.IMAGE_ENCODED: data.getvalue()}, {F.IMAGE_ENCODED: F.FEATURES[F.IMAGE_ENCODED]}))
+        features = {F.IMAGE_ENCODED: data.getvalue(), F.SOURCE: source.encode()}
+        framed = tfrecord.frame(encode_example(features, {key: F.FEATURES[key] for key in features}))
         with open(_SPILL, 'ab') as out:
             offset = out.tell()
             out.write(framed)
-        _FRAMES[look] = (_SPILL, offset, len(framed))
-    return _FRAMES[look]
+        _FRAMES[source, look] = (_SPILL, offset, len(framed))
+    return _FRAMES[source, look]
 
 
 def hash_of(text):
@@ -59,7 +61,7 @@ def hash_of(text):
 def _record(source, value, label=0, published=None, look=None):
     """A record whose frame holds ``look``'s picture (its own source's when None): equal looks confirm a candidate.
     ``value``: its whole image's hash, which its centre's repeats (or a tuple of both)."""
-    payload = _frame(look or source)
+    payload = _frame(source, look or source)
     return RecordRef(source, source, f'class{label}', split_for(source, WEIGHTS), label, 'sha-' + source, 1, None,
                      None, (), *payload, perceptual_hash=None if value is None else ph.to_hex(value if isinstance(value, tuple) else (value, value)),
                      published_split=published)
@@ -310,12 +312,15 @@ def test_the_confirmation_decodes_each_picture_once_and_its_links_do_not_depend_
     """Candidates at random among 40 images (copies of 10 looks): the same links whatever the pictures kept and
     the slices read; with room for them all, each picture decoded once, over two keys on one worker."""
     from imgrec.imaging import picture_check  # pylint: disable=import-outside-toplevel
+    from imgrec.transforms import near_duplicate_candidates as candidates  # pylint: disable=import-outside-toplevel
     from imgrec.transforms import near_duplicate_confirm as confirm  # pylint: disable=import-outside-toplevel
     rng = random.Random(8)
     sources = [f'c{i:02d}' for i in range(40)]
-    places = {source: confirm.Located(source, _frame(f'look{i % 10}')) for i, source in enumerate(sources)}
+    files = (_SPILL,)
+    places = {source: candidates.Frame(0, *_frame(source, f'look{i % 10}')[1:]) for i, source in enumerate(sources)}
     pairs = {tuple(sorted(rng.sample(sources, 2))) for _ in range(150)}
-    keys = [[(places[a], places[b], 3) for a, b in sorted(pairs) if hash_of(a) % 2 == key] for key in (0, 1)]
+    keys = [[candidates.Candidate(places[a], places[b], 3) for a, b in sorted(pairs) if hash_of(a) % 2 == key]
+            for key in (0, 1)]
     decoded = collections.Counter()
     from_jpeg = picture_check.from_jpeg
 
@@ -331,13 +336,13 @@ def test_the_confirmation_decodes_each_picture_once_and_its_links_do_not_depend_
         decoded.clear()
         fn = confirm._ConfirmFn()
         fn.setup()
-        found = sorted(link for key, candidates in enumerate(keys) for link in fn.process((key, candidates)))
+        found = sorted(link for key, given in enumerate(keys) for link in fn.process((key, given), files))
         fn.teardown()
         return found, sum(decoded.values())
 
     expected, decodes = links(1024, 256)
     assert expected == sorted((a, b, 3, 1.0) for a, b in pairs if sources.index(a) % 10 == sources.index(b) % 10)
-    assert 0 < decodes <= len({place.source for candidates in keys for pair in candidates for place in pair[:2]})
+    assert 0 < decodes <= len({frame for given in keys for pair in given for frame in pair[:2]})
     for kept, at_once in ((4, 2), (8, 4), (16, 1)):
         assert links(kept, at_once)[0] == expected
     order = confirm.visiting_order([(0, 1), (2, 3), (1, 2), (0, 3)])

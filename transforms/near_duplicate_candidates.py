@@ -4,11 +4,14 @@ the whole image's and its centre's) are within the threshold, found without comp
 Each of an image's hashes is cut into threshold + 1 bands; two hashes within the threshold agree exactly
 on one of them (pigeonhole). Each record is keyed by its (hash, band, value) triples, and only the members of
 one key meet on a worker, where every pair is compared at once (vectorised); a pair is kept from the first
-hash and band it shares only. A member is numbers only, its hashes and a number for its name packed in 24
-bytes: a worker holds every key's members of a bundle at once (a lifted combine gathers them), so this is
-what the check's memory is made of. Candidates leave as (member id, Candidate), for
-``imgrec.transforms.near_duplicate_confirm`` to join to the records.
+hash and band it shares only. A member is numbers only, packed in 40 bytes: its hashes, a number for its name
+(the order a bucket's members are taken in) and where its frame is (``Frame``: the frame file's number in the
+build's table of them, ``FrameFiles``). A worker holds every key's members of a bundle at once (a lifted
+combine gathers them), so this is what the candidates' memory is made of. A candidate leaves with both its
+images' frames, keyed by the first one's file, so ``imgrec.transforms.near_duplicate_confirm`` reads its
+pictures with no join to the records.
 """
+import bisect
 import functools
 import typing
 
@@ -21,8 +24,10 @@ from imgrec.contract.hashing import stable_hash
 from imgrec.imaging import perceptual_hash as ph
 
 _MASK = (1 << ph.BITS) - 1
-# A bucket member's numbers: its hashes, then its member id.
+# A bucket member's numbers (``band_keys``): its hashes, its member id, its frame's offset, and its frame file's
+# number and frame length in one (32 bits each).
 MEMBER = np.dtype('<i8')
+MEMBER_FIELDS = ph.HASHES + 3
 _MEMBER_SALT = 'near-duplicate member'
 
 
@@ -33,21 +38,62 @@ def _signed(value):
 
 def member_id(source):
     """A source's number in the band buckets: a stable 64-bit hash of its name, signed as Beam's integer coder
-    wants it. Numbers, not names or frame references, fill the buckets (the bulk of the check's memory);
-    a candidate's names and frames are joined to it after (``Located``). Two names with one number (about
-    one chance in 10^7 among a million) cost a few needless candidates, never a missed one."""
+    wants it: the order a bucket's members are taken in (so which of several copies a star starts from does not
+    depend on where their frames are). Two names with one number (about one chance in 10^7 among a million)
+    leave their order to their frames."""
     return _signed(stable_hash(_MEMBER_SALT, source))
 
 
-def band_keys(record, threshold):
+class Frame(typing.NamedTuple):
+    """Where a hashed record's TFRecord frame is: its file's number in the build's table of frame files
+    (``FrameFiles``: spill files, or a previous version's shards), its offset and its length."""
+    file: int
+    offset: int
+    length: int
+
+
+class Candidate(typing.NamedTuple):
+    """A pair within the threshold on one of its hashes: both images' frames (the first the smaller member id),
+    and the hash distance."""
+    first: Frame
+    second: Frame
+    distance: int
+
+
+def _distinct(files, file):
+    files.add(file)
+    return files
+
+
+class FrameFiles(beam.PTransform):
+    """RecordRef -> one element: the sorted paths of the files that hashed records' frames are in (a few
+    hundred spill files, or a previous version's shards): a band member names its file by its number in
+    this table (4 bytes, not a path), and the confirmation reads it back."""
+
+    def expand(self, records):
+        files = (records
+                 | 'FrameFile' >> beam.FlatMap(lambda record: [(None, record.payload_file)]
+                                               if record.perceptual_hash is not None and record.payload_file
+                                               else [])
+                 | 'DistinctFiles' >> beam.CombinePerKey(beam.combiners.ToSetCombineFn()))
+        # The set read as a side input by one element: a CombineGlobally costs five steps more than this.
+        return (records.pipeline
+                | 'Once' >> beam.Impulse()
+                | 'Table' >> beam.Map(lambda _, found: tuple(sorted(found.get(None, ()))), beam.pvalue.AsDict(files)))
+
+
+def band_keys(record, threshold, files):
     """((hash, band, value), member) for each band of each of the record's hashes
-    (``perceptual_hash.HASHES``: the whole image's, the centre's); none without hashes. A member is the
-    record's hashes and member id packed as little-endian 64-bit ints (``MEMBER``): 24 bytes, which is
-    what a bucket holds in memory too (``_MembersFn``), where a tuple of Python ints takes ~150."""
-    if record.perceptual_hash is None:
+    (``perceptual_hash.HASHES``: the whole image's, the centre's); none without hashes or without a frame
+    (nothing to confirm it by). A member is the record's hashes, member id and frame (its file's number in
+    ``files``, the sorted table of ``FrameFiles``) packed as little-endian 64-bit ints (``MEMBER``): 40 bytes,
+    which is what a bucket holds in memory too (``_MembersFn``), where a tuple of Python ints takes ~200."""
+    if record.perceptual_hash is None or not record.payload_file:
         return
     values = ph.from_hex(record.perceptual_hash)
-    member = np.array([*map(_signed, values), member_id(record.source)], dtype=MEMBER).tobytes()
+    file = bisect.bisect_left(files, record.payload_file)
+    member = np.array([*map(_signed, values), member_id(record.source), record.payload_offset,
+                       file << 32 | record.payload_length], dtype=MEMBER).tobytes()
     edges = ph.band_edges(ph.bands_for(threshold))
     for index, value in enumerate(values):
         for band, band_value in enumerate(ph.band_values(value, edges)):
@@ -55,15 +101,10 @@ def band_keys(record, threshold):
 
 
 def unpacked(members):
-    """The (hashes, member id) of packed members (``band_keys``), as Python ints."""
-    rows = np.frombuffer(members, dtype=MEMBER).reshape(-1, ph.HASHES + 1)
-    return [(tuple(row[:-1]), row[-1]) for row in rows.tolist()]
-
-
-class Candidate(typing.NamedTuple):
-    """A candidate told to one of its images (by member id): the other image's id, and the hash distance."""
-    other: int
-    distance: int
+    """The (hashes, (member id, Frame)) of packed members (``band_keys``), as Python ints."""
+    rows = np.frombuffer(members, dtype=MEMBER).reshape(-1, MEMBER_FIELDS)
+    return [(tuple(row[:ph.HASHES]), (row[-3], Frame(row[-1] >> 32, row[-2], row[-1] & 0xFFFFFFFF)))
+            for row in rows.tolist()]
 
 
 @functools.cache
@@ -136,8 +177,8 @@ class _MembersFn(beam.CombineFn):
 
 
 class _CandidatesFn(beam.DoFn):
-    """One band bucket -> its candidates (member id, Candidate): pairs within the threshold found in this
-    bucket first (``pairs_in_bucket``). Counts the comparisons, the cost that grows with the square."""
+    """One band bucket -> its candidates (the first's frame file, Candidate): pairs within the threshold found in
+    this bucket first (``pairs_in_bucket``). Counts the comparisons, the cost that grows with the square."""
 
     def __init__(self):
         self.compared = Metrics.counter(*counters.HASHES_COMPARED)
@@ -146,20 +187,21 @@ class _CandidatesFn(beam.DoFn):
         (index, band, _), packed = keyed
         members = unpacked(packed)
         self.compared.inc(len(members) * (len(members) - 1) // 2)
-        for a, b, distance in pairs_in_bucket(band, members, threshold, index):
-            yield a, Candidate(b, distance)
+        for (_, first), (_, second), distance in pairs_in_bucket(band, members, threshold, index):
+            yield first.file, Candidate(first, second, distance)
 
 
 class FindCandidates(beam.PTransform):
-    """RecordRef -> (member id, Candidate) for every pair within ``threshold`` on one of their hashes, once:
-    ``threshold`` a number, or a side input of it."""
+    """RecordRef -> (the first's frame file number, Candidate) for every pair within ``threshold`` on one of their
+    hashes, once: ``threshold`` a number, or a side input of it; ``files``: the side input of ``FrameFiles``."""
 
-    def __init__(self, threshold):
+    def __init__(self, threshold, files):
         super().__init__()
         self._threshold = threshold
+        self._files = files
 
     def expand(self, records):
         return (records
-                | 'BandKeys' >> beam.FlatMap(band_keys, self._threshold)
+                | 'BandKeys' >> beam.FlatMap(band_keys, self._threshold, self._files)
                 | 'GroupBands' >> beam.CombinePerKey(_MembersFn())
                 | 'CompareInBand' >> beam.ParDo(_CandidatesFn(), self._threshold))

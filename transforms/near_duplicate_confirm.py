@@ -1,21 +1,19 @@
 """Near-duplicate confirmation: a candidate is a link only if the two images' own pixels agree
 (``imgrec.imaging.picture_check``), read back from the records as written.
 
-A candidate's two member ids are joined to where their records are (``Located``: the source and its frame
-reference, the spill file or the previous version's shard), one shuffle an end (the second join takes the places
-from the first's output), and the candidates whose first record is in one frame file meet on a worker, which
-reads both frames of each (ranged reads, coalesced by ``imgrec.storage.frames``), decodes their JPEGs small and
-compares them. Two records whose
-JPEGs are the same bytes are confirmed without decoding. No thumbnail crosses any shuffle; a key's candidates
-are taken in an order that brings an image's candidates close (``visiting_order``) and each worker keeps up to
-``PICTURES_KEPT`` pictures, those needed soonest, so an image in several candidates is decoded about once. Most
-candidates are chance ones whose pictures are nothing alike: a bound of their grey correlation, computed for a
-slice of candidates at once (``picture_check.surely_refused``), refuses them without the rest of the check,
-which ``picture_check.judge`` would refuse too.
+A candidate comes with both its images' frames (``near_duplicate_candidates.Frame``: the frame file's number in
+the build's table of them, the offset, the length), keyed by its first frame's file: the candidates of one file
+meet on a worker, which reads both frames of each (ranged reads, coalesced by ``imgrec.storage.frames``), takes
+their sources' names and JPEGs from the Examples, decodes the JPEGs small and compares them: no join to the
+records. Two records whose JPEGs are the same bytes are confirmed without decoding. No thumbnail crosses any
+shuffle; a key's candidates are taken in an order that brings an image's candidates close (``visiting_order``)
+and each worker keeps up to ``PICTURES_KEPT`` pictures, those needed soonest, so an image in several candidates
+is decoded about once. Most candidates are chance ones whose pictures are nothing alike: a bound of their grey
+correlation, computed for a slice of candidates at once (``picture_check.surely_refused``), refuses them
+without the rest of the check, which ``picture_check.judge`` would refuse too.
 """
 import collections
 import heapq
-import typing
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
@@ -26,7 +24,6 @@ from imgrec.contract.example import decode_example
 from imgrec.imaging import picture_check
 from imgrec.storage.frames import FrameReader
 from imgrec.storage.storage import given_or_default
-from imgrec.transforms.near_duplicate_candidates import Candidate, member_id
 
 # Pictures (decoded for the check) a worker keeps, 30-42 kB each (records of 64 to 224 pixels: the grey zooms and
 # the JPEG), so an image in several candidates is decoded about once; and the candidates whose frames are read
@@ -35,75 +32,21 @@ PICTURES_KEPT = 1024
 PAIRS_AT_ONCE = 256
 
 
-class Located(typing.NamedTuple):
-    """Where a hashed record is: its source and the frame (file, offset, length) its bytes are in."""
-    source: str
-    frame: tuple
+def source_and_jpeg(frame_bytes):
+    """(source, JPEG) of one TFRecord frame as the build wrote it (its Example's source and encoded image)."""
+    example = decode_example(tfrecord.unframe(frame_bytes))
+    return example[F.SOURCE].decode(), example[F.IMAGE_ENCODED]
 
 
-class HalfLocated(typing.NamedTuple):
-    """A candidate told to its second image: the first image located, and the hash distance."""
-    first: Located
-    distance: int
-
-
-def located(record):
-    """(member id, Located) of a hashed record: what a candidate's ids are joined to."""
-    if record.perceptual_hash is not None:
-        yield member_id(record.source), Located(record.source, (record.payload_file, record.payload_offset,
-                                                                record.payload_length))
-
-
-def jpeg_of_frame(frame_bytes):
-    """The JPEG of one TFRecord frame as the build wrote it (its Example's encoded image)."""
-    return decode_example(tfrecord.unframe(frame_bytes))[F.IMAGE_ENCODED]
-
-
-def _jpeg_or_none(frame_bytes):
-    """A frame's JPEG, or None where it cannot be had (no frame, unreadable, damaged): such a candidate is not
+def _read_or_none(frame_bytes):
+    """A frame's (source, JPEG), or None where it cannot be had (unreadable, damaged): such a candidate is not
     confirmed (the shard writer reports a damaged frame; a heuristic does not fail the build)."""
     if frame_bytes is None or isinstance(frame_bytes, Exception):
         return None
     try:
-        return jpeg_of_frame(frame_bytes)
+        return source_and_jpeg(frame_bytes)
     except Exception:  # pylint: disable=broad-except
         return None
-
-
-def _split_joined(values, kind):
-    """(the Located, the others of ``kind``) of one member id's joined values, told apart by type (a
-    CoGroupByKey would cost three steps more)."""
-    places: list[Located] = []
-    others: list = []
-    for value in values:
-        if isinstance(value, Located):
-            places.append(value)
-        elif isinstance(value, kind):
-            others.append(value)
-    return places, others
-
-
-def _tell_second(joined):
-    """Each candidate of a first image, told to its second image with the first located; and the image's own place
-    again, for the second join: one output of one stage, where a Flatten of the records' places and these would
-    be a stage of its own."""
-    member, values = joined
-    places, candidates = _split_joined(values, Candidate)
-    for place in places:
-        yield member, place
-        for candidate in candidates:
-            yield candidate.other, HalfLocated(place, candidate.distance)
-
-
-def _located_pairs(joined):
-    """Each candidate with both images located, the smaller source first, keyed by its first frame's file:
-    the confirmation reads the frames of one file's candidates together."""
-    _, values = joined
-    places, halves = _split_joined(values, HalfLocated)
-    for place in places:
-        for half in halves:
-            first, second = sorted((half.first, place))
-            yield first.frame[0] or '', (first, second, half.distance)
 
 
 def visiting_order(pairs):
@@ -154,11 +97,12 @@ def _refused_by_bound(pictures):
 
 
 class _Kept:
-    """A source's JPEG (None: unreadable) and, once decoded, its Picture (None: undecodable)."""
-    __slots__ = ('jpeg', 'picture', 'decoded')
+    """A frame's source and JPEG (both None: unreadable) and, once decoded, its Picture (None: undecodable)."""
+    __slots__ = ('source', 'jpeg', 'picture', 'decoded')
 
-    def __init__(self, jpeg):
-        self.jpeg, self.picture, self.decoded = jpeg, None, False
+    def __init__(self, read):
+        self.source, self.jpeg = read or (None, None)
+        self.picture, self.decoded = None, False
 
     def picture_or_none(self):
         """The Picture, decoded the first time (None when it cannot be decoded)."""
@@ -172,15 +116,15 @@ class _Kept:
 
 
 class _KeptPictures:
-    """The records a worker keeps, up to PICTURES_KEPT, across keys: those no candidate of the current key needs
-    go first (the least recently used first: another key may need them), then the one the key needs last
-    (Belady's rule, from each use's next position: ``_next_uses``)."""
+    """The frames a worker keeps read (``_Kept``, by their ``Frame``), up to PICTURES_KEPT, across keys: those no
+    candidate of the current key needs go first (the least recently used first: another key may need them),
+    then the one the key needs last (Belady's rule, from each use's next position: ``_next_uses``)."""
 
     def __init__(self):
-        self._kept: dict = {}  # source -> _Kept
+        self._kept: dict = {}  # Frame -> _Kept
         self._spare: collections.OrderedDict = collections.OrderedDict()  # no use left in this key: LRU first
-        self._farthest: list = []  # (-next position, source): the one needed last first (stale entries skipped)
-        self._next_use: dict = {}  # source -> its next position in this key
+        self._farthest: list = []  # (-next position, Frame): the one needed last first (stale entries skipped)
+        self._next_use: dict = {}  # Frame -> its next position in this key
 
     def __contains__(self, source):
         return source in self._kept
@@ -189,15 +133,15 @@ class _KeptPictures:
         return self._kept[source]
 
     def start_key(self, first_use):
-        """A new key, whose sources' first positions are ``first_use`` ({source: position}): kept ones it needs
+        """A new key, whose frames' first positions are ``first_use`` ({Frame: position}): kept ones it needs
         are needed again."""
         self._farthest, self._next_use = [], {}
         for source in [source for source in self._spare if source in first_use]:
             del self._spare[source]
             self._needed_at(source, first_use[source])
 
-    def add(self, source, jpeg):
-        self._kept[source] = _Kept(jpeg)
+    def add(self, frame, read):
+        self._kept[frame] = _Kept(read)
 
     def used(self, source, following, end):
         """``source`` was used; its next use is at ``following`` (``end``: none in this key)."""
@@ -209,7 +153,7 @@ class _KeptPictures:
             self._spare.move_to_end(source)
 
     def shrink(self):
-        """Puts out kept records until PICTURES_KEPT are left."""
+        """Puts out kept frames until PICTURES_KEPT are left."""
         while len(self._kept) > PICTURES_KEPT:
             if self._spare:
                 del self._kept[self._spare.popitem(last=False)[0]]
@@ -224,13 +168,15 @@ class _KeptPictures:
 
 
 class _ConfirmFn(beam.DoFn):
-    """Candidates (Located, Located, distance) -> links (source, source, distance, similarity): those whose
-    pictures agree (``picture_check.judge``), read by reference, ``PAIRS_AT_ONCE`` candidates' frames in one
-    coalesced read, those of a slice whose correlation bound refuses them (``picture_check.surely_refused``) refused
-    first; two records whose JPEGs are the same bytes (pixel-identical sources: the encoder is
-    deterministic) are confirmed without decoding. A key's candidates are taken in ``visiting_order`` when
-    their images are more than a worker keeps (``PICTURES_KEPT``; which it keeps: ``_KeptPictures``), so each
-    picture is decoded about once. Counts the candidates confirmed and refused."""
+    """Candidates of one frame file (its number, [Candidate, ...]) -> links (source, source, distance, similarity),
+    the smaller source first: those whose pictures agree (``picture_check.judge``), read by reference
+    (``files``: the table of frame files, ``near_duplicate_candidates.FrameFiles``), ``PAIRS_AT_ONCE``
+    candidates' frames in one coalesced read, those of a slice whose correlation bound refuses them
+    (``picture_check.surely_refused``) refused first; two records whose JPEGs are the same bytes
+    (pixel-identical sources: the encoder is deterministic) are confirmed without decoding. A key's candidates
+    are taken in ``visiting_order`` when their images are more than a worker keeps (``PICTURES_KEPT``; which it
+    keeps: ``_KeptPictures``), so each picture is decoded about once. Counts the candidates confirmed and
+    refused."""
 
     def __init__(self, storage=None):
         self._storage = storage
@@ -245,49 +191,43 @@ class _ConfirmFn(beam.DoFn):
         if self._reader is not None:
             self._reader.close()
 
-    def _jpegs_of(self, frames):
-        """{source: JPEG bytes or None} of {source: frame reference}: one coalesced read of the frames."""
+    def _read(self, frames, files):
+        """{Frame: (source, JPEG) or None} of ``frames``: one coalesced read."""
         if self._reader is None:
-            first = next((ref[0] for ref in frames.values() if ref[0] is not None), None)
-            if first is None:
-                return dict.fromkeys(frames)
-            self._reader = FrameReader(given_or_default(first, self._storage))
-        read = self._reader.read([ref for ref in set(frames.values()) if ref[0] is not None], failures=True)
-        return {source: _jpeg_or_none(read.get(ref)) for source, ref in frames.items()}
+            self._reader = FrameReader(given_or_default(files[0], self._storage))
+        refs = {frame: (files[frame.file], frame.offset, frame.length) for frame in frames}
+        read = self._reader.read(list(set(refs.values())), failures=True)
+        return {frame: _read_or_none(read.get(ref)) for frame, ref in refs.items()}
 
-    def process(self, keyed):
+    def process(self, keyed, files):
         _, candidates = keyed
         candidates = sorted(candidates)
-        number: dict = {}  # source -> its number in this key
-        pairs = [(number.setdefault(first.source, len(number)), number.setdefault(second.source, len(number)))
+        number: dict = {}  # Frame -> its number in this key
+        pairs = [(number.setdefault(first, len(number)), number.setdefault(second, len(number)))
                  for first, second, _ in candidates]
         if len(number) > PICTURES_KEPT:
             order = visiting_order(pairs)
             candidates, pairs = [candidates[i] for i in order], [pairs[i] for i in order]
         after, first_use = _next_uses(pairs)
         kept = self._kept
-        kept.start_key({source: first_use[index] for source, index in number.items()})
+        kept.start_key({frame: first_use[index] for frame, index in number.items()})
         del number, first_use
         confirmed = 0
         for start in range(0, len(candidates), PAIRS_AT_ONCE):  # the frames of a slice of candidates read at once
             chunk = candidates[start:start + PAIRS_AT_ONCE]
-            jpegs = self._jpegs_of({place.source: tuple(place.frame) for pair in chunk for place in pair[:2]
-                                    if place.source not in kept})
-            for first, second, _ in chunk:
-                for place in (first, second):
-                    if place.source not in kept:
-                        kept.add(place.source, jpegs[place.source] if place.source in jpegs
-                                 else self._jpegs_of({place.source: tuple(place.frame)})[place.source])
-            pictures = [_pictures(kept[first.source], kept[second.source]) for first, second, _ in chunk]
+            wanted = {frame for pair in chunk for frame in pair[:2] if frame not in kept}
+            for frame, read in (self._read(wanted, files) if wanted else {}).items():
+                kept.add(frame, read)
+            pictures = [_pictures(kept[first], kept[second]) for first, second, _ in chunk]
             refused = _refused_by_bound(pictures)
             for position, (first, second, distance) in enumerate(chunk, start):
-                similarity = (None if position - start in refused
-                              else _judged(kept[first.source], kept[second.source], pictures[position - start]))
+                a, b = kept[first], kept[second]
+                similarity = None if position - start in refused else _judged(a, b, pictures[position - start])
                 if similarity is not None:
                     confirmed += 1
-                    yield first.source, second.source, distance, similarity
-                for side, source in enumerate((first.source, second.source)):
-                    kept.used(source, after[2 * position + side], len(candidates))
+                    yield (*sorted((a.source, b.source)), distance, similarity)
+                for side, frame in enumerate((first, second)):
+                    kept.used(frame, after[2 * position + side], len(candidates))
                 kept.shrink()
         self.confirmed.inc(confirmed)
         self.refused.inc(len(candidates) - confirmed)
@@ -312,22 +252,17 @@ def _judged(first, second, pictures):
 
 
 class ConfirmCandidates(beam.PTransform):
-    """{'records': RecordRef, 'candidates': (member id, Candidate)} -> links (source, source, distance,
-    similarity), the smaller source first. ``storage``: the storage the records' frames are read through
-    (the job's, with its options), or the default for the path."""
+    """(frame file number, Candidate) -> links (source, source, distance, similarity), the smaller source first.
+    ``files``: the side input of the table of frame files (``near_duplicate_candidates.FrameFiles``);
+    ``storage``: the storage the frames are read through (the job's, with its options), or the default for the
+    path."""
 
-    def __init__(self, storage=None):
+    def __init__(self, files, storage=None):
         super().__init__()
+        self._files = files
         self._storage = storage
 
-    def expand(self, inputs):
-        places = inputs['records'] | 'Locate' >> beam.FlatMap(located)
-        halves = ((places, inputs['candidates'])
-                  | 'WithFirst' >> beam.Flatten()
-                  | 'JoinFirst' >> beam.GroupByKey()
-                  | 'TellSecond' >> beam.FlatMap(_tell_second))
-        return (halves
-                | 'JoinSecond' >> beam.GroupByKey()
-                | 'ByFrameFile' >> beam.FlatMap(_located_pairs)
+    def expand(self, candidates):
+        return (candidates
                 | 'FramesTogether' >> beam.GroupByKey()
-                | 'Confirm' >> beam.ParDo(_ConfirmFn(self._storage)))
+                | 'Confirm' >> beam.ParDo(_ConfirmFn(self._storage), self._files))

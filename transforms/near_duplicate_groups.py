@@ -24,7 +24,7 @@ import numpy as np
 from imgrec.contract.hashing import order_key, stable_hash_pair
 from imgrec.imaging import perceptual_hash as ph
 from imgrec.transforms.elements import GroupedImage
-from imgrec.transforms.near_duplicate_candidates import FindCandidates
+from imgrec.transforms.near_duplicate_candidates import FindCandidates, FrameFiles
 from imgrec.transforms.near_duplicate_confirm import ConfirmCandidates
 
 # Label rounds: each is a shuffle of the links and a stage of its own; what they leave unsettled is
@@ -278,8 +278,10 @@ class FindGroups(beam.PTransform):
         threshold = self._threshold
         if isinstance(threshold, beam.PCollection):
             threshold = beam.pvalue.AsSingleton(threshold)
-        candidates = records | 'Candidates' >> FindCandidates(threshold)
-        links = {'records': records, 'candidates': candidates} | 'Confirm' >> ConfirmCandidates(self._storage)
+        files = beam.pvalue.AsSingleton(records | 'FrameFiles' >> FrameFiles())
+        links = (records
+                 | 'Candidates' >> FindCandidates(threshold, files)
+                 | 'Confirm' >> ConfirmCandidates(files, self._storage))
         state = (links
                  | 'BothEnds' >> beam.FlatMap(lambda e: [(e[0], (e[1], e[2], e[3])), (e[1], (e[0], e[2], e[3]))])
                  | 'Neighbours' >> beam.GroupByKey()
