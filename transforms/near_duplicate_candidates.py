@@ -6,7 +6,7 @@ on one of them (pigeonhole). Each record is keyed by its (hash, band, value) tri
 one key meet on a worker, where every pair is compared at once (vectorised); a pair is kept from the first
 hash and band it shares only. A member is numbers only, packed in 40 bytes: its hashes, a number for its name
 (the order a bucket's members are taken in) and where its frame is (``Frame``: the frame file's number in the
-build's table of them, ``FrameFiles``). A worker holds every key's members of a bundle at once (a lifted
+build's table of them, ``Hashed.files``). A worker holds every key's members of a bundle at once (a lifted
 combine gathers them), so this is what the candidates' memory is made of. A candidate leaves with both its
 images' frames, keyed by the first one's file, so ``imgrec.transforms.near_duplicate_confirm`` reads its
 pictures with no join to the records.
@@ -46,7 +46,7 @@ def member_id(source):
 
 class Frame(typing.NamedTuple):
     """Where a hashed record's TFRecord frame is: its file's number in the build's table of frame files
-    (``FrameFiles``: spill files, or a previous version's shards), its offset and its length."""
+    (``Hashed.files``: spill files, or a previous version's shards), its offset and its length."""
     file: int
     offset: int
     length: int
@@ -60,38 +60,61 @@ class Candidate(typing.NamedTuple):
     distance: int
 
 
-def _distinct(files, file):
-    files.add(file)
-    return files
+class Hashed(typing.NamedTuple):
+    """What the band buckets need to know of all the hashed records at once (``SurveyHashed``): how many there
+    are (the threshold follows from it: ``perceptual_hash.threshold_for``) and the sorted paths of the files
+    their frames are in (a few hundred spill files, or a previous version's shards): a member names its file
+    by its number in ``files`` (4 bytes, not a path), and the confirmation reads it back."""
+    count: int
+    files: tuple
 
 
-class FrameFiles(beam.PTransform):
-    """RecordRef -> one element: the sorted paths of the files that hashed records' frames are in (a few
-    hundred spill files, or a previous version's shards): a band member names its file by its number in
-    this table (4 bytes, not a path), and the confirmation reads it back."""
+class _HashedFn(beam.CombineFn):
+    """Records -> (how many are hashed, the set of their frame files): one small accumulator a bundle."""
+
+    def create_accumulator(self):
+        return 0, set()
+
+    def add_input(self, accumulator, record):
+        count, files = accumulator
+        if record.perceptual_hash is None:
+            return accumulator
+        if record.payload_file:
+            files.add(record.payload_file)
+        return count + 1, files
+
+    def merge_accumulators(self, accumulators):
+        counts, sets = zip(*accumulators)
+        return sum(counts), set().union(*sets)
+
+    def extract_output(self, accumulator):
+        count, files = accumulator
+        return Hashed(count, tuple(sorted(files)))
+
+
+class SurveyHashed(beam.PTransform):
+    """RecordRef -> one Hashed."""
 
     def expand(self, records):
-        files = (records
-                 | 'FrameFile' >> beam.FlatMap(lambda record: [(None, record.payload_file)]
-                                               if record.perceptual_hash is not None and record.payload_file
-                                               else [])
-                 | 'DistinctFiles' >> beam.CombinePerKey(beam.combiners.ToSetCombineFn()))
-        # The set read as a side input by one element: a CombineGlobally costs five steps more than this.
+        surveyed = (records
+                    | 'Keyed' >> beam.Map(lambda record: (None, record))
+                    | 'Survey' >> beam.CombinePerKey(_HashedFn()))
+        # Read as a side input by one element: a CombineGlobally costs five steps more than this.
         return (records.pipeline
                 | 'Once' >> beam.Impulse()
-                | 'Table' >> beam.Map(lambda _, found: tuple(sorted(found.get(None, ()))), beam.pvalue.AsDict(files)))
+                | 'Hashed' >> beam.Map(lambda _, found: found.get(None, Hashed(0, ())), beam.pvalue.AsDict(surveyed)))
 
 
-def band_keys(record, threshold, files):
+def band_keys(record, threshold, hashed):
     """((hash, band, value), member) for each band of each of the record's hashes
     (``perceptual_hash.HASHES``: the whole image's, the centre's); none without hashes or without a frame
     (nothing to confirm it by). A member is the record's hashes, member id and frame (its file's number in
-    ``files``, the sorted table of ``FrameFiles``) packed as little-endian 64-bit ints (``MEMBER``): 40 bytes,
-    which is what a bucket holds in memory too (``_MembersFn``), where a tuple of Python ints takes ~200."""
+    ``hashed.files``, a ``Hashed``) packed as little-endian 64-bit ints (``MEMBER``): 40 bytes, which is what a
+    bucket holds in memory too (``_MembersFn``), where a tuple of Python ints takes ~200."""
     if record.perceptual_hash is None or not record.payload_file:
         return
     values = ph.from_hex(record.perceptual_hash)
-    file = bisect.bisect_left(files, record.payload_file)
+    file = bisect.bisect_left(hashed.files, record.payload_file)
     member = np.array([*map(_signed, values), member_id(record.source), record.payload_offset,
                        file << 32 | record.payload_length], dtype=MEMBER).tobytes()
     edges = ph.band_edges(ph.bands_for(threshold))
@@ -193,15 +216,16 @@ class _CandidatesFn(beam.DoFn):
 
 class FindCandidates(beam.PTransform):
     """RecordRef -> (the first's frame file number, Candidate) for every pair within ``threshold`` on one of their
-    hashes, once: ``threshold`` a number, or a side input of it; ``files``: the side input of ``FrameFiles``."""
+    hashes, once: ``threshold`` a number, or a side input of it; ``hashed``: the side input of the records'
+    ``Hashed``."""
 
-    def __init__(self, threshold, files):
+    def __init__(self, threshold, hashed):
         super().__init__()
         self._threshold = threshold
-        self._files = files
+        self._hashed = hashed
 
     def expand(self, records):
         return (records
-                | 'BandKeys' >> beam.FlatMap(band_keys, self._threshold, self._files)
+                | 'BandKeys' >> beam.FlatMap(band_keys, self._threshold, self._hashed)
                 | 'GroupBands' >> beam.CombinePerKey(_MembersFn())
                 | 'CompareInBand' >> beam.ParDo(_CandidatesFn(), self._threshold))

@@ -170,7 +170,7 @@ class _KeptPictures:
 class _ConfirmFn(beam.DoFn):
     """Candidates of one frame file (its number, [Candidate, ...]) -> links (source, source, distance, similarity),
     the smaller source first: those whose pictures agree (``picture_check.judge``), read by reference
-    (``files``: the table of frame files, ``near_duplicate_candidates.FrameFiles``), ``PAIRS_AT_ONCE``
+    (``hashed.files``: the table of frame files, ``near_duplicate_candidates.Hashed``), ``PAIRS_AT_ONCE``
     candidates' frames in one coalesced read, those of a slice whose correlation bound refuses them
     (``picture_check.surely_refused``) refused first; two records whose JPEGs are the same bytes
     (pixel-identical sources: the encoder is deterministic) are confirmed without decoding. A key's candidates
@@ -199,7 +199,7 @@ class _ConfirmFn(beam.DoFn):
         read = self._reader.read(list(set(refs.values())), failures=True)
         return {frame: _read_or_none(read.get(ref)) for frame, ref in refs.items()}
 
-    def process(self, keyed, files):
+    def process(self, keyed, hashed):
         _, candidates = keyed
         candidates = sorted(candidates)
         number: dict = {}  # Frame -> its number in this key
@@ -216,7 +216,7 @@ class _ConfirmFn(beam.DoFn):
         for start in range(0, len(candidates), PAIRS_AT_ONCE):  # the frames of a slice of candidates read at once
             chunk = candidates[start:start + PAIRS_AT_ONCE]
             wanted = {frame for pair in chunk for frame in pair[:2] if frame not in kept}
-            for frame, read in (self._read(wanted, files) if wanted else {}).items():
+            for frame, read in (self._read(wanted, hashed.files) if wanted else {}).items():
                 kept.add(frame, read)
             pictures = [_pictures(kept[first], kept[second]) for first, second, _ in chunk]
             refused = _refused_by_bound(pictures)
@@ -253,16 +253,16 @@ def _judged(first, second, pictures):
 
 class ConfirmCandidates(beam.PTransform):
     """(frame file number, Candidate) -> links (source, source, distance, similarity), the smaller source first.
-    ``files``: the side input of the table of frame files (``near_duplicate_candidates.FrameFiles``);
+    ``hashed``: the side input of the records' ``near_duplicate_candidates.Hashed`` (its table of frame files);
     ``storage``: the storage the frames are read through (the job's, with its options), or the default for the
     path."""
 
-    def __init__(self, files, storage=None):
+    def __init__(self, hashed, storage=None):
         super().__init__()
-        self._files = files
+        self._hashed = hashed
         self._storage = storage
 
     def expand(self, candidates):
         return (candidates
                 | 'FramesTogether' >> beam.GroupByKey()
-                | 'Confirm' >> beam.ParDo(_ConfirmFn(self._storage), self._files))
+                | 'Confirm' >> beam.ParDo(_ConfirmFn(self._storage), self._hashed))

@@ -24,7 +24,7 @@ import numpy as np
 from imgrec.contract.hashing import order_key, stable_hash_pair
 from imgrec.imaging import perceptual_hash as ph
 from imgrec.transforms.elements import GroupedImage
-from imgrec.transforms.near_duplicate_candidates import FindCandidates, FrameFiles
+from imgrec.transforms.near_duplicate_candidates import FindCandidates, SurveyHashed
 from imgrec.transforms.near_duplicate_confirm import ConfirmCandidates
 
 # Label rounds: each is a shuffle of the links and a stage of its own; what they leave unsettled is
@@ -248,29 +248,18 @@ def _groups(keyed):
         yield beam.pvalue.TaggedOutput(NAMES, (None, (source, node.group)))
 
 
-class Threshold(beam.PTransform):
-    """RecordRef -> one element: the threshold for as many images as hold a hash."""
-
-    def expand(self, records):
-        hashed = (records
-                  | 'Hashed' >> beam.FlatMap(lambda record: [(None, 1)] if record.perceptual_hash is not None else [])
-                  | 'CountHashed' >> beam.CombinePerKey(sum))
-        # The count read as a side input by one element: Count.Globally costs five steps more than this.
-        return (records.pipeline
-                | 'Once' >> beam.Impulse()
-                | 'ForCount' >> beam.Map(lambda _, count: ph.threshold_for(count.get(None, 0)),
-                                         beam.pvalue.AsDict(hashed)))
-
-
 class FindGroups(beam.PTransform):
     """RecordRef -> {'nodes': (group name, Linked) for every image with a confirmed near-duplicate within
     ``threshold``, NAMES: (None, (source, group name)) of each}; ``threshold``: a number, or a one-element
-    PCollection of it (``Threshold``). ``storage``: the storage the records'
-    frames are read through for the confirmation (the job's, with its options), or the default for the path."""
+    PCollection of it; ``hashed``: the one-element PCollection of the records' ``Hashed``
+    (``near_duplicate_candidates.SurveyHashed``), or None to survey them here. ``storage``: the storage the
+    records' frames are read through for the confirmation (the job's, with its options), or the default for
+    the path."""
 
-    def __init__(self, threshold, rounds=ROUNDS, storage=None):
+    def __init__(self, threshold, hashed=None, rounds=ROUNDS, storage=None):
         super().__init__()
         self._threshold = threshold
+        self._hashed = hashed  # the records' Hashed (one element), or None: surveyed here
         self._rounds = rounds
         self._storage = storage  # the storage the records' frames are read through (the job's), or the default
 
@@ -278,10 +267,10 @@ class FindGroups(beam.PTransform):
         threshold = self._threshold
         if isinstance(threshold, beam.PCollection):
             threshold = beam.pvalue.AsSingleton(threshold)
-        files = beam.pvalue.AsSingleton(records | 'FrameFiles' >> FrameFiles())
+        hashed = beam.pvalue.AsSingleton(self._hashed or records | 'SurveyHashed' >> SurveyHashed())
         links = (records
-                 | 'Candidates' >> FindCandidates(threshold, files)
-                 | 'Confirm' >> ConfirmCandidates(files, self._storage))
+                 | 'Candidates' >> FindCandidates(threshold, hashed)
+                 | 'Confirm' >> ConfirmCandidates(hashed, self._storage))
         state = (links
                  | 'BothEnds' >> beam.FlatMap(lambda e: [(e[0], (e[1], e[2], e[3])), (e[1], (e[0], e[2], e[3]))])
                  | 'Neighbours' >> beam.GroupByKey()

@@ -25,8 +25,8 @@ from imgrec.imaging import picture_check
 from imgrec.versions import failed_build
 from imgrec.transforms.constants import Empty, Value
 from imgrec.transforms.elements import GroupedImage, Rejected
-from imgrec.transforms.near_duplicate_groups import (MAX_GROUP, NAMES, FindGroups, IndexGroups, Linked, Member,
-                                                     Threshold, group_name)
+from imgrec.transforms.near_duplicate_candidates import SurveyHashed
+from imgrec.transforms.near_duplicate_groups import MAX_GROUP, NAMES, FindGroups, IndexGroups, Linked, Member, group_name
 from imgrec.transforms.splits import GROUPS, MOVES, DealSplits, split_for
 
 GROUP, REPORT, OFF = MODES
@@ -395,11 +395,11 @@ class NearDuplicates(beam.PTransform):
             raise BuildFailed(reason)
         return self._describe(totals, threshold, pairs)
 
-    def _groups(self, records, threshold):
+    def _groups(self, records, threshold, hashed):
         """(records to deal, groups (name, [Member]), the GroupIndex side input of their images, rejected, [their
         stats]) before dealing."""
         quarantine = self._mode == GROUP and self._conflicts == QUARANTINE
-        found = records | 'FindGroups' >> FindGroups(threshold, storage=self._storage)
+        found = records | 'FindGroups' >> FindGroups(threshold, hashed, storage=self._storage)
         group_of = beam.pvalue.AsDict(found[NAMES] | 'IndexGroups' >> beam.CombinePerKey(IndexGroups()))
         # Nothing goes to REJECTED from here: the empty collection keep and report return.
         routed = records | 'Route' >> beam.FlatMap(_route, group_of).with_outputs(MEMBERS, REJECTED, main='records')
@@ -419,15 +419,16 @@ class NearDuplicates(beam.PTransform):
 
     def expand(self, records):
         pipeline, weights = records.pipeline, self._weights
-        if self._mode == OFF or self._threshold is not None:
+        hashed = None if self._mode == OFF else records | 'SurveyHashed' >> SurveyHashed()
+        if hashed is None or self._threshold is not None:
             threshold = pipeline | 'FixedThreshold' >> Value(self._threshold or 0)
         else:
-            threshold = records | 'ThresholdForCount' >> Threshold()
-        if self._mode == OFF:
+            threshold = hashed | 'ThresholdForCount' >> beam.Map(lambda survey: ph.threshold_for(survey.count))
+        if hashed is None:
             groups, rejected = pipeline | 'NoGroups' >> Empty(), pipeline | 'NoConflicts' >> Empty()
             group_of, conflict_stats = None, []
         else:
-            records, groups, group_of, rejected, conflict_stats = self._groups(records, threshold)
+            records, groups, group_of, rejected, conflict_stats = self._groups(records, threshold, hashed)
         if self._mode == REPORT:  # listed, not kept together: every image is dealt on its own
             dealt = {'records': records, 'groups': pipeline | 'NoneTogether' >> Empty()} | 'DealSplits' >> (
                 DealSplits(weights, self._stratify, self._keep_published))
