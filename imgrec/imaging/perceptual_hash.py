@@ -147,8 +147,8 @@ def _hashes_of(grid):
     order, so the same bits: a weak wave's projection may be near 0, a flat grey picture's is rounding noise)."""
     channels = grid.shape[2]
     levels = grid.reshape(_GRID, -1).astype(float)  # once, for the three products that read it
-    columns = (_WAVE_ROWS @ levels).reshape(HASHES, KEPT, _GRID, channels)
-    channel_waves = (columns.transpose(0, 3, 1, 2) @ _WAVE_COLUMNS).reshape(HASHES, channels, KEPT * KEPT)
+    columns = (levels.T @ _WAVE_ROWS.T).reshape(_GRID, channels, HASHES, KEPT).transpose(2, 1, 3, 0)
+    channel_waves = (columns @ _WAVE_COLUMNS).reshape(HASHES, channels, KEPT * KEPT)
     layouts = np.zeros((HASHES, 3 * KEPT * KEPT + 2))
     if channels == 3:
         layouts[:, :-2] = (_TO_YCC @ channel_waves).reshape(HASHES, -1)
