@@ -115,7 +115,8 @@ _GRID = 2 * SIZE
 _WHOLE = _box_rows(0, _GRID, SIZE, _GRID)
 _CENTRE = _box_rows(_GRID * CENTRE_MARGIN, _GRID * (1 - CENTRE_MARGIN), SIZE, _GRID)
 _WAVES = np.stack([_LOW @ box for box in (_WHOLE, _CENTRE)])  # (whole, centre) x 8 x GRID
-# Both hashes' waves in one product a side: the rows stacked for the grid's rows, the transposes for its columns.
+# Both hashes' waves in one product a side (``_hashes_of``): all 16 rows for the grid's rows, and each hash's
+# transpose for its columns.
 _WAVE_ROWS = _WAVES.reshape(HASHES * KEPT, _GRID)
 _WAVE_COLUMNS = _WAVES.transpose(0, 2, 1)[:, None]  # (whole, centre) x 1 x GRID x 8
 _MEANS = np.stack([box.mean(axis=0) for box in (_WHOLE, _CENTRE)])[:, None]  # (whole, centre) x 1 x GRID
@@ -143,10 +144,15 @@ def _hashes_of(grid):
     """The HASHES hashes (the whole, the centre) of a colour grid (``_colour_grid``): each grey wave's sign, or
     where the wave is WEAK, the sign of its projection of the colour layout (``_PROJECTIONS``).
     The transforms are linear, so they run on the grid's own channels and Y, Cb and Cr are mixed after.
-    Both hashes go through each step together, as stacks of the products one hash made (the same sums in the same
-    order, so the same bits: a weak wave's projection may be near 0, a flat grey picture's is rounding noise)."""
+
+    Both hashes go through each step together, and every sum is the one a hash computed alone, in the same
+    order (BLAS sums an entry the same way whatever the rows beside it; a stack of products is run one by one),
+    so the bits are the same: a weak wave's projection can be near 0, and a flat grey picture's is rounding
+    noise. The means stay products of a vector (gemv): as rows of the waves' product (gemm) they round
+    differently."""
     channels = grid.shape[2]
     levels = grid.reshape(_GRID, -1).astype(float)  # once, for the three products that read it
+    # Written transposed, which hands the next product its operands in BLAS's layout (the same sums).
     columns = (levels.T @ _WAVE_ROWS.T).reshape(_GRID, channels, HASHES, KEPT).transpose(2, 1, 3, 0)
     channel_waves = (columns @ _WAVE_COLUMNS).reshape(HASHES, channels, KEPT * KEPT)
     layouts = np.zeros((HASHES, 3 * KEPT * KEPT + 2))
