@@ -114,8 +114,12 @@ _LOW = _dct_rows(SIZE, 1, KEPT)
 _GRID = 2 * SIZE
 _WHOLE = _box_rows(0, _GRID, SIZE, _GRID)
 _CENTRE = _box_rows(_GRID * CENTRE_MARGIN, _GRID * (1 - CENTRE_MARGIN), SIZE, _GRID)
-_WAVES = tuple(_LOW @ box for box in (_WHOLE, _CENTRE))  # (whole, centre): 8 x GRID each
-_MEANS = tuple(box.mean(axis=0) for box in (_WHOLE, _CENTRE))  # a GRID-vector each: the box's mean
+_WAVES = np.stack([_LOW @ box for box in (_WHOLE, _CENTRE)])  # (whole, centre) x 8 x GRID
+# Both hashes' waves in one product a side (``_hashes_of``): all 16 rows for the grid's rows, and each hash's
+# transpose for its columns.
+_WAVE_ROWS = _WAVES.reshape(HASHES * KEPT, _GRID)
+_WAVE_COLUMNS = _WAVES.transpose(0, 2, 1)[:, None]  # (whole, centre) x 1 x GRID x 8
+_MEANS = np.stack([box.mean(axis=0) for box in (_WHOLE, _CENTRE)])[:, None]  # (whole, centre) x 1 x GRID
 # Y, Cb and Cr of an RGB pixel (JPEG's, without Cb and Cr's offset of 128: grey is 0).
 _TO_YCC = np.array([[0.299, 0.587, 0.114], [-0.168736, -0.331264, 0.5], [0.5, -0.418688, -0.081312]])
 # One projection a bit, over the grey and chroma waves (3 x 64) and the mean chroma (2).
@@ -136,36 +140,44 @@ def _colour_grid(image):
     return np.frombuffer(small.tobytes(), dtype=np.uint8).reshape(_GRID, _GRID, -1)
 
 
-def _hash_of(grid, part):
-    """The hash of ``part`` (0: the whole, 1: the centre) of a colour grid (``_colour_grid``): each grey wave's
-    sign, or where the wave is WEAK, the sign of its projection of the colour layout (``_PROJECTIONS``).
-    The transforms are linear, so they run on the grid's own channels and Y, Cb and Cr are mixed after."""
-    waves, mean = _WAVES[part], _MEANS[part]
-    columns = (waves @ grid.reshape(_GRID, -1)).reshape(KEPT, _GRID, -1)
-    channel_waves = (columns.transpose(2, 0, 1) @ waves.T).reshape(-1, KEPT * KEPT)  # channels x 64
-    channel_means = mean @ (mean @ grid.reshape(_GRID, -1)).reshape(_GRID, -1)  # channels
-    if len(channel_waves) == 3:
-        ycc_waves, chroma = _TO_YCC @ channel_waves, (_TO_YCC[1:] @ channel_means)
+def _hashes_of(grid):
+    """The HASHES hashes (the whole, the centre) of a colour grid (``_colour_grid``): each grey wave's sign, or
+    where the wave is WEAK, the sign of its projection of the colour layout (``_PROJECTIONS``).
+    The transforms are linear, so they run on the grid's own channels and Y, Cb and Cr are mixed after.
+
+    Both hashes go through each step together, and every sum is the one a hash computed alone, in the same
+    order (BLAS sums an entry the same way whatever the rows beside it; a stack of products is run one by one),
+    so the bits are the same: a weak wave's projection can be near 0, and a flat grey picture's is rounding
+    noise. The means stay products of a vector (gemv): as rows of the waves' product (gemm) they round
+    differently."""
+    channels = grid.shape[2]
+    levels = grid.reshape(_GRID, -1).astype(float)  # once, for the three products that read it
+    # Written transposed, which hands the next product its operands in BLAS's layout (the same sums).
+    columns = (levels.T @ _WAVE_ROWS.T).reshape(_GRID, channels, HASHES, KEPT).transpose(2, 1, 3, 0)
+    channel_waves = (columns @ _WAVE_COLUMNS).reshape(HASHES, channels, KEPT * KEPT)
+    layouts = np.zeros((HASHES, 3 * KEPT * KEPT + 2))
+    if channels == 3:
+        layouts[:, :-2] = (_TO_YCC @ channel_waves).reshape(HASHES, -1)
+        channel_means = _MEANS @ (_MEANS @ levels).reshape(HASHES, _GRID, channels)  # HASHES x 1 x channels
+        layouts[:, -2:] = MEAN_CHROMA_WEIGHT * (_TO_YCC[1:] @ channel_means.transpose(0, 2, 1))[..., 0]
     else:  # grey: no chroma
-        ycc_waves = np.concatenate((channel_waves, np.zeros((2, KEPT * KEPT))))
-        chroma = np.zeros(2)
-    grey = ycc_waves[0]
-    layout = np.concatenate((ycc_waves.ravel(), MEAN_CHROMA_WEIGHT * chroma))
-    bits = np.where(np.abs(grey) > WEAK, grey > 0, _PROJECTIONS @ layout > 0)
-    return int.from_bytes(np.packbits(bits).tobytes(), 'big')
+        layouts[:, :KEPT * KEPT] = channel_waves[:, 0]
+    grey = layouts[:, :KEPT * KEPT]
+    projected = (_PROJECTIONS @ layouts[..., None])[..., 0]
+    bits = np.where(np.abs(grey) > WEAK, grey, projected) > 0
+    return tuple(np.packbits(bits).view('>u8').tolist())
 
 
 def perceptual_hash(image):
     """The 64-bit hash of the whole of a Pillow image (any mode), as an int in [0, 2**64): frequency (1, 1) is
     the most significant bit, then row by row."""
-    return _hash_of(_colour_grid(image), 0)
+    return perceptual_hashes(image)[0]
 
 
 def perceptual_hashes(image):
     """The image's HASHES hashes: (whole, centre), the centre's CENTRE_MARGIN of each side left out, from one
     colour grid."""
-    grid = _colour_grid(image)
-    return tuple(_hash_of(grid, part) for part in range(HASHES))
+    return _hashes_of(_colour_grid(image))
 
 
 def to_hex(values):
