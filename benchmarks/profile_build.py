@@ -38,7 +38,7 @@ PY_SPY = os.path.join(os.path.dirname(sys.executable), 'py-spy')
 # frame of its stack, or whose ``innermost`` matches its innermost frame (the function's own work, or a
 # call into C), so the more specific come first. Frames read 'function (path:line)'.
 RULES = [
-    ('perceptual hash', r'^(?:perceptual_hashes|perceptual_hash|_reduced_rgb_or_grey|_colour_grid|_hash_of) '
+    ('perceptual hash', r'^(?:perceptual_hashes|perceptual_hash|_reduced_rgb_or_grey|_colour_grid|_hashes_of) '
      r'\(imgrec/imaging/perceptual_hash\.py', None),
     ('pillow: JPEG encode', r'^(?:encode_jpeg|Image\.save) \(', None),
     ('pillow: resize', r'^resize \(\S*image_ops\.py|^fit \(\S*PIL/ImageOps\.py', None),

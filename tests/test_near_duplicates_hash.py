@@ -88,6 +88,14 @@ def test_a_grey_image_hashes_as_its_colour_copy():
     assert ph.perceptual_hashes(grey) == ph.perceptual_hashes(grey.convert('RGB'))
 
 
+def test_a_flat_grey_picture_hashes_to_0_in_any_mode_and_brightness():
+    """A flat grey picture has no waves and no chroma: its bits are 0, not the signs of rounding noise (which
+    differ from one level, mode or machine to another)."""
+    for level in (1, 100, 128, 200, 255):
+        assert ph.perceptual_hashes(Image.new('L', (300, 200), level)) == (0, 0)
+        assert ph.perceptual_hashes(Image.new('RGB', (300, 200), (level,) * 3)) == (0, 0)
+
+
 def test_flat_pictures_hash_by_their_colour():
     """A picture of one colour has no waves: its bits are its mean chroma's, so another colour is far and the
     same colour brightened is near."""

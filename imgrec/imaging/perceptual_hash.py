@@ -60,11 +60,15 @@ WEAK = 64.0
 # The mean chroma's weight among the waves projected: a mean 16 levels off grey weighs as a wave of one level.
 # It tells apart flat pictures, which have no waves to project, by their colour.
 MEAN_CHROMA_WEIGHT = 16.0
+# A wave or a projection at most this far from 0 is rounding noise (a flat grey picture's are ~1e-13, and differ
+# from one BLAS or CPU to another): its bit is 0, so such a picture hashes alike everywhere, in L or RGB.
+NOISE = 1e-6
 # Recorded in dataset.json; a change here changes the hashes, so a refresh hashes everything again.
 ALGORITHM = (f'dct-sign-64-whole+centre{round(100 * (1 - 2 * CENTRE_MARGIN))}'
-             f'-weak{round(WEAK)}-colour-projected/5')
-# Names of the same hashes (none yet: versions hashed by an earlier ALGORITHM are hashed again on refresh).
-SAME_HASH = frozenset((ALGORITHM,))
+             f'-weak{round(WEAK)}-colour-projected-noise/6')
+# Names of the same hashes: versions hashed by another ALGORITHM are hashed again on refresh. /5 differs from /6
+# only where a bit was rounding noise (flat grey pictures), which no two machines were sure to agree on.
+SAME_HASH = frozenset((ALGORITHM, ALGORITHM.replace('-noise/6', '/5')))
 # The threshold for small collections: crops and captions move the hash most (up to 20 bits and more on the
 # zoo's styles, docs/near-duplicates.md); the strangers it lets in are for the pixel check to refuse. It
 # falls as the collection grows (``threshold_for``).
@@ -147,8 +151,7 @@ def _hashes_of(grid):
 
     Both hashes go through each step together, and every sum is the one a hash computed alone, in the same
     order (BLAS sums an entry the same way whatever the rows beside it; a stack of products is run one by one),
-    so the bits are the same: a weak wave's projection can be near 0, and a flat grey picture's is rounding
-    noise. The means stay products of a vector (gemv): as rows of the waves' product (gemm) they round
+    so the bits are the same: a weak wave's projection can be near 0 (within NOISE of it, a bit is 0). The means stay products of a vector (gemv): as rows of the waves' product (gemm) they round
     differently."""
     channels = grid.shape[2]
     levels = grid.reshape(_GRID, -1).astype(float)  # once, for the three products that read it
@@ -162,9 +165,10 @@ def _hashes_of(grid):
         layouts[:, -2:] = MEAN_CHROMA_WEIGHT * (_TO_YCC[1:] @ channel_means.transpose(0, 2, 1))[..., 0]
     else:  # grey: no chroma
         layouts[:, :KEPT * KEPT] = channel_waves[:, 0]
+    layouts[np.abs(layouts) <= NOISE] = 0.0
     grey = layouts[:, :KEPT * KEPT]
     projected = (_PROJECTIONS @ layouts[..., None])[..., 0]
-    bits = np.where(np.abs(grey) > WEAK, grey, projected) > 0
+    bits = np.where(np.abs(grey) > WEAK, grey, projected) > NOISE
     return tuple(np.packbits(bits).view('>u8').tolist())
 
 
