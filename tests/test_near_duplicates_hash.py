@@ -15,7 +15,7 @@ from imgrec.samples.near_duplicates import TRANSFORMS, draw_photo, make_twin, wr
 from imgrec.samples import zoo_flat
 from imgrec.samples.zoo_flat import draw_icon
 from imgrec.transforms.elements import RecordRef
-from imgrec.transforms.near_duplicate_candidates import pairs_in_bucket
+from imgrec.transforms.near_duplicate_candidates import Frame, Hashed, band_keys, member_id, pairs_in_bucket, unpacked
 from imgrec.transforms.near_duplicate_groups import join_labels
 from imgrec.transforms.splits import published_group_split
 
@@ -200,6 +200,22 @@ def test_a_pair_sharing_several_bands_is_found_once():
     members = [(a, 'x.jpg'), (b, 'y.jpg')]
     found = [(band, link) for band in range(len(EDGES)) for link in pairs_in_bucket(band, members, THRESHOLD)]
     assert found == [(0, ('x.jpg', 'y.jpg', 2))]
+
+
+def test_a_band_member_carries_its_hashes_name_number_and_frame():
+    """What a bucket gives back of a record (``band_keys``, ``unpacked``): its hashes, its member id and its
+    frame (its file's number in the survey's table, an offset past 4 GiB, a length), one member a band, none
+    without a frame to confirm it by."""
+    hashes = (0x8000_0000_0000_0001, 0x7FFF_FFFF_FFFF_FFFE)
+    record = RecordRef('a/1.jpg', 'a/1.jpg', 'a', 'train', 0, 'sha', 1, None, None, (), 'spill/b', 5 << 32, 70_000,
+                       perceptual_hash=ph.to_hex(hashes))
+    hashed = Hashed(1, ('spill/a', 'spill/b', 'spill/c'))
+    keyed = list(band_keys(record, 12, hashed))
+    assert len(keyed) == ph.HASHES * ph.bands_for(12)
+    assert {unpacked(member)[0] for _, member in keyed} == {
+        (tuple(value - (1 << 64) if value >> 63 else value for value in hashes),
+         (member_id('a/1.jpg'), Frame(1, 5 << 32, 70_000)))}
+    assert not list(band_keys(record._replace(payload_file=None), 12, hashed))
 
 
 def test_identical_hashes_are_linked_to_the_first_of_them():
