@@ -58,18 +58,22 @@ def visiting_order(pairs):
     for a, b in pairs:
         neighbours[a].append(b)
         neighbours[b].append(a)
-    degree = {image: len(others) for image, others in neighbours.items()}
+    # Images by (degree, number), once; each image's neighbours in that order, so the walk sorts nothing.
+    least_linked = sorted(neighbours, key=lambda image: (len(neighbours[image]), image))
+    place = {image: position for position, image in enumerate(least_linked)}
+    for others in neighbours.values():
+        others.sort(key=place.__getitem__)
     rank: dict[int, int] = {}
-    for start in sorted(neighbours, key=lambda image: (degree[image], image)):
+    for start in least_linked:
         if start in rank:
             continue
         rank[start] = len(rank)
         queue = collections.deque([start])
         while queue:
-            for other in sorted({other for other in neighbours[queue.popleft()] if other not in rank},
-                                key=lambda image: (degree[image], image)):
-                rank[other] = len(rank)
-                queue.append(other)
+            for other in neighbours[queue.popleft()]:
+                if other not in rank:
+                    rank[other] = len(rank)
+                    queue.append(other)
     keys = [(max(rank[a], rank[b]), min(rank[a], rank[b])) for a, b in pairs]
     return sorted(range(len(pairs)), key=keys.__getitem__)
 
