@@ -15,6 +15,7 @@ from imgrec.samples.near_duplicates import TRANSFORMS, draw_photo, make_twin, wr
 from imgrec.samples import zoo_flat
 from imgrec.samples.zoo_flat import draw_icon
 from imgrec.transforms.elements import RecordRef
+from imgrec.transforms import near_duplicate_candidates as candidates
 from imgrec.transforms.near_duplicate_candidates import Frame, Hashed, band_keys, member_id, pairs_in_bucket, unpacked
 from imgrec.transforms.near_duplicate_groups import join_labels
 from imgrec.transforms.splits import published_group_split
@@ -216,6 +217,38 @@ def test_a_band_member_carries_its_hashes_name_number_and_frame():
         (tuple(value - (1 << 64) if value >> 63 else value for value in hashes),
          (member_id('a/1.jpg'), Frame(1, 5 << 32, 70_000)))}
     assert not list(band_keys(record._replace(payload_file=None), 12, hashed))
+
+
+def test_copies_of_a_picture_go_through_every_band_but_the_stars_once_and_find_the_same_candidates(monkeypatch):
+    """Five pictures saved four times each (identical hashes, distinct frames) and ten near images: every band
+    bucket but the first of the first hash keeps one copy of each picture (``first_of_each_picture``, also as
+    members are gathered), and compares the same pairs as it would with every copy."""
+    rng = random.Random(5)
+    pictures = [(rng.getrandbits(64), rng.getrandbits(64)) for _ in range(5)]
+    near = [tuple(value ^ (1 << rng.randrange(64)) ^ (1 << rng.randrange(64)) for value in rng.choice(pictures))
+            for _ in range(10)]
+    hashed = Hashed(30, ('spill/a', 'spill/b'))
+    records = [RecordRef(f'{i:02d}.jpg', '', 'a', 'train', 0, 'sha', 1, None, None, (), hashed.files[i % 2],
+                         1000 * i, 900, perceptual_hash=ph.to_hex(values))
+               for i, values in enumerate([picture for picture in pictures for _ in range(4)] + near)]
+    buckets = collections.defaultdict(bytearray)
+    for record in records:
+        for key, member in band_keys(record, THRESHOLD, hashed):
+            buckets[key] += member
+    monkeypatch.setattr(candidates._MembersFn, 'COMPACT_FROM', 2)
+    size, shrunk = candidates.MEMBER.itemsize * candidates.MEMBER_FIELDS, 0
+    for (index, band, _), members in buckets.items():
+        combine = candidates._MembersFn(copies_once=True)
+        gathered = combine.create_accumulator()
+        for start in range(0, len(members), size):
+            gathered = combine.add_input(gathered, bytes(members[start:start + size]))
+        once = combine.extract_output(gathered)
+        assert once == candidates.first_of_each_picture(members)
+        shrunk += len(once) < len(members)
+        if (index, band) != (0, 0):
+            assert sorted(pairs_in_bucket(band, unpacked(once), THRESHOLD, index)) == \
+                sorted(pairs_in_bucket(band, unpacked(members), THRESHOLD, index))
+    assert shrunk
 
 
 def test_identical_hashes_are_linked_to_the_first_of_them():

@@ -29,6 +29,8 @@ _MASK = (1 << ph.BITS) - 1
 MEMBER = np.dtype('<i8')
 MEMBER_FIELDS = ph.HASHES + 3
 _MEMBER_SALT = 'near-duplicate member'
+# BandKeys' output of the first band of the first hash: every member, for the copies of a picture to be linked.
+STARS = 'stars'
 
 
 def _signed(value):
@@ -123,6 +125,14 @@ def band_keys(record, threshold, hashed):
             yield (index, band, band_value), member
 
 
+def _band_outputs(record, threshold, hashed):
+    """``band_keys``, those of the first band of the first hash (where copies of one picture are linked) to
+    STARS, the others to the main output (where a picture's copies are compared once)."""
+    for keyed in band_keys(record, threshold, hashed):
+        (index, band, _), _ = keyed
+        yield beam.pvalue.TaggedOutput(STARS, keyed) if index == 0 and band == 0 else keyed
+
+
 def unpacked(members):
     """The (hashes, (member id, Frame)) of packed members (``band_keys``), as Python ints."""
     rows = np.frombuffer(members, dtype=MEMBER).reshape(-1, MEMBER_FIELDS)
@@ -177,16 +187,42 @@ def pairs_in_bucket(band, members, threshold, index=0):
             yield source_a, source_b, ph.nearest_distance(a, b)
 
 
+def first_of_each_picture(members):
+    """Packed members (``band_keys``) with those whose hashes are all identical (copies of one picture) kept once:
+    the one a bucket takes first (``pairs_in_bucket``: the smallest member id, then frame), which is all that
+    bucket compares of them unless it is the first band of the first hash, where the copies are linked to it."""
+    rows = np.frombuffer(members, dtype=MEMBER).reshape(-1, MEMBER_FIELDS)
+    if len(rows) < 2:
+        return bytes(members)
+    hashes, ids, offsets, file_lengths = rows[:, :ph.HASHES], rows[:, -3], rows[:, -2], rows[:, -1]
+    order = np.lexsort((file_lengths & 0xFFFFFFFF, offsets, file_lengths >> 32, ids, *hashes.T[::-1]))
+    ordered = hashes[order]
+    first = np.ones(len(order), dtype=bool)
+    first[1:] = (ordered[1:] != ordered[:-1]).any(axis=1)
+    return rows[order[first]].tobytes()
+
+
 class _MembersFn(beam.CombineFn):
     """The packed members of one band value (``band_keys``), as one bytearray: gathered on each worker before
     the shuffle. A worker holds every key's members of a bundle at once, so how small a member is decides
-    the check's peak memory."""
+    the candidates' peak memory. With ``copies_once``, copies of one picture are kept once
+    (``first_of_each_picture``) as members are added (each time their number doubles past COMPACT_FROM) and
+    before they leave: a collection saved many times over then puts each picture through every band but one
+    once, not once a copy."""
+
+    COMPACT_FROM = 1024
+
+    def __init__(self, copies_once):
+        self._copies_once = copies_once
 
     def create_accumulator(self):
         return bytearray()
 
     def add_input(self, members, member):
         members += member
+        count = len(members) // len(member)
+        if self._copies_once and count >= self.COMPACT_FROM and count & (count - 1) == 0:
+            members[:] = first_of_each_picture(members)
         return members
 
     def merge_accumulators(self, accumulators):
@@ -196,7 +232,7 @@ class _MembersFn(beam.CombineFn):
         return merged
 
     def extract_output(self, members):
-        return bytes(members)
+        return first_of_each_picture(members) if self._copies_once else bytes(members)
 
 
 class _CandidatesFn(beam.DoFn):
@@ -225,7 +261,10 @@ class FindCandidates(beam.PTransform):
         self._hashed = hashed
 
     def expand(self, records):
-        return (records
-                | 'BandKeys' >> beam.FlatMap(band_keys, self._threshold, self._hashed)
-                | 'GroupBands' >> beam.CombinePerKey(_MembersFn())
+        # Beam would infer the tagged output into the main output's type: both are ((hash, band, value), member).
+        keyed = records | 'BandKeys' >> beam.FlatMap(_band_outputs, self._threshold, self._hashed).with_output_types(
+            typing.Tuple[typing.Tuple[int, int, int], bytes]).with_outputs(STARS, main='bands')
+        return ((keyed[STARS] | 'GroupFirstBand' >> beam.CombinePerKey(_MembersFn(copies_once=False)),
+                 keyed.bands | 'GroupBands' >> beam.CombinePerKey(_MembersFn(copies_once=True)))
+                | 'AllBands' >> beam.Flatten()
                 | 'CompareInBand' >> beam.ParDo(_CandidatesFn(), self._threshold))
