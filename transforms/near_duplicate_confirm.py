@@ -32,19 +32,15 @@ PICTURES_KEPT = 1024
 PAIRS_AT_ONCE = 256
 
 
-def source_and_jpeg(frame_bytes):
-    """(source, JPEG) of one TFRecord frame as the build wrote it (its Example's source and encoded image)."""
-    example = decode_example(tfrecord.unframe(frame_bytes))
-    return example[F.SOURCE].decode(), example[F.IMAGE_ENCODED]
-
-
-def _read_or_none(frame_bytes):
-    """A frame's (source, JPEG), or None where it cannot be had (unreadable, damaged): such a candidate is not
-    confirmed (the shard writer reports a damaged frame; a heuristic does not fail the build)."""
+def _source_and_jpeg(frame_bytes):
+    """(source, JPEG) of one TFRecord frame as the build wrote it (its Example's source and encoded image), or None
+    where it cannot be had (unreadable, damaged): such a candidate is not confirmed (the shard writer reports a
+    damaged frame; a heuristic does not fail the build)."""
     if frame_bytes is None or isinstance(frame_bytes, Exception):
         return None
     try:
-        return source_and_jpeg(frame_bytes)
+        example = decode_example(tfrecord.unframe(frame_bytes))
+        return example[F.SOURCE].decode(), example[F.IMAGE_ENCODED]
     except Exception:  # pylint: disable=broad-except
         return None
 
@@ -201,7 +197,7 @@ class _ConfirmFn(beam.DoFn):
             self._reader = FrameReader(given_or_default(files[0], self._storage))
         refs = {frame: (files[frame.file], frame.offset, frame.length) for frame in frames}
         read = self._reader.read(list(set(refs.values())), failures=True)
-        return {frame: _read_or_none(read.get(ref)) for frame, ref in refs.items()}
+        return {frame: _source_and_jpeg(read.get(ref)) for frame, ref in refs.items()}
 
     def process(self, keyed, hashed):
         _, candidates = keyed
@@ -222,10 +218,10 @@ class _ConfirmFn(beam.DoFn):
             wanted = {frame for pair in chunk for frame in pair[:2] if frame not in kept}
             for frame, read in (self._read(wanted, hashed.files) if wanted else {}).items():
                 kept.add(frame, read)
-            pictures = [_pictures(kept[first], kept[second]) for first, second, _ in chunk]
+            reads = [(kept[first], kept[second]) for first, second, _ in chunk]  # before any is put out
+            pictures = [_pictures(a, b) for a, b in reads]
             refused = _refused_by_bound(pictures)
-            for position, (first, second, distance) in enumerate(chunk, start):
-                a, b = kept[first], kept[second]
+            for position, ((first, second, distance), (a, b)) in enumerate(zip(chunk, reads), start):
                 similarity = None if position - start in refused else _judged(a, b, pictures[position - start])
                 if similarity is not None:
                     confirmed += 1
