@@ -67,7 +67,7 @@ class Hashed(typing.NamedTuple):
     are (the threshold follows from it: ``perceptual_hash.threshold_for``) and the sorted paths of the files
     their frames are in (a few hundred spill files, or a previous version's shards): a member names its file
     by its number in ``files`` (4 bytes, not a path), and the confirmation reads it back."""
-    count: int
+    images: int
     files: tuple
 
 

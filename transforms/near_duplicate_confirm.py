@@ -100,18 +100,20 @@ class _Kept:
     """A frame's source and JPEG (both None: unreadable) and, once decoded, its Picture (None: undecodable)."""
     __slots__ = ('source', 'jpeg', 'picture', 'decoded')
 
-    def __init__(self, read):
-        self.source, self.jpeg = read or (None, None)
-        self.picture, self.decoded = None, False
+    def __init__(self, read: tuple[str, bytes] | None):
+        self.source: str | None = read[0] if read else None
+        self.jpeg: bytes | None = read[1] if read else None
+        self.picture: picture_check.Picture | None = None
+        self.decoded = False
 
     def picture_or_none(self):
-        """The Picture, decoded the first time (None when it cannot be decoded)."""
-        if not self.decoded:
-            self.decoded = True
+        """The Picture, decoded the first time (None when it cannot be read or decoded)."""
+        if not self.decoded and self.jpeg is not None:
             try:
                 self.picture = picture_check.from_jpeg(self.jpeg)
             except Exception:  # pylint: disable=broad-except  # an undecodable record confirms nothing
                 self.picture = None
+        self.decoded = True
         return self.picture
 
 

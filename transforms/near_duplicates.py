@@ -423,7 +423,7 @@ class NearDuplicates(beam.PTransform):
         if hashed is None or self._threshold is not None:
             threshold = pipeline | 'FixedThreshold' >> Value(self._threshold or 0)
         else:
-            threshold = hashed | 'ThresholdForCount' >> beam.Map(lambda survey: ph.threshold_for(survey.count))
+            threshold = hashed | 'ThresholdForCount' >> beam.Map(lambda survey: ph.threshold_for(survey.images))
         if hashed is None:
             groups, rejected = pipeline | 'NoGroups' >> Empty(), pipeline | 'NoConflicts' >> Empty()
             group_of, conflict_stats = None, []

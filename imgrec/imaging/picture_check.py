@@ -142,9 +142,9 @@ def _picture(rgb: Image.Image, colour: Colour) -> Picture:
     """Each zoom box-averaged by Pillow and standardised in place; zoom 1's standard deviation before is the
     spread. The zooms' bytes are read at once (an array a zoom costs more than the resize)."""
     grey_image = rgb.convert('L')
-    grey = np.frombuffer(b''.join(grey_image.resize((SIDE, SIDE), Image.Resampling.BOX, box=_box(rgb.size, zoom))
-                                  .tobytes() for zoom in ZOOMS), dtype=np.uint8)
-    grey = grey.reshape(len(ZOOMS), SIDE, SIDE).astype(np.float32)
+    levels = np.frombuffer(b''.join(grey_image.resize((SIDE, SIDE), Image.Resampling.BOX, box=_box(rgb.size, zoom))
+                                    .tobytes() for zoom in ZOOMS), dtype=np.uint8)
+    grey = levels.reshape(len(ZOOMS), SIDE, SIDE).astype(np.float32)
     grey -= grey.mean(axis=(1, 2), keepdims=True)
     deviation = np.sqrt(np.square(grey).mean(axis=(1, 2), keepdims=True))
     grey /= np.maximum(deviation, 1e-3)
