@@ -7,7 +7,8 @@ one key meet on a worker, where every pair is compared at once (vectorised); a p
 hash and band it shares only. A member is numbers only, packed in 40 bytes: its hashes, a number for its name
 (the order a bucket's members are taken in) and where its frame is (``Frame``: the frame file's number in the
 build's table of them, ``Hashed.files``). A worker holds every key's members of a bundle at once (a lifted
-combine gathers them), so this is what the candidates' memory is made of. A candidate leaves with both its
+combine gathers them), so this is what the candidates' memory is made of; copies of one picture (identical
+hashes) are kept once in every bucket but the first band of the first hash, where they are linked. A candidate leaves with both its
 images' frames, keyed by the first one's file, so ``imgrec.transforms.near_duplicate_confirm`` reads its
 pictures with no join to the records.
 """
