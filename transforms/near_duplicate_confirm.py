@@ -128,31 +128,31 @@ class _KeptPictures:
         self._farthest: list = []  # (-next position, Frame): the one needed last first (stale entries skipped)
         self._next_use: dict = {}  # Frame -> its next position in this key
 
-    def __contains__(self, source):
-        return source in self._kept
+    def __contains__(self, frame):
+        return frame in self._kept
 
-    def __getitem__(self, source):
-        return self._kept[source]
+    def __getitem__(self, frame):
+        return self._kept[frame]
 
     def start_key(self, first_use):
         """A new key, whose frames' first positions are ``first_use`` ({Frame: position}): kept ones it needs
         are needed again."""
         self._farthest, self._next_use = [], {}
-        for source in [source for source in self._spare if source in first_use]:
-            del self._spare[source]
-            self._needed_at(source, first_use[source])
+        for frame in [frame for frame in self._spare if frame in first_use]:
+            del self._spare[frame]
+            self._needed_at(frame, first_use[frame])
 
     def add(self, frame, read):
         self._kept[frame] = _Kept(read)
 
-    def used(self, source, following, end):
-        """``source`` was used; its next use is at ``following`` (``end``: none in this key)."""
+    def used(self, frame, following, end):
+        """``frame`` was used; its next use is at ``following`` (``end``: none in this key)."""
         if following < end:
-            self._needed_at(source, following)
+            self._needed_at(frame, following)
         else:
-            self._next_use.pop(source, None)
-            self._spare[source] = None
-            self._spare.move_to_end(source)
+            self._next_use.pop(frame, None)
+            self._spare[frame] = None
+            self._spare.move_to_end(frame)
 
     def shrink(self):
         """Puts out kept frames until PICTURES_KEPT are left."""
@@ -160,13 +160,13 @@ class _KeptPictures:
             if self._spare:
                 del self._kept[self._spare.popitem(last=False)[0]]
                 continue
-            following, source = heapq.heappop(self._farthest)
-            if self._next_use.get(source) == -following:
-                del self._kept[source], self._next_use[source]
+            following, frame = heapq.heappop(self._farthest)
+            if self._next_use.get(frame) == -following:
+                del self._kept[frame], self._next_use[frame]
 
-    def _needed_at(self, source, position):
-        self._next_use[source] = position
-        heapq.heappush(self._farthest, (-position, source))
+    def _needed_at(self, frame, position):
+        self._next_use[frame] = position
+        heapq.heappush(self._farthest, (-position, frame))
 
 
 class _ConfirmFn(beam.DoFn):

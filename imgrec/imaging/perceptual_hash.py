@@ -54,7 +54,7 @@ CENTRE_MARGIN = 0.15
 # Grey pixels a side the DCT sees, and the frequencies a side kept (after dropping the constant ones).
 SIZE = 32
 KEPT = 8
-# A wave whose coefficient is at most this is noise, its bit projected (``_hash_of``). The coefficients
+# A wave whose coefficient is at most this is noise, its bit projected (``_hashes_of``). The coefficients
 # are unnormalised: a wave of amplitude A grey levels on the 32x32 grid gives 256 A, so this is A = 1/4.
 WEAK = 64.0
 # The mean chroma's weight among the waves projected: a mean 16 levels off grey weighs as a wave of one level.
@@ -151,8 +151,8 @@ def _hashes_of(grid):
 
     Both hashes go through each step together, and every sum is the one a hash computed alone, in the same
     order (BLAS sums an entry the same way whatever the rows beside it; a stack of products is run one by one),
-    so the bits are the same: a weak wave's projection can be near 0 (within NOISE of it, a bit is 0). The means stay products of a vector (gemv): as rows of the waves' product (gemm) they round
-    differently."""
+    so the bits are the same: a weak wave's projection can be near 0 (within NOISE of it, a bit is 0). The
+    means stay products of a vector (gemv): as rows of the waves' product (gemm) they round differently."""
     channels = grid.shape[2]
     levels = grid.reshape(_GRID, -1).astype(float)  # once, for the three products that read it
     # Written transposed, which hands the next product its operands in BLAS's layout (the same sums).
