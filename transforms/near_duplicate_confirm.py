@@ -146,7 +146,10 @@ class _KeptPictures:
         self._kept[frame] = _Kept(read)
 
     def used(self, frame, following, end):
-        """``frame`` was used; its next use is at ``following`` (``end``: none in this key)."""
+        """``frame`` was used; its next use is at ``following`` (``end``: none in this key). A frame put out while
+        its slice was read (fewer kept than a slice's frames) is read again when next needed: nothing to note."""
+        if frame not in self._kept:
+            return
         if following < end:
             self._needed_at(frame, following)
         else:
@@ -155,8 +158,9 @@ class _KeptPictures:
             self._spare.move_to_end(frame)
 
     def shrink(self):
-        """Puts out kept frames until PICTURES_KEPT are left."""
-        while len(self._kept) > PICTURES_KEPT:
+        """Puts out kept frames until PICTURES_KEPT are left, or only the frames of the slice being read, not used
+        yet (with fewer kept than a slice's frames, they go once used)."""
+        while len(self._kept) > PICTURES_KEPT and (self._spare or self._farthest):
             if self._spare:
                 del self._kept[self._spare.popitem(last=False)[0]]
                 continue
