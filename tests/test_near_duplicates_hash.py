@@ -219,6 +219,20 @@ def test_a_band_member_carries_its_hashes_name_number_and_frame():
     assert not list(band_keys(record._replace(payload_file=None), 12, hashed))
 
 
+def test_a_candidate_packed_for_its_confirmation_comes_back_whole_and_in_order():
+    """A file's candidates travel as one byte string (``packed_candidate``, concatenated in any order) and come
+    back as the Candidates they were, sorted: frame files' numbers, offsets past 4 GiB, lengths, distances."""
+    given = [candidates.Candidate(Frame(3, 5 << 32, 70_000), Frame(0, 12, 4_000), 7),
+             candidates.Candidate(Frame(0, 9, 1), Frame(2**31 - 1, (1 << 40) + 3, 2**32 - 1), 0),
+             candidates.Candidate(Frame(0, 9, 1), Frame(1, 0, 2), 20)]
+    combine = candidates.Concatenated()
+    accumulators = [combine.add_input(combine.create_accumulator(), candidates.packed_candidate(candidate))
+                    for candidate in reversed(given)]
+    packed = combine.extract_output(combine.merge_accumulators(accumulators))
+    assert len(packed) == len(given) * candidates.CANDIDATE.size == 120
+    assert candidates.unpacked_candidates(packed) == sorted(given)
+
+
 def test_copies_of_a_picture_go_through_every_band_but_the_stars_once_and_find_the_same_candidates(monkeypatch):
     """Five pictures saved four times each (identical hashes, distinct frames) and ten near images: every band
     bucket but the first of the first hash keeps one copy of each picture (``first_of_each_picture``, also as

@@ -336,7 +336,8 @@ def test_the_confirmation_decodes_each_picture_once_and_its_links_do_not_depend_
         decoded.clear()
         fn = confirm._ConfirmFn()
         fn.setup()
-        found = sorted(link for key, given in enumerate(keys) for link in fn.process((key, given), hashed))
+        found = sorted(link for key, given in enumerate(keys)
+                       for link in fn.process((key, b''.join(map(candidates.packed_candidate, given))), hashed))
         fn.teardown()
         return found, sum(decoded.values())
 

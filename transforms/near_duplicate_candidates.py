@@ -10,10 +10,12 @@ build's table of them, ``Hashed.files``). A worker holds every key's members of 
 combine gathers them), so this is what the candidates' memory is made of; copies of one picture (identical
 hashes) are kept once in every bucket but the first band of the first hash, where they are linked. A candidate leaves with both its
 images' frames, keyed by the first one's file, so ``imgrec.transforms.near_duplicate_confirm`` reads its
-pictures with no join to the records.
+pictures with no join to the records; it is packed in 40 bytes too (``packed_candidate``), and a file's candidates
+are gathered into one byte string on the way (``Concatenated``).
 """
 import bisect
 import functools
+import struct
 import typing
 
 import apache_beam as beam
@@ -61,6 +63,26 @@ class Candidate(typing.NamedTuple):
     first: Frame
     second: Frame
     distance: int
+
+
+# A candidate on its way to its confirmation (``packed_candidate``): each frame's offset, then its file's number and
+# length in one (32 bits each), as in a member; then the distance. 40 bytes, where a Candidate of two Frames takes
+# ~300 as Python objects, and the confirmation holds a frame file's candidates at once.
+CANDIDATE = struct.Struct('<5q')
+
+
+def packed_candidate(candidate):
+    """A Candidate as CANDIDATE's bytes."""
+    first, second, distance = candidate
+    return CANDIDATE.pack(first.offset, first.file << 32 | first.length, second.offset,
+                          second.file << 32 | second.length, distance)
+
+
+def unpacked_candidates(packed):
+    """The Candidates of concatenated ``packed_candidate`` bytes, sorted (the order they are packed in varies)."""
+    return sorted(Candidate(Frame(first_file >> 32, first_offset, first_file & 0xFFFFFFFF),
+                            Frame(second_file >> 32, second_offset, second_file & 0xFFFFFFFF), distance)
+                  for first_offset, first_file, second_offset, second_file, distance in CANDIDATE.iter_unpack(packed))
 
 
 class Hashed(typing.NamedTuple):
@@ -203,42 +225,55 @@ def first_of_each_picture(members):
     return rows[order[first]].tobytes()
 
 
-class _MembersFn(beam.CombineFn):
-    """The packed members of one band value (``band_keys``), as one bytearray: gathered on each worker before
-    the shuffle. A worker holds every key's members of a bundle at once, so how small a member is decides
-    the candidates' peak memory. With ``copies_once``, copies of one picture are kept once
-    (``first_of_each_picture``) as members are added (each time their number doubles past COMPACT_FROM) and
-    before they leave: a collection saved many times over then puts each picture through every band but one
-    once, not once a copy."""
+class Concatenated(beam.CombineFn):
+    """Byte strings of one key, concatenated (in no set order): packed numbers gathered on each worker before the
+    shuffle and given as one byte string, where a list of their Python objects would take several times the
+    memory."""
+
+    def create_accumulator(self):
+        return bytearray()
+
+    def add_input(self, accumulator, packed):
+        accumulator += packed
+        return accumulator
+
+    def merge_accumulators(self, accumulators):
+        merged = bytearray()
+        for accumulator in accumulators:
+            merged += accumulator
+        return merged
+
+    def extract_output(self, accumulator):
+        return bytes(accumulator)
+
+
+class _MembersFn(Concatenated):
+    """The packed members of one band value (``band_keys``), concatenated. A worker holds every key's members of
+    a bundle at once, so how small a member is decides the candidates' peak memory. With ``copies_once``, copies
+    of one picture are kept once (``first_of_each_picture``) as members are added (each time their number
+    doubles past COMPACT_FROM) and before they leave: a collection saved many times over then puts each picture
+    through every band but one once, not once a copy."""
 
     COMPACT_FROM = 1024
 
     def __init__(self, copies_once):
         self._copies_once = copies_once
 
-    def create_accumulator(self):
-        return bytearray()
-
-    def add_input(self, members, member):
-        members += member
-        count = len(members) // len(member)
+    def add_input(self, accumulator, packed):
+        accumulator += packed
+        count = len(accumulator) // len(packed)
         if self._copies_once and count >= self.COMPACT_FROM and count & (count - 1) == 0:
-            members[:] = first_of_each_picture(members)
-        return members
+            accumulator[:] = first_of_each_picture(accumulator)
+        return accumulator
 
-    def merge_accumulators(self, accumulators):
-        merged = bytearray()
-        for members in accumulators:
-            merged += members
-        return merged
-
-    def extract_output(self, members):
-        return first_of_each_picture(members) if self._copies_once else bytes(members)
+    def extract_output(self, accumulator):
+        return first_of_each_picture(accumulator) if self._copies_once else bytes(accumulator)
 
 
 class _CandidatesFn(beam.DoFn):
-    """One band bucket -> its candidates (the first's frame file, Candidate): pairs within the threshold found in
-    this bucket first (``pairs_in_bucket``). Counts the comparisons, the cost that grows with the square."""
+    """One band bucket -> its candidates (the first's frame file, ``packed_candidate``): pairs within the threshold
+    found in this bucket first (``pairs_in_bucket``). Counts the comparisons, the cost that grows with the
+    square."""
 
     def __init__(self):
         self.compared = Metrics.counter(*counters.HASHES_COMPARED)
@@ -248,11 +283,11 @@ class _CandidatesFn(beam.DoFn):
         members = unpacked(packed)
         self.compared.inc(len(members) * (len(members) - 1) // 2)
         for (_, first), (_, second), distance in pairs_in_bucket(band, members, threshold, index):
-            yield first.file, Candidate(first, second, distance)
+            yield first.file, packed_candidate((first, second, distance))
 
 
 class FindCandidates(beam.PTransform):
-    """RecordRef -> (the first's frame file number, Candidate) for every pair within ``threshold`` on one of their
+    """RecordRef -> (the first's frame file number, ``packed_candidate``) for every pair within ``threshold`` on one of their
     hashes, once: ``threshold`` a number, or a side input of it; ``hashed``: the side input of the records'
     ``Hashed``."""
 

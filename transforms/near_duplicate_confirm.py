@@ -23,6 +23,7 @@ from imgrec.contract import features as F
 from imgrec.contract.example import decode_example
 from imgrec.imaging import picture_check
 from imgrec.storage.frames import FrameReader
+from imgrec.transforms.near_duplicate_candidates import Concatenated, unpacked_candidates
 from imgrec.storage.storage import given_or_default
 
 # Pictures (decoded for the check) a worker keeps, 30-42 kB each (records of 64 to 224 pixels: the grey zooms and
@@ -174,7 +175,8 @@ class _KeptPictures:
 
 
 class _ConfirmFn(beam.DoFn):
-    """Candidates of one frame file (its number, [Candidate, ...]) -> links (source, source, distance, similarity),
+    """Candidates of one frame file (its number, their ``near_duplicate_candidates.packed_candidate`` bytes
+    concatenated) -> links (source, source, distance, similarity),
     the smaller source first: those whose pictures agree (``picture_check.judge``), read by reference
     (``hashed.files``: the table of frame files, ``near_duplicate_candidates.Hashed``), ``PAIRS_AT_ONCE``
     candidates' frames in one coalesced read, those of a slice whose correlation bound refuses them
@@ -206,8 +208,7 @@ class _ConfirmFn(beam.DoFn):
         return {frame: _source_and_jpeg(read.get(ref)) for frame, ref in refs.items()}
 
     def process(self, keyed, hashed):
-        _, candidates = keyed
-        candidates = sorted(candidates)
+        candidates = unpacked_candidates(keyed[1])
         number: dict = {}  # Frame -> its number in this key
         pairs = [(number.setdefault(first, len(number)), number.setdefault(second, len(number)))
                  for first, second, _ in candidates]
@@ -258,7 +259,7 @@ def _judged(first, second, pictures):
 
 
 class ConfirmCandidates(beam.PTransform):
-    """(frame file number, Candidate) -> links (source, source, distance, similarity), the smaller source first.
+    """(frame file number, ``packed_candidate``) -> links (source, source, distance, similarity), the smaller source first.
     ``hashed``: the side input of the records' ``near_duplicate_candidates.Hashed`` (its table of frame files);
     ``storage``: the storage the frames are read through (the job's, with its options), or the default for the
     path."""
@@ -270,5 +271,5 @@ class ConfirmCandidates(beam.PTransform):
 
     def expand(self, candidates):
         return (candidates
-                | 'FramesTogether' >> beam.GroupByKey()
+                | 'FramesTogether' >> beam.CombinePerKey(Concatenated())
                 | 'Confirm' >> beam.ParDo(_ConfirmFn(self._storage), self._hashed))
