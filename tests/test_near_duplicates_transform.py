@@ -322,13 +322,13 @@ def test_the_confirmation_decodes_each_picture_once_and_its_links_do_not_depend_
     keys = [[candidates.Candidate(places[a], places[b], 3) for a, b in sorted(pairs) if hash_of(a) % 2 == key]
             for key in (0, 1)]
     decoded = collections.Counter()
-    from_jpeg = picture_check.from_jpeg
+    levels_from_jpeg = picture_check.levels_from_jpeg
 
     def counted(data):
         decoded[data] += 1
-        return from_jpeg(data)
+        return levels_from_jpeg(data)
 
-    monkeypatch.setattr(picture_check, 'from_jpeg', counted)
+    monkeypatch.setattr(picture_check, 'levels_from_jpeg', counted)
 
     def links(kept, at_once):
         monkeypatch.setattr(confirm, 'PICTURES_KEPT', kept)

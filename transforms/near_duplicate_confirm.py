@@ -26,9 +26,9 @@ from imgrec.storage.frames import FrameReader
 from imgrec.transforms.near_duplicate_candidates import Concatenated, unpacked_candidates
 from imgrec.storage.storage import given_or_default
 
-# Pictures (decoded for the check) a worker keeps, 30-42 kB each (records of 64 to 224 pixels: the grey zooms and
-# the JPEG), so an image in several candidates is decoded about once; and the candidates whose frames are read
-# at once (at most half as many as the pictures kept: a slice's pictures are never put out before their use).
+# Pictures (decoded for the check) a worker keeps, 10-17 kB each (records of 64 to 224 pixels: the grey zooms'
+# levels and the JPEG), so an image in several candidates is decoded about once; and the candidates whose frames
+# are read at once (at most half as many as the pictures kept, so that a slice's pictures stay kept to their use).
 PICTURES_KEPT = 1024
 PAIRS_AT_ONCE = 256
 
@@ -98,24 +98,25 @@ def _refused_by_bound(pictures):
 
 
 class _Kept:
-    """A frame's source and JPEG (both None: unreadable) and, once decoded, its Picture (None: undecodable)."""
-    __slots__ = ('source', 'jpeg', 'picture', 'decoded')
+    """A frame's source and JPEG (both None: unreadable) and, once decoded, its picture's Levels (None:
+    undecodable): what a worker keeps between candidates, 7 kB of levels where a Picture takes 30 kB."""
+    __slots__ = ('source', 'jpeg', 'levels', 'decoded')
 
     def __init__(self, read: tuple[str, bytes] | None):
         self.source: str | None = read[0] if read else None
         self.jpeg: bytes | None = read[1] if read else None
-        self.picture: picture_check.Picture | None = None
+        self.levels: picture_check.Levels | None = None
         self.decoded = False
 
-    def picture_or_none(self):
-        """The Picture, decoded the first time (None when it cannot be read or decoded)."""
+    def levels_or_none(self):
+        """The picture's Levels, decoded the first time (None when it cannot be read or decoded)."""
         if not self.decoded and self.jpeg is not None:
             try:
-                self.picture = picture_check.from_jpeg(self.jpeg)
+                self.levels = picture_check.levels_from_jpeg(self.jpeg)
             except Exception:  # pylint: disable=broad-except  # an undecodable record confirms nothing
-                self.picture = None
+                self.levels = None
         self.decoded = True
-        return self.picture
+        return self.levels
 
 
 class _KeptPictures:
@@ -226,7 +227,8 @@ class _ConfirmFn(beam.DoFn):
             for frame, read in (self._read(wanted, hashed.files) if wanted else {}).items():
                 kept.add(frame, read)
             reads = [(kept[first], kept[second]) for first, second, _ in chunk]  # before any is put out
-            pictures = [_pictures(a, b) for a, b in reads]
+            slice_pictures: dict = {}  # id(_Kept) -> its Picture, made once a slice from its levels
+            pictures = [_pictures(a, b, slice_pictures) for a, b in reads]
             refused = _refused_by_bound(pictures)
             for position, ((first, second, distance), (a, b)) in enumerate(zip(chunk, reads), start):
                 similarity = None if position - start in refused else _judged(a, b, pictures[position - start])
@@ -240,11 +242,19 @@ class _ConfirmFn(beam.DoFn):
         self.refused.inc(len(candidates) - confirmed)
 
 
-def _pictures(first, second):
-    """The two kept records' Pictures where the check compares them (not the same JPEG), else (None, None)."""
+def _pictures(first, second, made):
+    """The two kept records' Pictures where the check compares them (not the same JPEG), else (None, None);
+    ``made``: {id(_Kept): Picture} of the slice, where each is made once."""
     if first.jpeg is None or second.jpeg is None or first.jpeg == second.jpeg:
         return None, None
-    return first.picture_or_none(), second.picture_or_none()
+    return _picture_of(first, made), _picture_of(second, made)
+
+
+def _picture_of(kept, made):
+    if id(kept) not in made:
+        levels = kept.levels_or_none()
+        made[id(kept)] = None if levels is None else levels.picture()
+    return made[id(kept)]
 
 
 def _judged(first, second, pictures):

@@ -77,8 +77,8 @@ ALGORITHM = (f'ncc-grey{SIDE}-zoom{len(ZOOMS)}-strip{DROPPED_ROWS}+local{BLOCK}-
 class Colour:
     """Where a picture's colour cells come from, cut only when a pair gets that far (``_cells``: most
     candidates are refused on the grey): its small RGB image, or the JPEG it was decoded from, decoded again
-    when first asked (the same pixels: the decoder is deterministic). A picture kept for later candidates
-    then holds its JPEG (a few kB) instead of the image (38 kB at 112 pixels), so twice as many fit."""
+    for each zoom first asked (the same pixels: the decoder is deterministic). A picture kept for later
+    candidates then holds its JPEG (a few kB) and the cells cut, never the image (38 kB at 112 pixels)."""
     __slots__ = ('_rgb', '_jpeg', '_cells')
 
     def __init__(self, rgb: Image.Image | None = None, jpeg: bytes | None = None):
@@ -87,11 +87,12 @@ class Colour:
         self._cells: dict[int, np.ndarray] = {}
 
     def rgb(self) -> Image.Image:
-        """The small RGB image the cells are cut from (at least _DECODED a side)."""
+        """The small RGB image the cells are cut from (at least _DECODED a side): decoded again from the JPEG
+        each time, not kept."""
         if self._rgb is None:
             if self._jpeg is None:
                 raise ValueError('a Colour needs an image or the JPEG it is decoded from')
-            self._rgb = _decoded(self._jpeg)
+            return _decoded(self._jpeg)
         return self._rgb
 
     def cells(self, zoom: int) -> np.ndarray:
@@ -138,23 +139,34 @@ def _decoded(data: bytes) -> Image.Image:
     return _rgb(image)
 
 
-def _picture(rgb: Image.Image, colour: Colour) -> Picture:
-    """Each zoom box-averaged by Pillow and standardised in place; zoom 1's standard deviation before is the
-    spread. The zooms' bytes are read at once (an array a zoom costs more than the resize)."""
+class Levels(typing.NamedTuple):
+    """A picture as a worker keeps it between candidates: its grey levels at each zoom, 7 kB, where the Picture's
+    standardised floats and their rows' sums take 30 kB; ``picture()`` gives the Picture, the same numbers each
+    time (the same arithmetic on the same levels)."""
+    levels: bytes            # len(ZOOMS) x SIDE x SIDE, uint8: each zoom box-averaged by Pillow
+    colour: Colour
+
+    def picture(self) -> Picture:
+        """Each zoom standardised; zoom 1's standard deviation before is the spread."""
+        grey = np.frombuffer(self.levels, dtype=np.uint8).reshape(len(ZOOMS), SIDE, SIDE).astype(np.float32)
+        grey -= grey.mean(axis=(1, 2), keepdims=True)
+        deviation = np.sqrt(np.square(grey).mean(axis=(1, 2), keepdims=True))
+        grey /= np.maximum(deviation, 1e-3)
+        return Picture(grey, grey.sum(axis=2), np.square(grey).sum(axis=2), self.colour, float(deviation[0, 0, 0]))
+
+
+def _levels(rgb: Image.Image, colour: Colour) -> Levels:
+    """Each zoom box-averaged by Pillow, the zooms' bytes read at once (an array a zoom costs more than the
+    resize)."""
     grey_image = rgb.convert('L')
-    levels = np.frombuffer(b''.join(grey_image.resize((SIDE, SIDE), Image.Resampling.BOX, box=_box(rgb.size, zoom))
-                                    .tobytes() for zoom in ZOOMS), dtype=np.uint8)
-    grey = levels.reshape(len(ZOOMS), SIDE, SIDE).astype(np.float32)
-    grey -= grey.mean(axis=(1, 2), keepdims=True)
-    deviation = np.sqrt(np.square(grey).mean(axis=(1, 2), keepdims=True))
-    grey /= np.maximum(deviation, 1e-3)
-    return Picture(grey, grey.sum(axis=2), np.square(grey).sum(axis=2), colour, float(deviation[0, 0, 0]))
+    return Levels(b''.join(grey_image.resize((SIDE, SIDE), Image.Resampling.BOX, box=_box(rgb.size, zoom)).tobytes()
+                           for zoom in ZOOMS), colour)
 
 
 def from_image(image: Image.Image) -> Picture:
     """A Picture of a Pillow image (any mode)."""
     rgb = _rgb(image)
-    return _picture(rgb, Colour(rgb=rgb))
+    return _levels(rgb, Colour(rgb=rgb)).picture()
 
 
 def _cells(picture: Picture, zoom: int) -> np.ndarray:
@@ -162,10 +174,15 @@ def _cells(picture: Picture, zoom: int) -> np.ndarray:
     return picture.colour.cells(zoom)
 
 
+def levels_from_jpeg(data: bytes) -> Levels:
+    """The Levels of JPEG (or any Pillow format's) bytes, decoded small (``_decoded``); they keep the bytes, not
+    the image, for their colour cells (``Colour``)."""
+    return _levels(_decoded(data), Colour(jpeg=data))
+
+
 def from_jpeg(data: bytes) -> Picture:
-    """A Picture of JPEG (or any Pillow format's) bytes, decoded small (``_decoded``); it keeps the bytes, not
-    the image, for its colour cells (``Colour``)."""
-    return _picture(_decoded(data), Colour(jpeg=data))
+    """A Picture of JPEG (or any Pillow format's) bytes (``levels_from_jpeg``)."""
+    return levels_from_jpeg(data).picture()
 
 
 # The alignments compared: a at zoom 1 against b at each zoom, then a at each other zoom against b at zoom 1.
