@@ -7,6 +7,11 @@ runs; the table gives the peak of the runner process, of its worker processes an
 as a ratio to the smallest size, and what each process adds per image between the two largest sizes.
 
     .venv/bin/python benchmarks/memory_scaling.py --images 2000,20000,80000
+    .venv/bin/python benchmarks/memory_scaling.py --images 2400,20000 --corpus photos --near_duplicates group
+
+``--corpus photos`` builds the throughput benchmark's photos instead (``harness.corpus``: one shape on a noisy
+gradient, 640 to 1,600 pixels, and their mirror images beyond 2,400) at 224 pixels: what a photo build's peak
+does, pixels and near-duplicate candidates included.
 """
 import argparse
 import os
@@ -16,7 +21,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks.harness import CACHE, distinct_copies, job  # noqa: E402
+from benchmarks.harness import CACHE, corpus, distinct_copies, job  # noqa: E402
 
 BASE_IMAGES = 200
 MODES = {'default': [], 'in_memory': ['--direct_running_mode', 'in_memory']}
@@ -32,9 +37,14 @@ def small_corpus(count):
     return distinct_copies(base, os.path.join(CACHE, f'small-{count}'), count)
 
 
-def peaks(count, mode, near_duplicates, output):
-    """(runner MB, largest worker MB, tree MB) of one build of ``count`` small images."""
-    run = job(['--input', small_corpus(count), '--output', output, '--image_size', '32', '--version', 'v',
+# The corpora: (the folder of ``count`` images, the size they are built at).
+CORPORA = {'small': lambda count: (small_corpus(count), '32'), 'photos': lambda count: (corpus(count), '224')}
+
+
+def peaks(count, mode, near_duplicates, output, kind='small'):
+    """(runner MB, largest worker MB, tree MB) of one build of ``count`` images of corpus ``kind``."""
+    folder, size = CORPORA[kind](count)
+    run = job(['--input', folder, '--output', output, '--image_size', size, '--version', 'v',
                '--near_duplicates', near_duplicates, *MODES[mode]])
     shutil.rmtree(output)
     worker = max((rss for rss, _ in run['workers']), default=0)
@@ -47,6 +57,8 @@ def main():
     parser.add_argument('--modes', default='default,in_memory', help=f'of {", ".join(MODES)}')
     parser.add_argument('--near_duplicates', default='off', choices=('off', 'group'),
                         help='off: the graph alone (copies of one drawing would all be near-duplicates)')
+    parser.add_argument('--corpus', default='small', choices=sorted(CORPORA),
+                        help='small: 48-pixel copies of 200 drawings at 32 px; photos: harness.corpus at 224 px')
     args = parser.parse_args()
     sizes = sorted(int(size) for size in args.images.split(','))
     modes = [mode.strip() for mode in args.modes.split(',')]
@@ -57,7 +69,8 @@ def main():
         for mode in modes:
             measured = {}
             for count in sizes:
-                measured[count] = peaks(count, mode, args.near_duplicates, os.path.join(scratch, f'{mode}-{count}'))
+                measured[count] = peaks(count, mode, args.near_duplicates, os.path.join(scratch, f'{mode}-{count}'),
+                                        args.corpus)
                 runner, worker, tree = measured[count]
                 first = measured[sizes[0]]
                 print(f'{mode:10s} {count:7d} {runner:10.0f} {worker:10.0f} {tree:8.0f}   '
