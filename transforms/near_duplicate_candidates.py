@@ -287,9 +287,9 @@ class _CandidatesFn(beam.DoFn):
 
 
 class FindCandidates(beam.PTransform):
-    """RecordRef -> (the first's frame file number, ``packed_candidate``) for every pair within ``threshold`` on one of their
-    hashes, once: ``threshold`` a number, or a side input of it; ``hashed``: the side input of the records'
-    ``Hashed``."""
+    """RecordRef -> (the first's frame file number, ``packed_candidate``) for every pair within ``threshold`` on
+    one of their hashes, once: ``threshold`` a number, or a side input of it; ``hashed``: the side input of the
+    records' ``Hashed``."""
 
     def __init__(self, threshold, hashed):
         super().__init__()

@@ -23,8 +23,8 @@ from imgrec.contract import features as F
 from imgrec.contract.example import decode_example
 from imgrec.imaging import picture_check
 from imgrec.storage.frames import FrameReader
-from imgrec.transforms.near_duplicate_candidates import Concatenated, unpacked_candidates
 from imgrec.storage.storage import given_or_default
+from imgrec.transforms.near_duplicate_candidates import Concatenated, unpacked_candidates
 
 # Pictures (decoded for the check) a worker keeps, 10-17 kB each (records of 64 to 224 pixels: the grey zooms'
 # levels and the JPEG), so an image in several candidates is decoded about once; and the candidates whose frames
@@ -269,10 +269,10 @@ def _judged(first, second, pictures):
 
 
 class ConfirmCandidates(beam.PTransform):
-    """(frame file number, ``packed_candidate``) -> links (source, source, distance, similarity), the smaller source first.
-    ``hashed``: the side input of the records' ``near_duplicate_candidates.Hashed`` (its table of frame files);
-    ``storage``: the storage the frames are read through (the job's, with its options), or the default for the
-    path."""
+    """(frame file number, ``near_duplicate_candidates.packed_candidate``) -> links (source, source, distance,
+    similarity), the smaller source first. ``hashed``: the side input of the records'
+    ``near_duplicate_candidates.Hashed`` (its table of frame files); ``storage``: the storage the frames are read
+    through (the job's, with its options), or the default for the path."""
 
     def __init__(self, hashed, storage=None):
         super().__init__()
