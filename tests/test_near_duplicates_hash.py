@@ -17,6 +17,7 @@ from imgrec.samples.zoo_flat import draw_icon
 from imgrec.transforms.elements import RecordRef
 from imgrec.transforms import near_duplicate_candidates as candidates
 from imgrec.transforms.near_duplicate_candidates import Frame, Hashed, band_keys, member_id, pairs_in_bucket, unpacked
+from imgrec.transforms import near_duplicate_groups as groups
 from imgrec.transforms.near_duplicate_groups import join_labels
 from imgrec.transforms.splits import published_group_split
 
@@ -292,6 +293,19 @@ def test_a_pair_is_found_in_the_first_hash_that_has_it_within_the_threshold():
     assert list(pairs_in_bucket(0, both, THRESHOLD, 1)) == []
     assert list(pairs_in_bucket(0, centre_only, THRESHOLD, 1)) == [('a.jpg', 'c.jpg', 1)]
     assert all(list(pairs_in_bucket(band, centre_only, THRESHOLD, 0)) == [] for band in range(len(EDGES)))
+
+
+def test_copies_linked_in_a_star_start_with_one_label():
+    """The band buckets link copies of one picture to the copy with the smallest member id; labels order by it
+    (``label_of``), so every copy starts with the centre's label, settled before any round, whatever the names'
+    own order."""
+    sources = [f'copy-{i}.jpg' for i in range(12)]
+    centre = min(sources, key=member_id)
+    assert centre != min(sources)  # the names' order would have started the leaves apart
+    links = {source: [(centre, 0, 1.0)] for source in sources if source != centre}
+    links[centre] = [(source, 0, 1.0) for source in links]
+    labels = {node: groups._adjacent((node, neighbours))[1][1] for node, neighbours in links.items()}
+    assert set(labels.values()) == {groups.label_of(centre)}
 
 
 def test_join_labels_gives_each_label_the_smallest_it_is_joined_to():
