@@ -8,10 +8,10 @@ hash and band it shares only. A member is numbers only, packed in 40 bytes: its 
 (the order a bucket's members are taken in) and where its frame is (``Frame``: the frame file's number in the
 build's table of them, ``Hashed.files``). A worker holds every key's members of a bundle at once (a lifted
 combine gathers them), so this is what the candidates' memory is made of; copies of one picture (identical
-hashes) are kept once in every bucket but the first band of the first hash, where they are linked. A candidate leaves with both its
-images' frames, keyed by the first one's file, so ``imgrec.transforms.near_duplicate_confirm`` reads its
-pictures with no join to the records; it is packed in 40 bytes too (``packed_candidate``), and a file's candidates
-are gathered into one byte string on the way (``Concatenated``).
+hashes) are kept once in every bucket but the first band of the first hash, where they are linked. A candidate
+leaves with both its images' frames, keyed by the first one's file, so ``imgrec.transforms.near_duplicate_confirm``
+reads its pictures with no join to the records; it is packed in 40 bytes too (``packed_candidate``), and a file's
+candidates are gathered into one byte string on the way (``Concatenated``).
 """
 import bisect
 import functools
@@ -56,6 +56,15 @@ class Frame(typing.NamedTuple):
     offset: int
     length: int
 
+    def packed(self):
+        """(offset, file number and length in one int: 32 bits each), as members and candidates hold a frame."""
+        return self.offset, self.file << 32 | self.length
+
+    @classmethod
+    def unpacked(cls, offset, file_and_length):
+        """The Frame of ``packed``'s two numbers."""
+        return cls(file_and_length >> 32, offset, file_and_length & 0xFFFFFFFF)
+
 
 class Candidate(typing.NamedTuple):
     """A pair within the threshold on one of its hashes: both images' frames (the first the smaller member id),
@@ -74,15 +83,13 @@ CANDIDATE = struct.Struct('<5q')
 def packed_candidate(candidate):
     """A Candidate as CANDIDATE's bytes."""
     first, second, distance = candidate
-    return CANDIDATE.pack(first.offset, first.file << 32 | first.length, second.offset,
-                          second.file << 32 | second.length, distance)
+    return CANDIDATE.pack(*first.packed(), *second.packed(), distance)
 
 
 def unpacked_candidates(packed):
     """The Candidates of concatenated ``packed_candidate`` bytes, sorted (the order they are packed in varies)."""
-    return sorted(Candidate(Frame(first_file >> 32, first_offset, first_file & 0xFFFFFFFF),
-                            Frame(second_file >> 32, second_offset, second_file & 0xFFFFFFFF), distance)
-                  for first_offset, first_file, second_offset, second_file, distance in CANDIDATE.iter_unpack(packed))
+    return sorted(Candidate(Frame.unpacked(*numbers[0:2]), Frame.unpacked(*numbers[2:4]), numbers[4])
+                  for numbers in CANDIDATE.iter_unpack(packed))
 
 
 class Hashed(typing.NamedTuple):
@@ -140,8 +147,8 @@ def band_keys(record, threshold, hashed):
         return
     values = ph.from_hex(record.perceptual_hash)
     file = bisect.bisect_left(hashed.files, record.payload_file)
-    member = np.array([*map(_signed, values), member_id(record.source), record.payload_offset,
-                       file << 32 | record.payload_length], dtype=MEMBER).tobytes()
+    frame = Frame(file, record.payload_offset, record.payload_length)
+    member = np.array([*map(_signed, values), member_id(record.source), *frame.packed()], dtype=MEMBER).tobytes()
     edges = ph.band_edges(ph.bands_for(threshold))
     for index, value in enumerate(values):
         for band, band_value in enumerate(ph.band_values(value, edges)):
@@ -159,8 +166,7 @@ def _band_outputs(record, threshold, hashed):
 def unpacked(members):
     """The (hashes, (member id, Frame)) of packed members (``band_keys``), as Python ints."""
     rows = np.frombuffer(members, dtype=MEMBER).reshape(-1, MEMBER_FIELDS)
-    return [(tuple(row[:ph.HASHES]), (row[-3], Frame(row[-1] >> 32, row[-2], row[-1] & 0xFFFFFFFF)))
-            for row in rows.tolist()]
+    return [(tuple(row[:ph.HASHES]), (row[-3], Frame.unpacked(*row[-2:]))) for row in rows.tolist()]
 
 
 @functools.cache
@@ -260,7 +266,7 @@ class _MembersFn(Concatenated):
         self._copies_once = copies_once
 
     def add_input(self, accumulator, packed):
-        accumulator += packed
+        accumulator = super().add_input(accumulator, packed)
         count = len(accumulator) // len(packed)
         if self._copies_once and count >= self.COMPACT_FROM and count & (count - 1) == 0:
             accumulator[:] = first_of_each_picture(accumulator)

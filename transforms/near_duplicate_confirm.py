@@ -177,15 +177,14 @@ class _KeptPictures:
 
 class _ConfirmFn(beam.DoFn):
     """Candidates of one frame file (its number, their ``near_duplicate_candidates.packed_candidate`` bytes
-    concatenated) -> links (source, source, distance, similarity),
-    the smaller source first: those whose pictures agree (``picture_check.judge``), read by reference
-    (``hashed.files``: the table of frame files, ``near_duplicate_candidates.Hashed``), ``PAIRS_AT_ONCE``
-    candidates' frames in one coalesced read, those of a slice whose correlation bound refuses them
-    (``picture_check.surely_refused``) refused first; two records whose JPEGs are the same bytes
-    (pixel-identical sources: the encoder is deterministic) are confirmed without decoding. A key's candidates
-    are taken in ``visiting_order`` when their images are more than a worker keeps (``PICTURES_KEPT``; which it
-    keeps: ``_KeptPictures``), so each picture is decoded about once. Counts the candidates confirmed and
-    refused."""
+    concatenated) -> links (source, source, distance, similarity), the smaller source first: those whose pictures
+    agree (``picture_check.judge``), read by reference (``hashed.files``: the table of frame files,
+    ``near_duplicate_candidates.Hashed``), ``PAIRS_AT_ONCE`` candidates' frames in one coalesced read, those of a
+    slice whose correlation bound refuses them (``picture_check.surely_refused``) refused first; two records whose
+    JPEGs are the same bytes (pixel-identical sources: the encoder is deterministic) are confirmed without decoding.
+    A key's candidates are taken in ``visiting_order`` when their images are more than a worker keeps
+    (``PICTURES_KEPT``; which it keeps: ``_KeptPictures``), so each picture is decoded about once. Counts the
+    candidates confirmed and refused."""
 
     def __init__(self, storage=None):
         self._storage = storage
@@ -227,7 +226,7 @@ class _ConfirmFn(beam.DoFn):
             for frame, read in (self._read(wanted, hashed.files) if wanted else {}).items():
                 kept.add(frame, read)
             reads = [(kept[first], kept[second]) for first, second, _ in chunk]  # before any is put out
-            slice_pictures: dict = {}  # id(_Kept) -> its Picture, made once a slice from its levels
+            slice_pictures: dict = {}  # _Kept -> its Picture, made once a slice from its levels
             pictures = [_pictures(a, b, slice_pictures) for a, b in reads]
             refused = _refused_by_bound(pictures)
             for position, ((first, second, distance), (a, b)) in enumerate(zip(chunk, reads), start):
@@ -244,17 +243,17 @@ class _ConfirmFn(beam.DoFn):
 
 def _pictures(first, second, made):
     """The two kept records' Pictures where the check compares them (not the same JPEG), else (None, None);
-    ``made``: {id(_Kept): Picture} of the slice, where each is made once."""
+    ``made``: {_Kept: Picture} of the slice, where each is made once."""
     if first.jpeg is None or second.jpeg is None or first.jpeg == second.jpeg:
         return None, None
     return _picture_of(first, made), _picture_of(second, made)
 
 
 def _picture_of(kept, made):
-    if id(kept) not in made:
+    if kept not in made:
         levels = kept.levels_or_none()
-        made[id(kept)] = None if levels is None else levels.picture()
-    return made[id(kept)]
+        made[kept] = None if levels is None else levels.picture()
+    return made[kept]
 
 
 def _judged(first, second, pictures):

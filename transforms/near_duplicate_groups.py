@@ -5,16 +5,16 @@ perceptual hashes, found by banding; the threshold follows from the number of ha
 (``perceptual_hash.threshold_for``, a side input). Links (``imgrec.transforms.near_duplicate_confirm``): the
 candidates whose pictures agree, read back from the records as written.
 
-Groups: the links are joined into connected components without gathering them (label propagation:
-each image takes the smallest label it hears, ``ROUNDS`` rounds, what is left unsettled joined by a
-union-find on one worker), and each component meets on one worker. A label is a source with its member id
-(``label_of``), ordered by the id as the band buckets order their members: the copies of one picture, linked in
-a star to the copy with the smallest id, then start with one label, settled before any round. A component is a group, whole: the
-pictures a confirmed link joins stay together, so copies of one picture are never cut apart by a false
-link elsewhere (stars did that). Only a component larger than ``MAX_GROUP`` is cut (``bounded_groups``):
-its links are taken strongest first (most similar, then nearest hashes) and a link that would make a
-group larger than ``MAX_GROUP`` is cut; each image lists the links cut from it (``Node.cut``), and
-near_duplicates.jsonl and the summary say so. A group's name is its smallest source by order key.
+Groups: the links are joined into connected components without gathering them (label propagation: each image takes
+the smallest label it hears, ``ROUNDS`` rounds, what is left unsettled joined by a union-find on one worker), and
+each component meets on one worker. A label is a source with its member id (``label_of``), ordered by the id as the
+band buckets order their members: the copies of one picture, linked in a star to the copy with the smallest id, then
+start with one label, settled before any round. A component is a group, whole: the pictures a confirmed link joins
+stay together, so copies of one picture are never cut apart by a false link elsewhere (stars did that). Only a
+component larger than ``MAX_GROUP`` is cut (``bounded_groups``): its links are taken strongest first (most similar,
+then nearest hashes) and a link that would make a group larger than ``MAX_GROUP`` is cut; each image lists the links
+cut from it (``Node.cut``), and near_duplicates.jsonl and the summary say so. A group's name is its smallest source
+by order key.
 """
 import array
 import collections
