@@ -1,9 +1,11 @@
-"""The perceptual hash and the banding that finds near-duplicate pairs: plain functions, no Beam."""
+"""The perceptual hash and the banding that finds near-duplicate pairs: plain functions (a DoFn called as one), no
+pipeline."""
 import collections
 import io
 import itertools
 import random
 
+import apache_beam as beam
 import numpy as np
 import pytest
 from PIL import Image, ImageDraw
@@ -313,6 +315,31 @@ def test_join_labels_gives_each_label_the_smallest_it_is_joined_to():
     assert join_labels([('c', 'd'), ('a', 'c'), ('x', 'y'), ('b', 'd')]) == {'b': 'a', 'c': 'a', 'd': 'a', 'y': 'x'}
 
 
+
+def test_a_round_tells_each_unsettled_edge_once():
+    """A chain (video frames: each linked to the next) is the most unsettled shape: every edge whose ends' labels
+    differ is told once, by its end with the smaller label, so one worker joins half as many pairs; the joined
+    labels are what both ends telling it gave."""
+    rng = random.Random(3)
+    chain = [f'frame-{i:03d}.jpg' for i in range(60)]
+    rng.shuffle(chain)
+    links = collections.defaultdict(list)
+    for a, b in zip(chain, chain[1:]):
+        links[a].append((b, 1, 0.99))
+        links[b].append((a, 1, 0.99))
+    state = dict(map(groups._adjacent, links.items()))
+    heard = collections.defaultdict(list)
+    for node, (_, label, neighbours) in state.items():
+        heard[node].append((True, label, neighbours))
+        for other, *_ in neighbours:
+            heard[other].append((False, label, None))
+    told = [output.value for node in heard for output in groups._PropagateFn().process((node, heard[node]))
+            if isinstance(output, beam.pvalue.TaggedOutput)]
+    disagreeing = {(min(state[a][1], state[b][1]), max(state[a][1], state[b][1]))
+                   for a, b in zip(chain, chain[1:]) if state[a][1] != state[b][1]}
+    assert disagreeing and sorted(told) == sorted(disagreeing)  # each once
+    relabel = join_labels(told)
+    assert len({relabel.get(label, label) for _, label, _ in state.values()}) == 1  # one component
 def _record(source, split, published=None):
     return RecordRef(source, source, 'cat', split, 0, 'sha', 1, None, None, (), 'spill', 0, 1,
                      published_split=published)

@@ -205,7 +205,8 @@ def _send(keyed):
 
 
 class _PropagateFn(beam.DoFn):
-    """One round: a node takes the smallest label it hears; an edge whose ends disagree is unsettled."""
+    """One round: a node takes the smallest label it hears; an edge whose ends disagree is unsettled, told once,
+    by its end with the smaller label (both ends hear each other's), as (smaller, larger)."""
 
     def process(self, keyed):
         node, messages = keyed
@@ -216,9 +217,8 @@ class _PropagateFn(beam.DoFn):
                 label, neighbours = value, links
             else:
                 heard.append(value)
-        for other in heard:
-            if other != label:
-                yield beam.pvalue.TaggedOutput(UNSETTLED, (min(label, other), max(label, other)))
+        for other in sorted({other for other in heard if label < other}):
+            yield beam.pvalue.TaggedOutput(UNSETTLED, (label, other))
         yield node, (label, min([label, *heard]), neighbours)
 
 
