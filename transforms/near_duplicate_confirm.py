@@ -26,7 +26,7 @@ from imgrec.storage.frames import FrameReader
 from imgrec.storage.storage import given_or_default
 from imgrec.transforms.near_duplicate_candidates import Concatenated, unpacked_candidates
 
-# Pictures (decoded for the check) a worker keeps, 10-17 kB each (records of 64 to 224 pixels: the grey zooms'
+# Pictures (decoded for the check) a worker keeps, 12-19 kB each (records of 64 to 224 pixels: the grey zooms'
 # levels and the JPEG), so an image in several candidates is decoded about once; and the candidates whose frames
 # are read at once (at most half as many as the pictures kept, so that a slice's pictures stay kept to their use).
 PICTURES_KEPT = 1024
@@ -99,7 +99,7 @@ def _refused_by_bound(pictures):
 
 class _Kept:
     """A frame's source and JPEG (both None: unreadable) and, once decoded, its picture's Levels (None:
-    undecodable): what a worker keeps between candidates, 7 kB of levels where a Picture takes 30 kB."""
+    undecodable): what a worker keeps between candidates, 9 kB of levels where a Picture takes 30 kB."""
     __slots__ = ('source', 'jpeg', 'levels', 'decoded')
 
     def __init__(self, read: tuple[str, bytes] | None):
