@@ -315,7 +315,6 @@ def test_join_labels_gives_each_label_the_smallest_it_is_joined_to():
     assert join_labels([('c', 'd'), ('a', 'c'), ('x', 'y'), ('b', 'd')]) == {'b': 'a', 'c': 'a', 'd': 'a', 'y': 'x'}
 
 
-
 def test_a_round_tells_each_unsettled_edge_once():
     """A chain (video frames: each linked to the next) is the most unsettled shape: every edge whose ends' labels
     differ is told once, by its end with the smaller label, so one worker joins half as many pairs; the joined
@@ -329,10 +328,8 @@ def test_a_round_tells_each_unsettled_edge_once():
         links[b].append((a, 1, 0.99))
     state = dict(map(groups._adjacent, links.items()))
     heard = collections.defaultdict(list)
-    for node, (_, label, neighbours) in state.items():
-        heard[node].append((True, label, neighbours))
-        for other, *_ in neighbours:
-            heard[other].append((False, label, None))
+    for node, message in itertools.chain.from_iterable(map(groups._send, state.items())):
+        heard[node].append(message)
     told = [output.value for node in heard for output in groups._PropagateFn().process((node, heard[node]))
             if isinstance(output, beam.pvalue.TaggedOutput)]
     disagreeing = {(min(state[a][1], state[b][1]), max(state[a][1], state[b][1]))
@@ -340,6 +337,8 @@ def test_a_round_tells_each_unsettled_edge_once():
     assert disagreeing and sorted(told) == sorted(disagreeing)  # each once
     relabel = join_labels(told)
     assert len({relabel.get(label, label) for _, label, _ in state.values()}) == 1  # one component
+
+
 def _record(source, split, published=None):
     return RecordRef(source, source, 'cat', split, 0, 'sha', 1, None, None, (), 'spill', 0, 1,
                      published_split=published)
