@@ -162,10 +162,10 @@ def _grey(levels: bytes) -> np.ndarray:
     return np.frombuffer(levels, dtype=np.uint8).reshape(len(ZOOMS), SIDE, SIDE).astype(np.float32)
 
 
-def _levels(rgb: Image.Image, colour: Colour) -> tuple[Levels, Picture]:
-    """The Levels of an RGB image and its Picture: each zoom box-averaged by Pillow (the zooms' bytes read at once:
-    an array a zoom costs more than the resize) and standardised (mean 0, standard deviation 1; zoom 1's deviation
-    before is the spread)."""
+def _levels(rgb: Image.Image, colour: Colour) -> Levels:
+    """Each zoom box-averaged by Pillow (the zooms' bytes read at once: an array a zoom costs more than the resize)
+    and standardised (mean 0, standard deviation 1; zoom 1's deviation before is the spread). The rows' sums are
+    shared by every Picture made from the Levels: read-only."""
     grey_image = rgb.convert('L')
     levels = b''.join(grey_image.resize((SIDE, SIDE), Image.Resampling.BOX, box=_box(rgb.size, zoom)).tobytes()
                       for zoom in ZOOMS)
@@ -175,15 +175,16 @@ def _levels(rgb: Image.Image, colour: Colour) -> tuple[Levels, Picture]:
     deviation = np.sqrt(np.square(grey).mean(axis=(1, 2), keepdims=True))
     scale = np.maximum(deviation, 1e-3)
     grey /= scale
-    row_sums, row_squares, spread = grey.sum(axis=2), np.square(grey).sum(axis=2), float(deviation[0, 0, 0])
-    return (Levels(levels, mean, scale, row_sums, row_squares, spread, colour),
-            Picture(grey, row_sums, row_squares, colour, spread))
+    row_sums, row_squares = grey.sum(axis=2), np.square(grey).sum(axis=2)
+    row_sums.setflags(write=False)
+    row_squares.setflags(write=False)
+    return Levels(levels, mean, scale, row_sums, row_squares, float(deviation[0, 0, 0]), colour)
 
 
 def from_image(image: Image.Image) -> Picture:
     """A Picture of a Pillow image (any mode)."""
     rgb = _rgb(image)
-    return _levels(rgb, Colour(rgb=rgb))[1]
+    return _levels(rgb, Colour(rgb=rgb)).picture()
 
 
 def _cells(picture: Picture, zoom: int) -> np.ndarray:
@@ -194,12 +195,12 @@ def _cells(picture: Picture, zoom: int) -> np.ndarray:
 def levels_from_jpeg(data: bytes) -> Levels:
     """The Levels of JPEG (or any Pillow format's) bytes, decoded small (``_decoded``); they keep the bytes, not
     the image, for their colour cells (``Colour``)."""
-    return _levels(_decoded(data), Colour(jpeg=data))[0]
+    return _levels(_decoded(data), Colour(jpeg=data))
 
 
 def from_jpeg(data: bytes) -> Picture:
-    """A Picture of JPEG (or any Pillow format's) bytes, decoded small (``_decoded``)."""
-    return _levels(_decoded(data), Colour(jpeg=data))[1]
+    """A Picture of JPEG (or any Pillow format's) bytes (``levels_from_jpeg``)."""
+    return levels_from_jpeg(data).picture()
 
 
 # The alignments compared: a at zoom 1 against b at each zoom, then a at each other zoom against b at zoom 1.
