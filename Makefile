@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 DEMO_DIR ?= data/demo
 
-.PHONY: demo test install clean chromium
+.PHONY: demo test install clean chromium icc-profiles
 
 install: $(STAMP)
 
@@ -34,7 +34,7 @@ TEST_WORKERS ?= 2
 
 # First the type checker over the public API, the configs and the modules mypy.ini lists (mypy is pinned in
 # requirements/test.txt, so the install above brings it), then the suite.
-test: $(STAMP) chromium
+test: $(STAMP) chromium icc-profiles
 	$(PY) -m mypy
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests
 
@@ -44,6 +44,13 @@ chromium:
 	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
 		echo 'make test: chromium is not installed (needs root and apt-get): the report tests will be skipped' >&2
+
+# The colour tests convert wide-gamut photos (Adobe RGB, ProPhoto) with the profiles of Debian's colord-data:
+# installed here when absent, as for chromium; otherwise those tests are skipped, saying why.
+icc-profiles:
+	@test -f /usr/share/color/icc/colord/AdobeRGB1998.icc || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq colord-data >/dev/null; } || \
+		echo 'make test: colord-data is not installed (needs root and apt-get): the colour profile tests will be skipped' >&2
 
 clean:
 	rm -rf $(VENV) data *.egg-info

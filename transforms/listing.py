@@ -10,6 +10,12 @@ A class folder with no image in it (locally, a folder without image files; on gs
 only names, the placeholder object ``<class>/`` that the Cloud console makes) is listed as a ClassFolder,
 so its class is kept, with no image, and named, instead of vanishing from the labels.
 
+A file is an image by its name, or else by its first bytes (``imgrec.imaging.file_types``): an image
+extension lists it unread, a known other extension (``.txt``, ``.json``, ``.mov``...) ignores it unread, and only
+a name that says nothing (no extension, or one in neither list) costs a ranged read of its first bytes, made
+``SNIFF_THREADS`` at a time on gs://. A file whose head cannot be read is listed, so that its read quarantines
+it with the reason. Ignored files are counted by extension, with an example each (``IgnoredByExtension``).
+
 A local file's size and stamp (modification time, inode change time, inode number: what a refresh
 compares, docs/reuse.md) come from one ``os.stat``, symlinks followed. An entry that is no regular file
 (a FIFO, a link to a device) or cannot be stat'ed (a symlink loop) is listed all the same: its read
@@ -23,8 +29,9 @@ spreadsheet writes it) or another control character as ``bad_label``, each with 
 is built. A label is never cut at a line break.
 """
 import collections
+import concurrent.futures
 import csv
-import os
+import itertools
 import typing
 import unicodedata
 from collections.abc import Iterable, Iterator
@@ -35,18 +42,26 @@ from apache_beam.metrics import Metrics
 from imgrec.contract import counters, layout
 from imgrec.contract.reasons import BAD_LABEL, BAD_MANIFEST_LINE
 from imgrec.console.errors import BuildFailed
+from imgrec.imaging import file_types
 from imgrec.storage import retries, storage as storage_lib
 from imgrec.transforms.elements import ClassFolder, ImageRef, Rejected
 
-IMAGE_EXTENSIONS = frozenset(('.jpg', '.jpeg', '.png', '.gif', '.bmp', '.webp', '.tif', '.tiff'))
 IGNORED = 'ignored'
 REJECTED = 'rejected'
+# Ranged reads of files whose name says nothing, made at once on gs:// (each a round trip), out of this many
+# files listed in a row.
+SNIFF_THREADS = 16
+SNIFF_WINDOW = 256
 
 
 def is_image_name(path):
     """By extension, case-insensitively; macOS '._name' resource forks beside real images are not images."""
-    name = path.rsplit('/', 1)[-1]
-    return not name.startswith('._') and os.path.splitext(name)[1].lower() in IMAGE_EXTENSIONS
+    return file_types.kind_by_name(path) == file_types.IMAGE
+
+
+def may_be_image(path):
+    """Whether a file may be an image before its bytes are read: named as one, or named as nothing known."""
+    return file_types.kind_by_name(path) != file_types.OTHER
 
 
 class ListedFile(typing.NamedTuple):
@@ -84,13 +99,42 @@ def relative_source(root, path):
     return storage_lib.relative_name(root, path)
 
 
-def class_folder_listing(root, folder, storage):
+def _shows_an_image(listed, storage):
+    """Whether the first bytes of a file whose name says nothing show an image format; True when they cannot
+    be read (its read will quarantine it with the reason); False for an empty file."""
+    if listed.size <= 0:
+        return False
+    try:
+        head = storage.read_range(listed.path, 0, min(listed.size, file_types.SNIFF_BYTES))
+    except retries.RetriesExhausted:
+        raise
+    except Exception:  # pylint: disable=broad-except  # permanent (gone, forbidden, shorter now): read again later
+        return True
+    return file_types.sniffed_format(head) is not None
+
+
+def _images_among(files, storage, pool):
+    """(ListedFile, whether it is an image) of ``files``, in order: by name, else by its first bytes, read
+    on ``pool``'s threads when given."""
+    for window in iter(lambda: list(itertools.islice(files, SNIFF_WINDOW)), []):
+        kinds = [file_types.kind_by_name(listed.path) for listed in window]
+        unknown = [listed for listed, kind in zip(window, kinds) if kind == file_types.UNKNOWN]
+        if pool is not None and len(unknown) > 1:
+            shown = iter(retries.counted_map(pool, lambda listed: _shows_an_image(listed, storage), unknown))
+        else:
+            shown = (_shows_an_image(listed, storage) for listed in unknown)
+        for listed, kind in zip(window, kinds):
+            yield listed, kind == file_types.IMAGE or (kind == file_types.UNKNOWN and next(shown))
+
+
+def class_folder_listing(root, folder, storage, pool=None):
     """Yields an ImageRef for each image below the class folder ``folder`` and the source name (a str) of each
-    other file: the one walk the job's listing and a refresh's check before the job share."""
+    other file: the one walk the job's listing and a refresh's check before the job share. ``pool``: threads
+    that read the heads of files whose name says nothing."""
     label = relative_source(root, folder)
-    for listed in iter_files(folder, storage):
+    for listed, image in _images_among(iter_files(folder, storage), storage, pool):
         source = relative_source(root, listed.path)
-        if is_image_name(listed.path):
+        if image:
             yield ImageRef(path=listed.path, source=source, label=label, size=listed.size, mtime_ns=listed.mtime_ns,
                            generation=listed.generation, ctime_ns=listed.ctime_ns, inode=listed.inode)
         else:
@@ -128,10 +172,22 @@ class _ListTopLevel(_ListingFn):
 
 
 class _ListClassFolder(_ListingFn):
+    def __init__(self, root, storage):
+        super().__init__(root, storage)
+        self._pool = None
+
+    def setup(self):
+        self._pool = (concurrent.futures.ThreadPoolExecutor(SNIFF_THREADS, thread_name_prefix='sniff')
+                      if self._storage.remote else None)
+
+    def teardown(self):
+        if self._pool is not None:
+            self._pool.shutdown(cancel_futures=True)
+
     def process(self, keyed):
         folder, _ = keyed
         images = 0
-        for found in self.listing(folder, class_folder_listing(self._root, folder, self._storage)):
+        for found in self.listing(folder, class_folder_listing(self._root, folder, self._storage, self._pool)):
             if isinstance(found, ImageRef):
                 self.listed.inc()
                 images += 1
@@ -355,3 +411,36 @@ class ListImages(beam.PTransform):
                       IGNORED, main='images'))
         ignored = (top[IGNORED], listed[IGNORED]) | 'AllIgnored' >> beam.Flatten()
         return {'images': listed.images, IGNORED: ignored, REJECTED: top[REJECTED]}
+
+
+class _ByExtension(beam.CombineFn):
+    """Ignored source names -> {extension: {'count': n, 'example': the smallest source name}}."""
+
+    def create_accumulator(self):
+        return {}
+
+    def add_input(self, table, source):
+        key = file_types.extension(source)
+        count, example = table.get(key, (0, source))
+        table[key] = (count + 1, min(example, source))
+        return table
+
+    def merge_accumulators(self, tables):
+        merged = {}
+        for table in tables:
+            for key, (count, example) in table.items():
+                had, smallest = merged.get(key, (0, example))
+                merged[key] = (had + count, min(smallest, example))
+        return merged
+
+    def extract_output(self, table):
+        return {key: {'count': count, 'example': example}
+                for key, (count, example) in sorted(table.items(), key=lambda item: (-item[1][0], item[0]))}
+
+
+class IgnoredByExtension(beam.PTransform):
+    """Ignored source names -> one dict, the most frequent extension first (``file_types.extension``): what
+    the summary, the report and dataset.json ('ignored_files') name of the files a build left out."""
+
+    def expand(self, ignored):
+        return ignored | 'ByExtension' >> beam.CombineGlobally(_ByExtension())

@@ -6,15 +6,25 @@ and everything else is shrunk with ``reducing_gap`` (an integer ``reduce`` befor
 Both keep the result visually identical to a full decode (``benchmarks/build_throughput.py`` reports
 the PSNR against the naive path).
 
+AVIF is Pillow's own; HEIC/HEIF comes from pillow-heif (libheif), JPEG XL from pillow-jxl-plugin (jxl-oxide),
+JPEG 2000 from Pillow's OpenJPEG. Each is registered here, so any process that decodes has them.
+
+Colours are shown as a viewer shows them: an embedded ICC profile (other than sRGB itself) is converted to
+sRGB with Pillow's LittleCMS before resizing, with one rendering intent, so the same Pillow gives the same
+pixels on any machine; an image without one is left as it is (``_to_srgb``).
+
 Every format decision is made per image and returned in ``notes``; an input that cannot become a
 training image raises ImageRejected with a reason code, from its header alone where that suffices
 (format, pixel mode, pixel cap, minimum size), so a bomb is refused before a pixel is decoded.
 """
+import functools
 import io
 import math
 
 import PIL
-from PIL import Image, ImageOps, UnidentifiedImageError
+import pillow_heif
+import pillow_jxl.JpegXLImagePlugin  # registers JPEG XL with Pillow as it is imported
+from PIL import Image, ImageCms, ImageOps, UnidentifiedImageError
 
 from imgrec.contract.reasons import CORRUPT, EMPTY, NOT_AN_IMAGE, TOO_MANY_PIXELS, TOO_SMALL, TRUNCATED, UNSUPPORTED_FORMAT
 from imgrec.imaging import perceptual_hash
@@ -22,7 +32,11 @@ from imgrec.imaging import perceptual_hash
 RESIZE_MODES = ('crop', 'pad', 'stretch')
 # Formats we decode. Anything else Pillow can identify (EPS, ICNS, PSD, PPM...) is refused, which also
 # keeps Pillow's riskier plugins away from untrusted pixel data.
-ACCEPTED_FORMATS = ('JPEG', 'MPO', 'PNG', 'GIF', 'BMP', 'WEBP', 'TIFF')
+ACCEPTED_FORMATS = ('JPEG', 'MPO', 'PNG', 'GIF', 'BMP', 'WEBP', 'TIFF', 'AVIF', 'HEIF', 'JXL', 'JPEG2000')
+# One decode thread each: the decode threads of a build (decoder_pool) use the cores; no thumbnails or depth
+# maps, which only cost memory. JPEG XL decodes as it opens, so --max_pixels checks it after its decode.
+pillow_heif.register_heif_opener(thumbnails=False, depth_images=False, aux_images=False, decode_threads=1)
+pillow_jxl.JpegXLImagePlugin.DECODE_THREADS = 0
 # Transparent pixels are composited onto this colour (white, like a page or a browser would show them).
 BACKGROUND = (255, 255, 255)
 # Padding colour of ``--resize pad``.
@@ -30,7 +44,7 @@ PAD_COLOUR = (0, 0, 0)
 # Default pixel cap (width x height), checked from the header before any pixel is decoded.
 DEFAULT_MAX_PIXELS = 100_000_000
 # Bump when a change here changes the bytes written for the same input: a refresh then re-decodes all.
-ENCODER_VERSION = 1
+ENCODER_VERSION = 2  # 2: ICC profiles converted to sRGB
 
 
 def encoder():
@@ -39,11 +53,13 @@ def encoder():
 
 # Memory bound: decoding one image holds at most about BYTES_PER_PIXEL bytes per header pixel at once,
 # plus its file: the decoded buffer and one converted copy (Pillow keeps RGB, RGBA, LA and CMYK at 4 bytes
-# a pixel, 16-bit grey at 2, P and L at 1). libwebp keeps its own copy, so WebP needs twice that. With
+# a pixel, 16-bit grey at 2, P and L at 1). libwebp keeps its own copy, so WebP needs twice that, and so do
+# the codecs of CODEC_COPY_FORMATS. With
 # --max_pixels at its default that is ~1 GB an image (2 GB for WebP); a JPEG decoded with draft needs
 # that divided by the square of its DCT scale (up to 64x less). tests/test_image_formats.py measures it.
 BYTES_PER_PIXEL = 10
 WEBP_BYTES_PER_PIXEL = 20
+CODEC_COPY_FORMATS = ('WEBP', 'AVIF', 'HEIF', 'JXL', 'JPEG2000')
 # Our cap (checked from the header, configurable) replaces Pillow's global decompression-bomb limit.
 Image.MAX_IMAGE_PIXELS = None
 RESAMPLE = Image.Resampling.BILINEAR
@@ -51,6 +67,7 @@ REDUCING_GAP = 3.0
 _ORIENTATION_TAG = 0x0112
 # EXIF orientations 5-8 swap width and height.
 _TRANSPOSING_ORIENTATIONS = (5, 6, 7, 8)
+_TURNED_BY_DECODER = ('HEIF', 'JXL')
 _ALPHA_MODES = ('RGBA', 'LA')  # pasted onto the background as they are
 _SIXTEEN_BIT_MODES = ('I;16', 'I;16B', 'I;16L', 'I;16N', 'I')  # 'I' (32-bit) is read as 16-bit too
 # Pixel modes with a conversion to RGB we trust. Pillow also opens Lab, HSV and float images, but its
@@ -88,13 +105,17 @@ def _decode_size_needed(width, height, target, mode):
     return max(1, math.ceil(width * scale)), max(1, math.ceil(height * scale))
 
 
+def _uninverted(image, notes):
+    """Pillow reads every CMYK JPEG with Adobe's inverted polarity; without Adobe's APP14 marker the values
+    are plain CMYK (as browsers read them), so the inversion is undone."""
+    if image.mode == 'CMYK' and notes['format'] in ('JPEG', 'MPO') and 'adobe' not in image.info:
+        notes['cmyk_not_inverted'] = True
+        return image.point(lambda value: 255 - value)
+    return image
+
+
 def _to_rgb(image, notes):
     """Converts any decoded mode to 8-bit RGB, compositing transparency onto ``BACKGROUND``."""
-    if image.mode == 'CMYK' and notes['format'] in ('JPEG', 'MPO') and 'adobe' not in image.info:
-        # Pillow reads every CMYK JPEG with Adobe's inverted polarity; without Adobe's APP14 marker the
-        # values are plain CMYK (as browsers read them), so undo the inversion.
-        notes['cmyk_not_inverted'] = True
-        image = image.point(lambda value: 255 - value)
     if image.mode in _SIXTEEN_BIT_MODES:
         # 16-bit greyscale: convert() would clip at 255, so scale 0..65535 down to 0..255 instead.
         if image.mode not in ('I;16', 'I'):
@@ -108,6 +129,55 @@ def _to_rgb(image, notes):
         canvas.paste(image, mask=image)  # RGBA and LA paste onto RGB as they are, through their alpha
         return canvas
     return image if image.mode == 'RGB' else image.convert('RGB')
+
+
+# ICC colour spaces and the pixel mode their transform reads; the transform writes RGB.
+_PROFILE_MODES = {'RGB': 'RGB', 'CMYK': 'CMYK', 'GRAY': 'L'}
+# What an embedded profile came to (a decoding decision): converted to sRGB, sRGB already, or left unused
+# (unreadable, or of another colour space than the pixels: the plain conversion is used).
+ICC_CONVERTED, ICC_SRGB, ICC_UNUSED = 'icc_to_srgb', 'icc_srgb', 'icc_unused'
+_SRGB = ImageCms.createProfile('sRGB')
+
+
+@functools.lru_cache(maxsize=32)
+def _profile_transform(profile):
+    """(the pixel mode it reads, the transform to sRGB) of an ICC profile's bytes, or the decision when there
+    is nothing to convert: ICC_SRGB, or ICC_UNUSED for a profile LittleCMS cannot read. Relative colorimetric
+    (what browsers use), no cache inside the transform, so decode threads share it."""
+    try:
+        opened = ImageCms.ImageCmsProfile(io.BytesIO(profile))
+        mode = _PROFILE_MODES.get(opened.profile.xcolor_space.strip())
+        if opened.profile.profile_description.startswith('sRGB'):
+            return ICC_SRGB
+        if mode is None:
+            return ICC_UNUSED
+        return mode, ImageCms.buildTransform(opened, _SRGB, mode, 'RGB', ImageCms.Intent.RELATIVE_COLORIMETRIC,
+                                             ImageCms.Flags.NOCACHE)
+    except (ImageCms.PyCMSError, OSError, ValueError, TypeError):
+        return ICC_UNUSED
+
+
+def _to_srgb(image, notes):
+    """8-bit sRGB of a decoded, upright image: its embedded ICC profile applied (before the plain conversion
+    for CMYK and grey profiles, after it for RGB ones), or the plain conversion alone."""
+    profile = image.info.get('icc_profile')
+    found = _profile_transform(bytes(profile)) if profile else None
+    image = _uninverted(image, notes)
+    if found is None:
+        return _to_rgb(image, notes)
+    if isinstance(found, str):
+        notes['icc'] = found
+        return _to_rgb(image, notes)
+    mode, transform = found
+    if mode != 'RGB' and image.mode == mode:
+        notes['icc'] = ICC_CONVERTED
+        return transform.apply(image)
+    rgb = _to_rgb(image, notes)
+    if mode != 'RGB':
+        notes['icc'] = ICC_UNUSED
+        return rgb
+    notes['icc'] = ICC_CONVERTED
+    return transform.apply(rgb)
 
 
 def _orientation(image, notes):
@@ -173,7 +243,10 @@ def decode(data, target, mode='crop', *, max_pixels=DEFAULT_MAX_PIXELS, min_side
         if getattr(image, 'is_animated', False):
             notes['animated'] = True  # Image.open leaves every format on its first frame
         # PNG may keep its EXIF after the pixels (Pillow would load them to look): read that once loaded.
-        orientation = None if image.format == 'PNG' else _orientation(image, notes)
+        # HEIF and JPEG XL turn their pixels as they decode, by their own boxes and header, which their
+        # standards make the authority over an EXIF tag (pillow-heif sets it to 1; JPEG XL's is ignored).
+        orientation = (1 if image.format in _TURNED_BY_DECODER else None if image.format == 'PNG'
+                       else _orientation(image, notes))
         if image.format in ('JPEG', 'MPO'):
             transposing = orientation in _TRANSPOSING_ORIENTATIONS
             needed = _decode_size_needed(*((height, width) if transposing else (width, height)), target, mode)
@@ -186,7 +259,7 @@ def decode(data, target, mode='crop', *, max_pixels=DEFAULT_MAX_PIXELS, min_side
         if orientation != 1:
             notes['orientation'] = orientation
             ImageOps.exif_transpose(image, in_place=True)  # a no-op for TIFF, which Pillow turns as it loads
-        return _to_rgb(image, notes), notes
+        return _to_srgb(image, notes), notes
     except Exception as error:  # Pillow's decoders raise many types on bad data; none may fail the job
         raise ImageRejected(_failure_reason(error, data),
                             f"cannot decode {notes['format']}: {_describe(error)}") from None
@@ -197,6 +270,7 @@ def decisions(notes):
     found = [f"format={notes['format']}", f"mode={notes['mode']}"]
     found += [f'{key}={notes[key]}' for key in ('orientation', 'draft_scale') if key in notes]
     found += [key for key in ('animated', 'alpha_composited', 'cmyk_not_inverted', 'exif_unreadable') if key in notes]
+    found += [notes['icc']] if 'icc' in notes else []
     return tuple(found)
 
 

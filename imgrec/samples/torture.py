@@ -5,6 +5,9 @@
 ``write_corpus(root)`` returns {source: Expected} for the build options in ``BUILD_OPTIONS``. Most
 images show four coloured quadrants (red, green / blue, yellow when upright), so a wrong rotation, a
 mirror, a swapped colour channel or a missed composite shows up when the written JPEG is decoded.
+
+The photos with wide-gamut ICC profiles (Adobe RGB, ProPhoto) use Debian's colord-data profiles
+(``PROFILES``), and are left out where it is not installed (``make test`` installs it).
 """
 import argparse
 import io
@@ -13,7 +16,7 @@ import struct
 import typing
 import zlib
 
-from PIL import Image
+from PIL import Image, ImageCms
 
 from imgrec.contract.reasons import (
     CORRUPT,
@@ -42,6 +45,9 @@ QUADRANTS = (RED, GREEN, BLUE, YELLOW)  # top-left, top-right, bottom-left, bott
 QUADRANT_CENTRES = ((0.25, 0.25), (0.75, 0.25), (0.25, 0.75), (0.75, 0.75))
 
 WRITTEN, QUARANTINED, DUPLICATE, IGNORED = 'written', 'quarantined', 'duplicate', 'ignored'
+# Where Debian's colord-data keeps its ICC profiles, and the wide-gamut ones the corpus embeds.
+PROFILES = '/usr/share/color/icc/colord'
+WIDE_GAMUT = ('AdobeRGB1998', 'ProPhotoRGB')
 
 
 class Expected(typing.NamedTuple):
@@ -143,6 +149,28 @@ def _animation(first, fmt, **options):
     return _encode(first, fmt, save_all=True, append_images=rest, duration=100, loop=0, **options)
 
 
+def profile(name):
+    """The bytes of colord-data's ICC profile ``name`` (``WIDE_GAMUT``), or None where it is not installed."""
+    try:
+        with open(os.path.join(PROFILES, f'{name}.icc'), 'rb') as stream:
+            return stream.read()
+    except OSError:
+        return None
+
+
+def in_srgb(colours, icc_profile):
+    """``colours`` (RGB in the space of ``icc_profile``) as sRGB: LittleCMS's reference conversion, one pixel
+    at a time, relative colorimetric as the build converts."""
+    pixels = Image.new('RGB', (len(colours), 1))
+    for x, colour in enumerate(colours):
+        pixels.putpixel((x, 0), colour)
+    converted = ImageCms.profileToProfile(pixels, ImageCms.ImageCmsProfile(io.BytesIO(icc_profile)),
+                                          ImageCms.createProfile('sRGB'),
+                                          renderingIntent=ImageCms.Intent.RELATIVE_COLORIMETRIC, outputMode='RGB')
+    assert converted is not None  # returned, not converted in place
+    return tuple(converted.getpixel((x, 0)) for x in range(len(colours)))
+
+
 def corpus():
     """{source: (file bytes, Expected)} of every case; ``source`` is the path under the input folder."""
     upright = quadrants(96, 64)
@@ -206,6 +234,31 @@ def corpus():
     add('alpha/animated.webp', _animation(upright, 'WEBP', lossless=True), written('format=WEBP', 'mode=RGB', 'animated'))
     add('alpha/animated.png', _animation(upright, 'PNG'), written('format=PNG', 'mode=RGB', 'animated'))
     add('alpha/multipage.tif', _animation(upright, 'TIFF'), written('format=TIFF', 'mode=RGB', 'animated'))
+    # Formats of phones, cameras and the web: AVIF, HEIC, JPEG XL (whose decoder gives an sRGB profile of its
+    # own), JPEG 2000.
+    add('alpha/photo.avif', _encode(upright, 'AVIF', quality=90), written('format=AVIF', 'mode=RGB'))
+    add('alpha/orientation_6.avif', _oriented(upright, 6, 'AVIF', quality=90),
+        written('format=AVIF', 'mode=RGB', 'orientation=6'))
+    add('alpha/rgba.avif', _encode(rgba, 'AVIF', quality=95),
+        written('format=AVIF', 'mode=RGBA', 'alpha_composited', colours=checks((RED, WHITE, half_blue, YELLOW))))
+    add('alpha/animated.avif', _animation(upright, 'AVIF', quality=90), written('format=AVIF', 'mode=RGB', 'animated'))
+    add('alpha/IMG_0001.HEIC', _encode(upright, 'HEIF', quality=90), written('format=HEIF', 'mode=RGB'))
+    add('alpha/burst.heic', _animation(upright, 'HEIF', quality=90), written('format=HEIF', 'mode=RGB', 'animated'))
+    add('alpha/photo.jxl', _encode(upright, 'JXL', quality=95), written('format=JXL', 'mode=RGB', 'icc_srgb'))
+    add('alpha/scan.jp2', _encode(upright, 'JPEG2000'), written('format=JPEG2000', 'mode=RGB'))
+    # Names that say nothing, or lie: the bytes decide.
+    add('alpha/IMG_0002', _encode(large, 'JPEG', quality=92), written('format=JPEG', 'mode=RGB'))
+    add('alpha/export.img', _encode(upright, 'WEBP', lossless=True), written('format=WEBP', 'mode=RGB'))
+    add('alpha/drawing.jpg', _encode(upright, 'PNG', compress_level=3), written('format=PNG', 'mode=RGB'))
+    # Colours as a viewer shows them: embedded profiles converted to sRGB; an sRGB profile left as it is.
+    srgb = ImageCms.ImageCmsProfile(ImageCms.createProfile('sRGB')).tobytes()
+    add('alpha/srgb_profile.png', _encode(upright, 'PNG', icc_profile=srgb), written('format=PNG', 'mode=RGB', 'icc_srgb'))
+    for name, fmt, suffix in (('AdobeRGB1998', 'JPEG', 'jpg'), ('ProPhotoRGB', 'TIFF', 'tif')):
+        icc = profile(name)
+        if icc is not None:
+            options = {'quality': 95} if fmt == 'JPEG' else {}
+            add(f'alpha/{name}.{suffix}', _encode(upright, fmt, icc_profile=icc, **options),
+                written(f'format={fmt}', 'mode=RGB', 'icc_to_srgb', colours=checks(in_srgb(QUADRANTS, icc))))
     # Names and shapes.
     add('alpha/UPPER CASE.JPG', _encode(large, 'JPEG', quality=94), written('format=JPEG', 'mode=RGB'))
     add('alpha/naïve café 猫.png', _encode(upright, 'PNG', compress_level=1), written('format=PNG', 'mode=RGB'))
@@ -260,6 +313,11 @@ def corpus():
     add('alpha/notes.txt', b'photographer: someone\n', Expected(IGNORED))
     add('beta/Thumbs.db', bytes(64), Expected(IGNORED))
     add('README.md', b'# the torture corpus\n', Expected(IGNORED))
+    # Known other kinds, never read; a name that says nothing over bytes that are no image; an empty one.
+    add('alpha/IMG_0001.MOV', b'\x00\x00\x00\x14ftypqt  ' + bytes(64), Expected(IGNORED))
+    add('alpha/IMG_0001.AAE', b'<?xml version="1.0"?><plist/>\n', Expected(IGNORED))
+    add('beta/LICENSE', b'Permission is hereby granted\n', Expected(IGNORED))
+    add('beta/untitled', b'', Expected(IGNORED))
     return cases
 
 
