@@ -25,7 +25,7 @@ from imgrec.transforms.dedupe import Dedupe
 from imgrec.transforms.elements import DECODED, IGNORED, LISTED, UPSCALED, ImageRef, Tally
 from imgrec.transforms.encode import Encode, batched
 from imgrec.transforms.labels import ResolveLabels
-from imgrec.transforms.listing import ListImages
+from imgrec.transforms.listing import IgnoredByExtension, ListImages
 from imgrec.transforms.near_duplicates import OFF, NearDuplicates
 from imgrec.transforms.previous import (COUNTS, REJECTED, REUSED, TO_DECODE, MatchPrevious, PreviousConflicts,
                                         ReadPrevious, ReuseCheck, nothing_changed)
@@ -167,4 +167,5 @@ def build_pipeline(pipeline, config, facts):
         tallies=tallies, rejected=tuple(rejected) | 'Quarantine' >> Quarantine(),
         duplicates=deduped['duplicates'], unchanged=unchanged, labels=resolved['labels'],
         decisions=kept | 'CountDecisions' >> CountDecisions(), index_parts=index_parts, refresh_counts=counts,
-        near_rows=near['near_duplicates'], near_summary=near['summary']))
+        near_rows=near['near_duplicates'], near_summary=near['summary'],
+        ignored_files=listed['ignored'] | 'IgnoredByExtension' >> IgnoredByExtension()))

@@ -16,6 +16,7 @@ from imgrec.transforms.publish import earlier_run, ranked_reasons, retention
 
 # Dataflow workers install the project from this file (with requirements/worker.txt only: no TensorFlow).
 TOP_REASONS = 3  # quarantine reasons the summary names
+TOP_IGNORED = 5  # extensions of ignored files the summary names
 
 
 def report(config, facts, result, options):
@@ -127,6 +128,19 @@ def _class_lines(document):
     return lines
 
 
+def _ignored_lines(ignored_files):
+    """'  ignored, not images by name or bytes: 412 .heic (e.g. cats/IMG_1.heic), 3 .txt (...)', the most
+    frequent first: what a build left out, named, so missing photos show."""
+    if not ignored_files:
+        return []
+    ranked = sorted(ignored_files.items(), key=lambda item: (-item[1]['count'], item[0]))
+    named = ', '.join(f"{table['count']} {key} (e.g. {table['example']})" for key, table in ranked[:TOP_IGNORED])
+    more = len(ranked) - TOP_IGNORED
+    return [f'  ignored, not images by name or bytes: {named}'
+            + (f" and {sum(table['count'] for _, table in ranked[TOP_IGNORED:])} more of {more} other kind(s)"
+               if more > 0 else '')]
+
+
 def single_class(document):
     """Whether the version holds one class only (dataset.json's labels): every image gets the same label."""
     return len(document.get('labels') or ()) == 1
@@ -159,6 +173,7 @@ def summary(config, output):
         lines.append(f"  quarantined: {ranked_reasons(quarantine['by_reason'], TOP_REASONS)}"
                      + (f" and {_count(more, 'more reason')}" if more > 0 else '')
                      + f"; every input and why: {layout.join(config.version_dir, quarantine['file'])}")
+    lines += _ignored_lines(document.get('ignored_files'))
     lines += _class_lines(document)
     lines.append(f'  report: {layout.join(config.version_dir, layout.REPORT_HTML)}')
     return '\n'.join(lines)

@@ -10,6 +10,7 @@ from PIL import Image
 
 from imgrec.contract import features as F, layout, metadata
 from imgrec.contract.reasons import REASONS
+from imgrec.imaging import file_types
 from imgrec.pipelines import launcher
 from imgrec.samples import torture
 from imgrec.transforms.splits import split_for
@@ -126,4 +127,9 @@ def check_every_fate(version_dir, expected, contents):
     assert {key: n for key, n in document['decoding']['decisions'].items()
             if not key.startswith('draft_scale=')} == dict(decisions)
     assert document['decoding']['background'] == [255, 255, 255]
+    ignored = collections.defaultdict(list)
+    for source in fates[torture.IGNORED]:
+        ignored[file_types.extension(source)].append(source)
+    assert document['ignored_files'] == {key: {'count': len(sources), 'example': min(sources)}
+                                         for key, sources in ignored.items()}
     return document

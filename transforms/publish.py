@@ -172,7 +172,8 @@ class _WriteMetadata(beam.DoFn):
 
     def _document(self, accounting: publication.Accounting, version: str, labels: Sequence[str],
                   decisions: Mapping[str, int], index_parts: Sequence[Mapping[str, Any]],
-                  refresh_counts: Mapping[str, Any], near_summary: Mapping[str, Any]) -> dict[str, Any]:
+                  refresh_counts: Mapping[str, Any], near_summary: Mapping[str, Any],
+                  ignored_files: Mapping[str, Any]) -> dict[str, Any]:
         shard_stats, per_split, rejected = accounting.shard_stats, accounting.per_split, accounting.rejected
         refresh = dict(self._refresh, decoded=accounting.decoded, **refresh_counts)
         # Frames of the previous version found damaged as they were copied were decoded again, not reused.
@@ -199,17 +200,18 @@ class _WriteMetadata(beam.DoFn):
             near_duplicates=dict(near_summary, file=layout.NEAR_DUPLICATES_JSONL),
             index=index.describe([part['file'] for part in sorted(index_parts, key=lambda p: p['file'])],
                                  sum(part['rows'] for part in index_parts)),
-            refresh=refresh, **self._describe)
+            refresh=refresh, ignored_files=dict(ignored_files), **self._describe)
 
     def process(self, started: publication.Publication, labels: Sequence[str], decisions: Mapping[str, int],
                 index_parts: Sequence[Mapping[str, Any]], refresh_counts: Mapping[str, Any],
-                near_rows: Sequence[Any], near_summary: Mapping[str, Any]) -> Iterator[publication.Publication]:
+                near_rows: Sequence[Any], near_summary: Mapping[str, Any],
+                ignored_files: Mapping[str, Any]) -> Iterator[publication.Publication]:
         accounting, staging, storage = started.accounting, started.staging_dir, started.storage
         if started.unchanged or accounting is None:
             yield started
             return
         document = self._document(accounting, started.version, labels, decisions, index_parts, refresh_counts,
-                                  near_summary)
+                                  near_summary, ignored_files)
         dataset_json = metadata.dumps(document).encode()
         written = dataclasses.replace(started, accounting=None, document=document, dataset_json=dataset_json)
         if promotion.published_by(written) is not None:
@@ -292,7 +294,8 @@ class PublishInputs:
     Of the metadata: ``labels`` (singleton list), ``decisions`` ((decision, count) of the written images),
     ``index_parts`` ({'file', 'rows'}), ``refresh_counts`` (singleton of the refresh's counts),
     ``near_rows`` (NearDuplicate rows, one a written image in a group, gathered like the duplicates) and
-    ``near_summary`` (singleton of the near-duplicates summary).
+    ``near_summary`` (singleton of the near-duplicates summary), ``ignored_files`` (singleton of
+    ``listing.IgnoredByExtension``).
     """
     output: Output
     version: str
@@ -312,6 +315,7 @@ class PublishInputs:
     refresh_counts: beam.PCollection
     near_rows: beam.PCollection
     near_summary: beam.PCollection
+    ignored_files: beam.PCollection
 
 
 class Publish(beam.PTransform):
@@ -335,7 +339,8 @@ class Publish(beam.PTransform):
                             beam.pvalue.AsSingleton(inputs.unchanged))
         self._metadata = (beam.pvalue.AsSingleton(inputs.labels), beam.pvalue.AsDict(inputs.decisions),
                           beam.pvalue.AsList(inputs.index_parts), beam.pvalue.AsSingleton(inputs.refresh_counts),
-                          beam.pvalue.AsList(inputs.near_rows), beam.pvalue.AsSingleton(inputs.near_summary))
+                          beam.pvalue.AsList(inputs.near_rows), beam.pvalue.AsSingleton(inputs.near_summary),
+                          beam.pvalue.AsSingleton(inputs.ignored_files))
 
     def expand(self, shard_stats: beam.PCollection) -> beam.PCollection:
         # One element, run once every side input is complete: the stats gathered as a side input cost the

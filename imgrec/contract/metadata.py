@@ -40,7 +40,7 @@ def build_metadata(*, name: str, version: str, created: str, options: dict, reco
                    labels: typing.Sequence[str], splits: dict, counts: dict, quarantine: dict,
                    duplicates: dict | None, decoding: dict | None, index: dict | None = None,
                    label_order: str | None = None, refresh: dict | None = None,
-                   near_duplicates: dict | None = None) -> dict:
+                   near_duplicates: dict | None = None, ignored_files: dict | None = None) -> dict:
     """Returns the ``dataset.json`` document, which records each option once.
 
     ``options`` are the build's options as given; those that shape a record's bytes are recorded only in
@@ -61,6 +61,8 @@ def build_metadata(*, name: str, version: str, created: str, options: dict, reco
     how the label order was decided; ``refresh`` = {'previous', 'mode',
     'full_reason', 'reused', 'decoded', 'new', 'changed', 'removed', 'reuse_damaged'} (records of the previous
     version found damaged as they were copied, and decoded again: counted in 'decoded', not 'reused').
+    ``ignored_files`` = {extension: {'count', 'example'}} of the files the listing left out
+    (``imgrec.imaging.file_types.extension``; they add up to counts['ignored']).
     """
     with_array_record = any(ARRAY_RECORD_SHARDS in info for info in splits.values())
     written = {split: sum(shard['records'] for shard in info['shards']) for split, info in splits.items()}
@@ -100,6 +102,7 @@ def build_metadata(*, name: str, version: str, created: str, options: dict, reco
         'label_order': label_order,
         'refresh': refresh,
         'near_duplicates': near_duplicates,
+        'ignored_files': ignored_files or {},
     }
 
 
