@@ -14,7 +14,7 @@ from imgrec.versions.units import human_bytes
 from imgrec.versions.report.facts import (MAX_CLASSES_SHOWN, Pruning, conflict_pairs, image_facts, near_duplicate_pairs,
                                           published_path, sample_thumbnails, samples_per_class)
 from imgrec.versions.report.sections import (changes_section, class_table_section, duplicates_section, escape, img,
-                                             near_duplicates_section, options_section, pruning_section,
+                                             inputs_section, near_duplicates_section, options_section, pruning_section,
                                              quarantine_section, shares_section, shares_table, sizes_section,
                                              split_section, table, warnings_section)
 
@@ -63,6 +63,7 @@ def render(version, build_seconds=None, pruning=None, storage=None):
         ['inputs', 'written', 'quarantined', 'duplicates', 'non-image files ignored', 'bytes written'],
         [[counts['inputs'], counts['written'], counts['quarantined'], counts['duplicates'], counts['ignored'],
           human_bytes(total_bytes)]], numeric=range(6))]
+    parts += inputs_section(document)
     near = near_duplicate_pairs(version.path, storage=storage)
     conflicting = {source for pair in conflict_pairs(document) for source in (pair['source'], pair['other'])}
     facts = image_facts(version.path, document, {row['source'] for pair in near[1] for row in pair[3:]} | conflicting,

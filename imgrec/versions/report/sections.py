@@ -81,6 +81,24 @@ def img(url, alt, css=''):
     return f'<img src="{url}" alt="{escape(alt)}" title="{escape(alt)}"{f" class={chr(34)}{css}{chr(34)}" if css else ""}>'
 
 
+def inputs_section(document):
+    """The formats of the written images (their decisions 'format=...') and the files left out, by extension,
+    with an example each (dataset.json's 'ignored_files'): photos a build did not take show here."""
+    decisions = (document.get('decoding') or {}).get('decisions') or {}
+    formats = sorted(((key.split('=', 1)[1], n) for key, n in decisions.items() if key.startswith('format=')),
+                     key=lambda item: (-item[1], item[0]))
+    parts = ['<h2 id="inputs">Inputs</h2><p class="muted">The formats of the written images, and the files '
+             'ignored as no image by their name or their first bytes.</p>']
+    if formats:
+        parts.append(table(['format', 'images written'], [[escape(name), n] for name, n in formats], numeric=(1,)))
+    ignored = sorted((document.get('ignored_files') or {}).items(), key=lambda item: (-item[1]['count'], item[0]))
+    if ignored:
+        parts.append(table(['ignored files', 'count', 'example'], [
+            [f'<code>{escape(key)}</code>', entry['count'], f'<code>{escape(entry["example"])}</code>']
+            for key, entry in ignored], numeric=(1,)))
+    return parts
+
+
 def quarantine_section(version_dir, options, max_pixels, storage=None):
     """The quarantine by reason, with the first sources of each; reads quarantine.jsonl as a stream."""
     counts: collections.Counter[str] = collections.Counter()
