@@ -23,7 +23,8 @@ from imgrec.storage import storage as storage_lib
 from imgrec.storage.gcs_storage import describe_error
 from imgrec.versions import incomplete
 from imgrec.transforms.labels import parse_labels_file
-from imgrec.transforms.listing import is_image_name, iter_files, list_top_level, manifest_lines, parse_manifest_line
+from imgrec.transforms.listing import (is_image_name, iter_files, list_top_level, manifest_lines, may_be_image,
+                                      parse_manifest_line)
 
 if typing.TYPE_CHECKING:
     from imgrec.pipelines.config import BuildConfig
@@ -113,9 +114,10 @@ def _accessible(storage, url):
 
 
 def _holds_an_image(storage, root):
-    """True once any class folder below ``root`` holds an image; stops at the first one."""
+    """True once any class folder below ``root`` holds a file that may be an image (by its name: the bytes of
+    one whose name says nothing are the listing's to read); stops at the first one."""
     try:
-        return any(entry.is_folder and any(is_image_name(listed.path) for listed in iter_files(entry.path, storage))
+        return any(entry.is_folder and any(may_be_image(listed.path) for listed in iter_files(entry.path, storage))
                    for entry in list_top_level(root, storage))
     except GoogleAPIError as error:
         raise UserError(describe_error(root, error)) from None
@@ -168,8 +170,8 @@ def check_input(config: BuildConfig, options: PipelineOptions | None = None) -> 
         raise UserError(f'input folder not found: {config.input}')
     _check_class_folders(storage, config.input)
     if not _holds_an_image(storage, config.input):
-        raise UserError(f'no images found under {config.input} (expected <class>/<image> files with extensions '
-                        f'jpg, jpeg, png, gif, bmp, webp, tif or tiff)')
+        raise UserError(f'no images found under {config.input} (expected <class>/<image> files: JPEG, PNG, GIF, '
+                        f'BMP, WebP, TIFF, AVIF, HEIC, JPEG XL or JPEG 2000)')
 
 
 def _probe(storage, folder, what):

@@ -426,7 +426,7 @@ class _ByExtension(beam.CombineFn):
         return table
 
     def merge_accumulators(self, tables):
-        merged = {}
+        merged: dict[str, tuple[int, str]] = {}
         for table in tables:
             for key, (count, example) in table.items():
                 had, smallest = merged.get(key, (0, example))

@@ -147,7 +147,7 @@ def _profile_transform(profile):
     try:
         opened = ImageCms.ImageCmsProfile(io.BytesIO(profile))
         mode = _PROFILE_MODES.get(opened.profile.xcolor_space.strip())
-        if opened.profile.profile_description.startswith('sRGB'):
+        if (opened.profile.profile_description or '').startswith('sRGB'):
             return ICC_SRGB
         if mode is None:
             return ICC_UNUSED

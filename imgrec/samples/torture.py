@@ -135,6 +135,19 @@ def _cmyk_without_adobe_marker(image):
     return data[:start] + data[start + 2 + length:]
 
 
+def _without_times(data):
+    """An ISO media file (an AVIF sequence) with the creation and modification times of its movie, track and
+    media headers set to 0: the encoder writes the clock's, and the corpus is the same bytes every time."""
+    data = bytearray(data)
+    for box in (b'mvhd', b'tkhd', b'mdhd'):
+        start = data.find(box)
+        while start >= 0:
+            times = 8 if data[start + 4] == 0 else 16  # version 0: 32-bit times, version 1: 64-bit
+            data[start + 8:start + 8 + times] = bytes(times)
+            start = data.find(box, start + 4)
+    return bytes(data)
+
+
 def palette_image(image, transparent_quadrant=None):
     """``image`` as a 'P' image whose palette index i is quadrant colour i (+ optional transparency)."""
     palette = Image.new('P', (1, 1))
@@ -241,7 +254,7 @@ def corpus():
         written('format=AVIF', 'mode=RGB', 'orientation=6'))
     add('alpha/rgba.avif', _encode(rgba, 'AVIF', quality=95),
         written('format=AVIF', 'mode=RGBA', 'alpha_composited', colours=checks((RED, WHITE, half_blue, YELLOW))))
-    add('alpha/animated.avif', _animation(upright, 'AVIF', quality=90), written('format=AVIF', 'mode=RGB', 'animated'))
+    add('alpha/animated.avif', _without_times(_animation(upright, 'AVIF', quality=90)), written('format=AVIF', 'mode=RGB', 'animated'))
     add('alpha/IMG_0001.HEIC', _encode(upright, 'HEIF', quality=90), written('format=HEIF', 'mode=RGB'))
     add('alpha/burst.heic', _animation(upright, 'HEIF', quality=90), written('format=HEIF', 'mode=RGB', 'animated'))
     add('alpha/photo.jxl', _encode(upright, 'JXL', quality=95), written('format=JXL', 'mode=RGB', 'icc_srgb'))
@@ -251,8 +264,9 @@ def corpus():
     add('alpha/export.img', _encode(upright, 'WEBP', lossless=True), written('format=WEBP', 'mode=RGB'))
     add('alpha/drawing.jpg', _encode(upright, 'PNG', compress_level=3), written('format=PNG', 'mode=RGB'))
     # Colours as a viewer shows them: embedded profiles converted to sRGB; an sRGB profile left as it is.
-    srgb = ImageCms.ImageCmsProfile(ImageCms.createProfile('sRGB')).tobytes()
-    add('alpha/srgb_profile.png', _encode(upright, 'PNG', icc_profile=srgb), written('format=PNG', 'mode=RGB', 'icc_srgb'))
+    srgb = bytearray(ImageCms.ImageCmsProfile(ImageCms.createProfile('sRGB')).tobytes())
+    srgb[24:36] = bytes(12)  # the profile's creation time: the corpus is the same bytes every time
+    add('alpha/srgb_profile.png', _encode(upright, 'PNG', icc_profile=bytes(srgb)), written('format=PNG', 'mode=RGB', 'icc_srgb'))
     for name, fmt, suffix in (('AdobeRGB1998', 'JPEG', 'jpg'), ('ProPhotoRGB', 'TIFF', 'tif')):
         icc = profile(name)
         if icc is not None:
