@@ -36,7 +36,7 @@ def _run_option(default):
 _VERSION = re.compile(r'[A-Za-z0-9][A-Za-z0-9_.-]*')  # fullmatch: '$' would let 'v2\n' through
 # The settings a refresh takes from the version it refreshes when they are not given (``given``): every
 # recorded option but those that name the build or say what it reads (the input, the labels file).
-CARRIED = ('splits', 'stratify', 'near_duplicates', 'near_duplicate_conflicts', 'num_shards', 'target_shard_mb', 'formats', 'max_error_rate',
+CARRIED = ('splits', 'stratify', 'near_duplicates', 'near_duplicate_conflicts', 'near_duplicate_check', 'num_shards', 'target_shard_mb', 'formats', 'max_error_rate',
            'allow_unknown_labels')
 
 
@@ -66,11 +66,13 @@ class BuildConfig:
     allow_unknown_labels: bool = False  # with --labels: drop images of other classes instead of failing
     near_duplicates: str = 'group'  # group: keep each group of near-duplicates in one split; report; off
     near_duplicate_conflicts: str = 'keep'  # keep: write both images of a pair under two labels (listed); quarantine
+    near_duplicate_check: str = 'exact'  # exact: the same picture written; perceptual: edited copies too (pixel check)
     stratify: bool = False  # deal each class's images to the splits by their weights
     formats: tuple[str, ...] = (layout.TFRECORD,)  # shard formats written (layout.FORMATS order); TFRecord always
     split_tolerance: float = _run_option(1.0)  # percentage points a split's share may miss its weight by
     resplit: bool = _run_option(False)  # deal every image again, published ones too
     full: bool = _run_option(False)  # decode everything, even what the previous version could give
+    resume: bool = _run_option(True)  # take up what a stopped run of this build spilled (imgrec.pipelines.resume)
     force: bool = _run_option(False)  # publish a new version even when nothing changed
     keep_versions: int | None = _run_option(None)  # after publishing, delete all but this many newest versions
     clean: bool = _run_option(False)  # remove every staging folder a failed or killed build left
@@ -123,6 +125,9 @@ class BuildConfig:
         if self.near_duplicate_conflicts not in metadata.NEAR_DUPLICATE_CONFLICTS:
             raise UserError(f"--near_duplicate_conflicts must be one of {', '.join(metadata.NEAR_DUPLICATE_CONFLICTS)}, "
                             f'got {self.near_duplicate_conflicts!r}')
+        if self.near_duplicate_check not in metadata.NEAR_DUPLICATE_CHECKS:
+            raise UserError(f"--near_duplicate_check must be one of {', '.join(metadata.NEAR_DUPLICATE_CHECKS)}, "
+                            f'got {self.near_duplicate_check!r}')
         unknown_formats = [name for name in self.formats if name not in layout.FORMATS]
         if unknown_formats:
             raise UserError(f"--formats: unknown format {unknown_formats[0]!r}: choose from "

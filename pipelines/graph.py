@@ -32,6 +32,7 @@ from imgrec.transforms.previous import (COUNTS, REJECTED, REUSED, TO_DECODE, Mat
 from imgrec.transforms.published import WithPublishedSplits
 from imgrec.transforms.publish import Publish, PublishInputs
 from imgrec.transforms.quarantine import Quarantine
+from imgrec.transforms.resumed import RESUMED, ReadStopped, TakeUp
 from imgrec.transforms.sharding import AssignBalancedShards
 from imgrec.transforms.splits import MOVES, AssignSplit
 from imgrec.transforms.write import INDEX_ROWS, WriteShards
@@ -103,6 +104,14 @@ def build_pipeline(pipeline, config, facts):
     else:
         to_decode, reused = images, []
         counts = pipeline | 'NothingReused' >> Value({'new': None, 'changed': None, 'removed': None, 'reused': 0})
+    if refresh.stopped:  # a rerun of a build stopped part way: what it spilled whole is taken up, not decoded
+        stopped = pipeline | 'ReadStopped' >> ReadStopped(refresh.resume_from, config.record_options.image_size, storage)
+        taken = to_decode | 'TakeUp' >> TakeUp(stopped, labels, storage)
+        to_decode = taken[TO_DECODE]
+        reused.append(taken[RESUMED])
+        counts = counts | 'WithResumed' >> beam.Map(
+            lambda found, resumed, stopped: {**found, 'resumed': {**stopped, **resumed}},
+            beam.pvalue.AsSingleton(taken['counts']), refresh.describe()['resumed'])
     encoded = to_decode | counters.ENCODE >> _encode(config, facts, labels, staging_dir, storage)
     rejected.append(encoded['rejected'])
     # Records reach Dedupe in batches, as encoding leaves them; reused ones are batched where they are matched.
@@ -133,7 +142,7 @@ def build_pipeline(pipeline, config, facts):
     near = kept | counters.NEAR_DUPLICATES >> NearDuplicates(
         config.near_duplicates, config.splits, config.stratify, keep_published=refresh.keeps_published,
         tolerance=config.split_tolerance, staging_dir=staging_dir, storage=storage,
-        conflicts=config.near_duplicate_conflicts, conflicts_before=conflicts_before)
+        conflicts=config.near_duplicate_conflicts, conflicts_before=conflicts_before, check=config.near_duplicate_check)
     rejected.append(near['rejected'])
     sharded = near['records'] | counters.ASSIGN_SHARDS >> AssignBalancedShards(
         [name for name, _ in config.splits], labels, config.shard_config())
@@ -142,7 +151,8 @@ def build_pipeline(pipeline, config, facts):
     written = sharded['assigned'] | counters.WRITE_SHARDS >> WriteShards(
         staging_dir, sharded['shard_counts'], storage, beam.pvalue.AsSingleton(unchanged),
         array_record=layout.ARRAY_RECORD in config.formats,
-        reuse_check=ReuseCheck(refresh.reuse_dir, config.record_options, storage) if refresh.incremental else None)
+        reuse_check=(ReuseCheck(refresh.reuse_dir, config.record_options, storage, refresh.stopped)
+                     if refresh.incremental or refresh.stopped else None))
     index_parts = written[INDEX_ROWS] | counters.WRITE_INDEX >> WriteIndex(staging_dir, storage)
     # The counts Publish reports, summed in one combine: the images listed in each split (as hashed, and
     # the moves of the dealing), and the decoded, upscaled and ignored ones. A full build decodes every

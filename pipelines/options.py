@@ -14,7 +14,7 @@ import sys
 import typing
 
 from imgrec.contract import layout
-from imgrec.contract.metadata import NEAR_DUPLICATE_CONFLICTS, NEAR_DUPLICATE_MODES
+from imgrec.contract.metadata import NEAR_DUPLICATE_CHECKS, NEAR_DUPLICATE_CONFLICTS, NEAR_DUPLICATE_MODES
 from imgrec.console.arguments import Parser, is_number
 from imgrec.console.errors import UserError
 from imgrec.imaging import image_ops
@@ -131,6 +131,10 @@ def _parser():
     parser.add_argument('--min_size', type=int, default=1, help='refuse images whose short side is smaller')
     parser.add_switch('--full',
                       help='decode every image, even when the previous version (LATEST) could give its record')
+    parser.add_switch('--resume', default=True,
+                      help='take up the records a stopped run of this same build (same options, output and '
+                           'previous version) left, checked, instead of decoding them again; --no_resume starts '
+                           'from zero')
     parser.add_switch('--force',
                       help='publish a new version even when nothing changed since the previous one')
     parser.add_argument('--keep_versions', type=int,
@@ -142,6 +146,13 @@ def _parser():
                         help='group: find near-duplicate images (re-saved, resized, cropped, brightened, '
                              'captioned copies) and keep each group in one split; report: only list them in '
                              'near_duplicates.jsonl; off: do not look')
+    parser.add_argument('--near_duplicate_check', choices=NEAR_DUPLICATE_CHECKS, default='exact',
+                        help='how near-duplicates are found. exact: images that write the same picture (copies '
+                             'saved again losslessly, in another format or with other metadata, under other '
+                             'names); perceptual: also edited copies (re-compressed, resized, cropped, brightened, '
+                             'captioned), each image\'s nearest by perceptual hash confirmed by a pixel check: '
+                             'slower, and among thousands of images of one kind (digits, pages, icons) it may take '
+                             'two distinct images for copies (docs/near-duplicates.md)')
     parser.add_argument('--near_duplicate_conflicts', choices=NEAR_DUPLICATE_CONFLICTS, default='keep',
                         help='what to do with a near-duplicate pair filed under two labels (not the same bytes: '
                              'those are label_conflict, always quarantined). keep: write both images, in one '
@@ -390,12 +401,13 @@ def make_config(values: typing.Mapping[str, typing.Any], given: frozenset[str] =
         max_error_rate=_number(values['max_error_rate'], '--max_error_rate'),
         allow_unknown_labels=_switch(values['allow_unknown_labels'], '--allow_unknown_labels'),
         near_duplicates=values['near_duplicates'], near_duplicate_conflicts=values['near_duplicate_conflicts'],
+        near_duplicate_check=values['near_duplicate_check'],
         stratify=_switch(values['stratify'], '--stratify'),
         formats=_formats(values['formats']),
         split_tolerance=_number(values['split_tolerance'], '--split_tolerance'),
         resplit=_switch(values['resplit'], '--resplit'),
         name=_text(values['name'], '--name') or os.path.basename(source.rstrip('/')).rsplit('.', 1)[0] or 'dataset',
-        full=_switch(values['full'], '--full'), force=_switch(values['force'], '--force'),
+        full=_switch(values['full'], '--full'), resume=_switch(values['resume'], '--resume'), force=_switch(values['force'], '--force'),
         keep_versions=None if values['keep_versions'] is None else _integer(values['keep_versions'], '--keep_versions'),
         clean=_switch(values['clean'], '--clean'), verbose=_switch(values['verbose'], '--verbose'),
         retry_deadline=_number(values['retry_deadline'], '--retry_deadline'),

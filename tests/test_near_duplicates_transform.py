@@ -21,12 +21,13 @@ from imgrec.contract.reasons import NEAR_DUPLICATE_CONFLICT
 from imgrec.console.errors import build_failure_message
 from imgrec.imaging import perceptual_hash as ph
 from imgrec.transforms.elements import RecordRef
+from imgrec.transforms.near_duplicate_candidates import EXACT, NEIGHBOURS, PERCEPTUAL
 from imgrec.transforms.near_duplicate_groups import FindGroups
 from imgrec.transforms.near_duplicates import GROUP, OFF, REPORT, NearDuplicates
 from imgrec.transforms.splits import apportion, split_for
 
 WEIGHTS = (('train', 50), ('validation', 50))
-THRESHOLD = ph.threshold_for(46)  # the records of _corpus
+THRESHOLD = ph.MAX_THRESHOLD
 LINK = THRESHOLD // 2 + 1
 _IN_MEMORY = ['--direct_running_mode=in_memory']
 
@@ -92,8 +93,7 @@ def _corpus():
     records.append(_record('look/a.jpg', bases[34]))
     records.append(_record('look/b.jpg', _flip(bases[34], 1, 2)))
     records.append(_record('far/a.jpg', bases[33], look='far'))
-    records.append(_record('far/b.jpg', _flip(bases[33], *(ph.BITS - 1 - start for start, _ in
-                                                         ph.band_edges(ph.bands_for(THRESHOLD)))), look='far'))
+    records.append(_record('far/b.jpg', _flip(bases[33], *range(THRESHOLD + 1)), look='far'))
     records.append(_record('centre/a.jpg', (bases[35], bases[36]), look='centre'))
     records.append(_record('centre/b.jpg', (_flip(bases[35], *range(0, 64, 2)), bases[36]), look='centre'))
     records.append(_record('nohash.jpg', None))
@@ -128,9 +128,9 @@ def _collect(pcolls):
 
 
 def _found(records, **options):
-    """{source: Node} FindGroups gives ``records``."""
+    """{source: Node} FindGroups gives ``records`` (with the perceptual check unless ``check`` is given)."""
     p = TestPipeline(argv=_IN_MEMORY)
-    run = _collect({'nodes': (p | beam.Create(records) | FindGroups(THRESHOLD, **options))['nodes']})
+    run = _collect({'nodes': (p | beam.Create(records) | FindGroups(**({'check': PERCEPTUAL} | options)))['nodes']})
     return dict(linked for _, linked in run(p)['nodes'])
 
 
@@ -147,6 +147,29 @@ def test_groups_are_the_components_of_confirmed_candidates():
     assert nodes['same/y.jpg'].similarity == 1.0 and all(node.cut == () for node in nodes.values())
 
 
+def test_the_exact_check_links_only_images_that_wrote_the_same_picture():
+    """Identical hashes are not enough (flat pictures share them): the pictures written must be the same bytes."""
+    records = _corpus() + [_record('flat/a.jpg', 7, look='flat-a'), _record('flat/b.jpg', 7, look='flat-b'),
+                           _record('flat/c.jpg', 7, look='flat-a')]
+    nodes = _found(records, check=EXACT)
+    assert set(nodes) == {'same/x.jpg', 'same/y.jpg', 'flat/a.jpg', 'flat/c.jpg'}
+    assert nodes['flat/a.jpg'].group == nodes['flat/c.jpg'].group != nodes['same/x.jpg'].group
+    assert (nodes['same/y.jpg'].distance, nodes['same/y.jpg'].similarity) == (0, 1.0)
+
+
+def test_the_perceptual_check_compares_each_image_with_its_few_nearest_only():
+    """A class of one kind (every hash within the threshold of every other) gives at most NEIGHBOURS candidates an
+    image, not a pair check for every pair: 60 images whose pictures all agree form one group through them."""
+    rng = random.Random(5)
+    base = rng.getrandbits(64)
+    records = [_record(f'kind/{i:02d}.jpg', _flip(base, *rng.sample(range(64), 6)), look='kind') for i in range(60)]
+    nodes = _found(records)
+    assert len(nodes) == 60 and len({node.group for node in nodes.values()}) == 1
+    links = {frozenset((source, other)) for source, node in nodes.items() for other, *_ in node.neighbours}
+    assert len(links) <= 60 * NEIGHBOURS < 60 * 59 // 2
+    assert all(len(node.neighbours) >= 1 for node in nodes.values())
+
+
 def test_a_chain_longer_than_the_rounds_gives_the_same_groups():
     """One round of label passing cannot reach the chain's end: the union-find of unsettled labels does."""
     assert _found(_corpus(), rounds=1) == _found(_corpus(), rounds=3)
@@ -155,7 +178,7 @@ def test_a_chain_longer_than_the_rounds_gives_the_same_groups():
 def _run(records, *args, **kwargs):
     """{'records': [...], 'near_duplicates': [...], 'summary': dict, 'moves': Counter, 'rejected': [...]}."""
     p = TestPipeline(argv=_IN_MEMORY)
-    result = p | beam.Create(records) | NearDuplicates(*args, **kwargs)
+    result = p | beam.Create(records) | NearDuplicates(*args, **({'check': PERCEPTUAL} | kwargs))
     out = _collect({name: result[name] for name in ('records', 'near_duplicates', 'summary', 'moves', 'rejected')})(p)
     moves = collections.Counter()
     for listed, change in out['moves']:
@@ -190,8 +213,8 @@ def test_group_mode_keeps_each_group_in_one_split_and_holds_the_shares():
     assert all(len(splits) == 1 for splits in by_group.values())
     _accounted(records, out)
     summary = out['summary']
-    assert (summary['mode'], summary['hash'], summary['threshold'], summary['bands']) == (
-        'group', ph.ALGORITHM, THRESHOLD, THRESHOLD + 1)
+    assert (summary['mode'], summary['hash'], summary['threshold'], summary['neighbours']) == (
+        'group', ph.ALGORITHM, THRESHOLD, NEIGHBOURS)
     assert summary['groups'] == len(by_group) and summary['images'] == len(GROUPED)
     assert summary['pairs'] == len(LINKED) and summary['label_conflicts'] == 0
     assert summary['largest_group'] == max(collections.Counter(row.group for row in rows.values()).values())

@@ -1,20 +1,23 @@
-"""Near-duplicate candidates: pairs of images one of whose perceptual hashes (``imgrec.imaging.perceptual_hash``:
-the whole image's and its centre's) are within the threshold, found without comparing every pair.
+"""Near-duplicate candidates: pairs of images to compare by their pixels, found from their perceptual hashes
+(``imgrec.imaging.perceptual_hash``: the whole image's and its centre's) without a pixel check per pair of a class.
 
-Each of an image's hashes is cut into threshold + 1 bands; two hashes within the threshold agree exactly
-on one of them (pigeonhole). Each record is keyed by its (hash, band, value) triples, and only the members of
-one key meet on a worker, where every pair is compared at once (vectorised); a pair is kept from the first
-hash and band it shares only. A member is numbers only, packed in 40 bytes: its hashes, a number for its name
-(the order a bucket's members are taken in) and where its frame is (``Frame``: the frame file's number in the
-build's table of them, ``Hashed.files``). A worker holds every key's members of a bundle at once (a lifted
-combine gathers them), so this is what the candidates' memory is made of; copies of one picture (identical
-hashes) are kept once in every bucket but the first band of the first hash, where they are linked. A candidate
-leaves with both its images' frames, keyed by the first one's file, so ``imgrec.transforms.near_duplicate_confirm``
-reads its pictures with no join to the records; it is packed in 40 bytes too (``packed_candidate``), and a file's
-candidates are gathered into one byte string on the way (``Concatenated``).
+Two checks (``CHECKS``), each a short chain of steps:
+- ``exact`` (the default): images whose hashes are all identical meet on one worker (a bucket a hash value,
+  ``SameHashes``); ``imgrec.transforms.near_duplicate_confirm`` links those whose written JPEGs are the same bytes.
+  One shuffle of a packed member an image: the cost grows with the images, whatever they look like.
+- ``perceptual``: each image proposes its ``NEIGHBOURS`` nearest within ``perceptual_hash.MAX_THRESHOLD``
+  (``imgrec.imaging.hash_neighbours``), and a pair either image proposes is a candidate for the pixel check. The
+  hashes are gathered into one byte string (40 bytes an image) read by every worker as a side input, and the
+  rows are cut into tasks of ``TASK_ROWS`` images, each comparing its rows with every hash: the popcounts grow with
+  the square of the images (~1 ns a pair), the pixel checks with the images times ``NEIGHBOURS``.
+
+A member is numbers only, packed in 40 bytes (``MEMBER``): its hashes, a number for its name (the order ties are
+broken in) and where its frame is (``Frame``: the frame file's number in the build's table of them,
+``Hashed.files``). A candidate leaves with both its images' frames, keyed by the first one's file, so the
+confirmation reads its pictures with no join to the records; it is packed in 40 bytes too (``packed_candidate``).
 """
 import bisect
-import functools
+import math
 import struct
 import typing
 
@@ -24,16 +27,19 @@ from apache_beam.metrics import Metrics
 
 from imgrec.contract import counters
 from imgrec.contract.hashing import stable_hash
-from imgrec.imaging import perceptual_hash as ph
+from imgrec.contract.metadata import NEAR_DUPLICATE_CHECKS as CHECKS
+from imgrec.imaging import hash_neighbours, perceptual_hash as ph
 
-_MASK = (1 << ph.BITS) - 1
 # A bucket member's numbers (``band_keys``): its hashes, its member id, its frame's offset, and its frame file's
 # number and frame length in one (32 bits each).
 MEMBER = np.dtype('<i8')
 MEMBER_FIELDS = ph.HASHES + 3
 _MEMBER_SALT = 'near-duplicate member'
-# BandKeys' output of the first band of the first hash: every member, for the copies of a picture to be linked.
-STARS = 'stars'
+# The checks (``--near_duplicate_check``): the same picture written (exact) or the pixel check (perceptual).
+EXACT, PERCEPTUAL = CHECKS
+# Each image's nearest proposed for the pixel check (``hash_neighbours``), and the images a task compares with all.
+NEIGHBOURS = 3
+TASK_ROWS = 4096
 
 
 def _signed(value):
@@ -87,9 +93,10 @@ def packed_candidate(candidate):
 
 
 def unpacked_candidates(packed):
-    """The Candidates of concatenated ``packed_candidate`` bytes, sorted (the order they are packed in varies)."""
-    return sorted(Candidate(Frame.unpacked(*numbers[0:2]), Frame.unpacked(*numbers[2:4]), numbers[4])
-                  for numbers in CANDIDATE.iter_unpack(packed))
+    """The Candidates of concatenated ``packed_candidate`` bytes, each once (both images may propose a pair), sorted
+    (the order they are packed in varies)."""
+    return sorted({Candidate(Frame.unpacked(*numbers[0:2]), Frame.unpacked(*numbers[2:4]), numbers[4])
+                   for numbers in CANDIDATE.iter_unpack(packed)})
 
 
 class Hashed(typing.NamedTuple):
@@ -137,98 +144,33 @@ class SurveyHashed(beam.PTransform):
                 | 'Hashed' >> beam.Map(lambda _, found: found.get(None, Hashed(0, ())), beam.pvalue.AsDict(surveyed)))
 
 
-def band_keys(record, threshold, hashed):
-    """((hash, band, value), member) for each band of each of the record's hashes
-    (``perceptual_hash.HASHES``: the whole image's, the centre's); none without hashes or without a frame
-    (nothing to confirm it by). A member is the record's hashes, member id and frame (its file's number in
-    ``hashed.files``, a ``Hashed``) packed as little-endian 64-bit ints (``MEMBER``): 40 bytes, which is what a
-    bucket holds in memory too (``_MembersFn``), where a tuple of Python ints takes ~200."""
+def packed_member(record, hashed):
+    """A hashed record's member (``MEMBER``): its hashes, member id and frame (its file's number in ``hashed.files``,
+    a ``Hashed``) as little-endian 64-bit ints, 40 bytes, where a tuple of Python ints takes ~200; None without
+    hashes or without a frame (nothing to confirm it by)."""
     if record.perceptual_hash is None or not record.payload_file:
-        return
+        return None
     values = ph.from_hex(record.perceptual_hash)
     file = bisect.bisect_left(hashed.files, record.payload_file)
     frame = Frame(file, record.payload_offset, record.payload_length)
-    member = np.array([*map(_signed, values), member_id(record.source), *frame.packed()], dtype=MEMBER).tobytes()
-    edges = ph.band_edges(ph.bands_for(threshold))
-    for index, value in enumerate(values):
-        for band, band_value in enumerate(ph.band_values(value, edges)):
-            yield (index, band, band_value), member
+    return np.array([*map(_signed, values), member_id(record.source), *frame.packed()], dtype=MEMBER).tobytes()
 
 
-def _band_outputs(record, threshold, hashed):
-    """``band_keys``, those of the first band of the first hash (where copies of one picture are linked) to
-    STARS, the others to the main output (where a picture's copies are compared once)."""
-    for keyed in band_keys(record, threshold, hashed):
-        (index, band, _), _ = keyed
-        yield beam.pvalue.TaggedOutput(STARS, keyed) if index == 0 and band == 0 else keyed
+def _rows(members):
+    return np.frombuffer(members, dtype=MEMBER).reshape(-1, MEMBER_FIELDS)
+
+
+def in_member_order(members):
+    """Packed members sorted by member id, then frame: the order that breaks ties between equally near images, the
+    same whatever order they arrived in."""
+    rows = _rows(members)
+    return rows[np.lexsort((rows[:, -1], rows[:, -2], rows[:, -3]))].tobytes()
 
 
 def unpacked(members):
     """The (hashes, (member id, Frame)) of packed members (``band_keys``), as Python ints."""
     rows = np.frombuffer(members, dtype=MEMBER).reshape(-1, MEMBER_FIELDS)
     return [(tuple(row[:ph.HASHES]), (row[-3], Frame.unpacked(*row[-2:]))) for row in rows.tolist()]
-
-
-@functools.cache
-def _earlier_bands(threshold):
-    """For each band, the bit masks of the bands before it (bits counted from the most significant)."""
-    masks = [((1 << (stop - start)) - 1) << (ph.BITS - stop) for start, stop in ph.band_edges(ph.bands_for(threshold))]
-    return tuple(tuple(masks[:band]) for band in range(len(masks)))
-
-
-def _hashes(values):
-    """A member's hashes as a tuple of unsigned ints (one hash may be given as an int)."""
-    return tuple(value & _MASK for value in ((values,) if isinstance(values, int) else values))
-
-
-def pairs_in_bucket(band, members, threshold, index=0):
-    """(source, source, distance) candidates among the (hashes, source) ``members`` of one value of band
-    ``band`` of hash ``index``: pairs within ``threshold`` on that hash whose first shared band is ``band``
-    and which no earlier hash has within the threshold (so each pair is found once, in one bucket), the
-    smaller source first; ``distance`` is the smallest of the pair's hash distances. Two members share this
-    band; it is their first if every earlier band has a bit that differs (masks, not the band values of
-    both hashes: this test runs for every pair within the threshold in every band). ``hashes``: a tuple,
-    one int a hash, or one int for the first hash alone."""
-    earlier = _earlier_bands(threshold)[band]
-    members = sorted(((_hashes(values), source) for values, source in members), key=lambda member: member[1])
-    first_of: dict[tuple, tuple] = {}
-    distinct = []
-
-    def found_before(a, b):
-        return any(ph.distance(x, y) <= threshold for x, y in zip(a[:index], b[:index]))
-
-    for values, source in members:
-        first = first_of.setdefault(values, (values, source))
-        if first[1] != source:
-            # members with all their hashes identical (copies of one picture, as a rule) share every band: a
-            # candidate of the first of them, once; one hash alike is not enough (smooth pictures' centres
-            # often hash alike), so those are compared pair by pair
-            if band == 0 and not found_before(first[0], values):
-                yield first[1], source, ph.nearest_distance(first[0], values)
-        else:
-            distinct.append((values, source))
-    if len(distinct) < 2:
-        return
-    for i, j, _ in ph.pairs_within([values[index] for values, _ in distinct], threshold):
-        (a, source_a), (b, source_b) = distinct[i], distinct[j]
-        differ = a[index] ^ b[index]
-        if all(differ & mask for mask in earlier) and not found_before(a, b):
-            yield source_a, source_b, ph.nearest_distance(a, b)
-
-
-def first_of_each_picture(members):
-    """Packed members (``band_keys``) with those whose hashes are all identical (copies of one picture) kept once:
-    the one a bucket takes first (``pairs_in_bucket``: the smallest member id, then frame), which is all that
-    bucket compares of them unless it is the first band of the first hash, where the copies are linked to it."""
-    rows = np.frombuffer(members, dtype=MEMBER).reshape(-1, MEMBER_FIELDS)
-    if len(rows) < 2:
-        return bytes(members)
-    hashes, ids, offsets, file_lengths = rows[:, :ph.HASHES], rows[:, -3], rows[:, -2], rows[:, -1]
-    order = np.lexsort((file_lengths & 0xFFFFFFFF, offsets, file_lengths >> 32, ids, *hashes.T[::-1]))
-    ordered = hashes[order]
-    first = np.ones(len(order), dtype=bool)
-    first[1:] = (ordered[1:] != ordered[:-1]).any(axis=1)
-    return rows[order[first]].tobytes()
 
 
 class Concatenated(beam.CombineFn):
@@ -253,60 +195,90 @@ class Concatenated(beam.CombineFn):
         return bytes(accumulator)
 
 
-class _MembersFn(Concatenated):
-    """The packed members of one band value (``band_keys``), concatenated. A worker holds every key's members of
-    a bundle at once, so how small a member is decides the candidates' peak memory. With ``copies_once``, copies
-    of one picture are kept once (``first_of_each_picture``) as members are added (each time their number
-    doubles past COMPACT_FROM) and before they leave: a collection saved many times over then puts each picture
-    through every band but one once, not once a copy."""
 
-    COMPACT_FROM = 1024
 
-    def __init__(self, copies_once):
-        self._copies_once = copies_once
-
-    def add_input(self, accumulator, packed):
-        accumulator = super().add_input(accumulator, packed)
-        count = len(accumulator) // len(packed)
-        if self._copies_once and count >= self.COMPACT_FROM and count & (count - 1) == 0:
-            accumulator[:] = first_of_each_picture(accumulator)
-        return accumulator
+class _MembersInOrder(Concatenated):
+    """Packed members, concatenated, then sorted (``in_member_order``)."""
 
     def extract_output(self, accumulator):
-        return first_of_each_picture(accumulator) if self._copies_once else bytes(accumulator)
+        return in_member_order(bytes(accumulator))
 
 
-class _CandidatesFn(beam.DoFn):
-    """One band bucket -> its candidates (the first's frame file, ``packed_candidate``): pairs within the threshold
-    found in this bucket first (``pairs_in_bucket``). Counts the comparisons, the cost that grows with the
-    square."""
+def _members(record, hashed):
+    member = packed_member(record, hashed)
+    if member is not None:
+        yield None, member
 
-    def __init__(self):
+
+def _tasks(members):
+    """The numbers of the tasks that cover the members' rows, TASK_ROWS each."""
+    return range(math.ceil(len(_rows(members)) / TASK_ROWS))
+
+
+class _NearestFn(beam.DoFn):
+    """A task's number -> (the first's frame file, ``packed_candidate``) for each of its rows' ``neighbours``
+    nearest within ``threshold`` among all the members (``hash_neighbours.nearest_of``), the smaller member id
+    first. A pair both images propose comes twice, and is confirmed once (``unpacked_candidates``)."""
+
+    def __init__(self, threshold, neighbours):
+        self._threshold = threshold
+        self._neighbours = neighbours
         self.compared = Metrics.counter(*counters.HASHES_COMPARED)
 
-    def process(self, keyed, threshold):
-        (index, band, _), packed = keyed
-        members = unpacked(packed)
-        self.compared.inc(len(members) * (len(members) - 1) // 2)
-        for (_, first), (_, second), distance in pairs_in_bucket(band, members, threshold, index):
-            yield first.file, packed_candidate((first, second, distance))
+    def process(self, task, members):
+        rows = _rows(members)
+        start, stop = task * TASK_ROWS, min(len(rows), (task + 1) * TASK_ROWS)
+        hashes = rows[:, :ph.HASHES].view(np.uint64)
+        near = hash_neighbours.nearest_of(hashes, self._threshold, self._neighbours, start, stop)
+        self.compared.inc((stop - start) * (len(rows) - 1))
+        frames = [Frame.unpacked(offset, file_and_length) for offset, file_and_length in rows[:, -2:].tolist()]
+        for i, j, distance in near.tolist():
+            first, second = (i, j) if i < j else (j, i)  # rows are in member order
+            yield frames[first].file, packed_candidate((frames[first], frames[second], distance))
 
 
-class FindCandidates(beam.PTransform):
-    """RecordRef -> (the first's frame file number, ``packed_candidate``) for every pair within ``threshold`` on
-    one of their hashes, once: ``threshold`` a number, or a side input of it; ``hashed``: the side input of the
-    records' ``Hashed``."""
+class NearestHashes(beam.PTransform):
+    """RecordRef -> (the first's frame file number, ``packed_candidate``) for each image's ``neighbours`` nearest
+    within ``threshold`` (module docstring); ``hashed``: the side input of the records' ``Hashed``."""
 
-    def __init__(self, threshold, hashed):
+    def __init__(self, hashed, threshold=ph.MAX_THRESHOLD, neighbours=NEIGHBOURS):
         super().__init__()
+        self._hashed = hashed
         self._threshold = threshold
+        self._neighbours = neighbours
+
+    def expand(self, records):
+        gathered = (records
+                    | 'Members' >> beam.FlatMap(_members, self._hashed)
+                    | 'AllMembers' >> beam.CombinePerKey(_MembersInOrder()))
+        # One element, b'' when nothing is hashed: a CombineGlobally costs five steps more than this.
+        members = (records.pipeline
+                   | 'Once' >> beam.Impulse()
+                   | 'MembersOnce' >> beam.Map(lambda _, found: found.get(None, b''), beam.pvalue.AsDict(gathered)))
+        return (members
+                | 'Tasks' >> beam.FlatMap(_tasks)
+                | 'SpreadTasks' >> beam.Reshuffle()
+                | 'Nearest' >> beam.ParDo(_NearestFn(self._threshold, self._neighbours),
+                                          beam.pvalue.AsSingleton(members)))
+
+
+def _same_hash_keyed(record, hashed):
+    member = packed_member(record, hashed)
+    if member is not None:
+        yield member[:ph.HASHES * MEMBER.itemsize], member
+
+
+class SameHashes(beam.PTransform):
+    """RecordRef -> (their hashes, their packed members) of the images whose hashes are all identical, two or more:
+    the pictures that may be the same (``near_duplicate_confirm.SamePictures`` reads which are); ``hashed``: the
+    side input of the records' ``Hashed``."""
+
+    def __init__(self, hashed):
+        super().__init__()
         self._hashed = hashed
 
     def expand(self, records):
-        # Beam would infer the tagged output into the main output's type: both are ((hash, band, value), member).
-        keyed = records | 'BandKeys' >> beam.FlatMap(_band_outputs, self._threshold, self._hashed).with_output_types(
-            typing.Tuple[typing.Tuple[int, int, int], bytes]).with_outputs(STARS, main='bands')
-        return ((keyed[STARS] | 'GroupFirstBand' >> beam.CombinePerKey(_MembersFn(copies_once=False)),
-                 keyed.bands | 'GroupBands' >> beam.CombinePerKey(_MembersFn(copies_once=True)))
-                | 'AllBands' >> beam.Flatten()
-                | 'CompareInBand' >> beam.ParDo(_CandidatesFn(), self._threshold))
+        return (records
+                | 'HashKeys' >> beam.FlatMap(_same_hash_keyed, self._hashed)
+                | 'SameHash' >> beam.CombinePerKey(Concatenated())
+                | 'TwoOrMore' >> beam.Filter(lambda keyed: len(keyed[1]) > MEMBER.itemsize * MEMBER_FIELDS))

@@ -13,6 +13,7 @@ correlation, computed for a slice of candidates at once (``picture_check.surely_
 without the rest of the check, which ``picture_check.judge`` would refuse too.
 """
 import collections
+import hashlib
 import heapq
 
 import apache_beam as beam
@@ -24,7 +25,7 @@ from imgrec.contract.example import decode_example
 from imgrec.imaging import picture_check
 from imgrec.storage.frames import FrameReader
 from imgrec.storage.storage import given_or_default
-from imgrec.transforms.near_duplicate_candidates import Concatenated, unpacked_candidates
+from imgrec.transforms.near_duplicate_candidates import Concatenated, unpacked, unpacked_candidates
 
 # Pictures (decoded for the check) a worker keeps, 12-19 kB each (records of 64 to 224 pixels: the grey zooms'
 # levels and the JPEG), so an image in several candidates is decoded about once; and the candidates whose frames
@@ -282,3 +283,60 @@ class ConfirmCandidates(beam.PTransform):
         return (candidates
                 | 'FramesTogether' >> beam.CombinePerKey(Concatenated())
                 | 'Confirm' >> beam.ParDo(_ConfirmFn(self._storage), self._hashed))
+
+
+class _SamePicturesFn(beam.DoFn):
+    """Images whose hashes are all identical (their hashes, packed members: ``near_duplicate_candidates.SameHashes``)
+    -> links (source, source, 0, 1.0) of those whose written JPEGs are the same bytes (the encoder is deterministic:
+    the same picture at the output size), each to the first of its picture by member id: a star, which the groups
+    join whole. Frames are read PAIRS_AT_ONCE at a time and only their digests kept, however many share a hash
+    (plain pictures of one colour may be thousands). Unreadable frames link nothing."""
+
+    def __init__(self, storage=None):
+        self._storage = storage
+        self.confirmed = Metrics.counter(*counters.PAIRS_CONFIRMED)
+        self.refused = Metrics.counter(*counters.PAIRS_REFUSED)
+
+    def setup(self):
+        self._reader = None
+
+    def teardown(self):
+        if self._reader is not None:
+            self._reader.close()
+
+    def process(self, keyed, hashed):
+        members = sorted(unpacked(keyed[1]), key=lambda member: member[1])  # by member id, then frame
+        frames = [frame for _, (_, frame) in members]
+        first_of: dict[bytes, str] = {}
+        confirmed = 0
+        for start in range(0, len(frames), PAIRS_AT_ONCE):
+            chunk = frames[start:start + PAIRS_AT_ONCE]
+            if self._reader is None:
+                self._reader = FrameReader(given_or_default(hashed.files[0], self._storage))
+            refs = [(hashed.files[frame.file], frame.offset, frame.length) for frame in chunk]
+            read = self._reader.read(list(set(refs)), failures=True)
+            for ref in refs:
+                found = _source_and_jpeg(read.get(ref))
+                if found is None:
+                    continue
+                source, jpeg = found
+                first = first_of.setdefault(hashlib.sha256(jpeg).digest(), source)
+                if first != source:
+                    confirmed += 1
+                    yield (*sorted((first, source)), 0, 1.0)
+        self.confirmed.inc(confirmed)
+        self.refused.inc(max(0, len(frames) - 1 - confirmed))
+
+
+class SamePictures(beam.PTransform):
+    """(hashes, packed members) of images whose hashes are all identical -> links (source, source, 0, 1.0) of those
+    that wrote the same picture (``_SamePicturesFn``). ``hashed``: the side input of the records'
+    ``near_duplicate_candidates.Hashed``; ``storage``: as ``ConfirmCandidates``'s."""
+
+    def __init__(self, hashed, storage=None):
+        super().__init__()
+        self._hashed = hashed
+        self._storage = storage
+
+    def expand(self, buckets):
+        return buckets | 'SamePictures' >> beam.ParDo(_SamePicturesFn(self._storage), self._hashed)

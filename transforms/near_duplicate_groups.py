@@ -1,14 +1,13 @@
 """Finds groups of near-duplicate images at any scale: the pictures a confirmed link joins, together.
 
-Candidates (``imgrec.transforms.near_duplicate_candidates``): pairs within the threshold on one of their two
-perceptual hashes, found by banding; the threshold follows from the number of hashed images
-(``perceptual_hash.threshold_for``, a side input). Links (``imgrec.transforms.near_duplicate_confirm``): the
-candidates whose pictures agree, read back from the records as written.
+Candidates (``imgrec.transforms.near_duplicate_candidates``): with the ``exact`` check, images whose hashes are
+identical, linked when they wrote the same picture; with ``perceptual``, each image's few nearest by hash, linked
+when their pixels agree (``imgrec.transforms.near_duplicate_confirm``, read back from the records as written).
 
 Groups: the links are joined into connected components without gathering them (label propagation: each image takes
 the smallest label it hears, ``ROUNDS`` rounds, what is left unsettled joined by a union-find on one worker), and
 each component meets on one worker. A label is a source with its member id (``label_of``), ordered by the id as the
-band buckets order their members: the copies of one picture, linked in a star to the copy with the smallest id, then
+candidates order their members: the copies of one picture, linked in a star to the copy with the smallest id, then
 start with one label, settled before any round. A component is a group, whole: the pictures a confirmed link joins
 stay together, so copies of one picture are never cut apart by a false link elsewhere (stars did that). Only a
 component larger than ``MAX_GROUP`` is cut (``bounded_groups``): its links are taken strongest first (most similar,
@@ -26,8 +25,8 @@ import numpy as np
 from imgrec.contract.hashing import order_key, stable_hash_pair
 from imgrec.imaging import perceptual_hash as ph
 from imgrec.transforms.elements import GroupedImage
-from imgrec.transforms.near_duplicate_candidates import FindCandidates, SurveyHashed, member_id
-from imgrec.transforms.near_duplicate_confirm import ConfirmCandidates
+from imgrec.transforms.near_duplicate_candidates import EXACT, NearestHashes, SameHashes, SurveyHashed, member_id
+from imgrec.transforms.near_duplicate_confirm import ConfirmCandidates, SamePictures
 
 # Label rounds: each is a shuffle of the links (and every linked image's neighbours) and a stage of its own; what
 # they leave unsettled is joined on one worker, so fewer rounds cost a bigger (still small) gather, never a wrong
@@ -260,28 +259,29 @@ def _groups(keyed):
 
 
 class FindGroups(beam.PTransform):
-    """RecordRef -> {'nodes': (group name, Linked) for every image with a confirmed near-duplicate within
-    ``threshold``, NAMES: (None, (source, group name)) of each}; ``threshold``: a number, or a one-element
-    PCollection of it; ``hashed``: the one-element PCollection of the records' ``Hashed``
-    (``near_duplicate_candidates.SurveyHashed``), or None to survey them here. ``storage``: the storage the
-    records' frames are read through for the confirmation (the job's, with its options), or the default for
-    the path."""
+    """RecordRef -> {'nodes': (group name, Linked) for every image with a confirmed near-duplicate, NAMES: (None,
+    (source, group name)) of each}; ``check``: ``exact`` or ``perceptual`` (``near_duplicate_candidates.CHECKS``);
+    ``hashed``: the one-element PCollection of the records' ``Hashed`` (``near_duplicate_candidates.SurveyHashed``),
+    or None to survey them here. ``storage``: the storage the records' frames are read through for the confirmation
+    (the job's, with its options), or the default for the path."""
 
-    def __init__(self, threshold, hashed=None, rounds=ROUNDS, storage=None):
+    def __init__(self, check=EXACT, hashed=None, rounds=ROUNDS, storage=None):
         super().__init__()
-        self._threshold = threshold
+        self._check = check
         self._hashed = hashed  # the records' Hashed (one element), or None: surveyed here
         self._rounds = rounds
         self._storage = storage  # the storage the records' frames are read through (the job's), or the default
 
     def expand(self, records):
-        threshold = self._threshold
-        if isinstance(threshold, beam.PCollection):
-            threshold = beam.pvalue.AsSingleton(threshold)
         hashed = beam.pvalue.AsSingleton(self._hashed or records | 'SurveyHashed' >> SurveyHashed())
-        links = (records
-                 | 'Candidates' >> FindCandidates(threshold, hashed)
-                 | 'Confirm' >> ConfirmCandidates(hashed, self._storage))
+        if self._check == EXACT:
+            links = (records
+                     | 'SameHashes' >> SameHashes(hashed)
+                     | 'SamePictures' >> SamePictures(hashed, self._storage))
+        else:
+            links = (records
+                     | 'NearestHashes' >> NearestHashes(hashed)
+                     | 'Confirm' >> ConfirmCandidates(hashed, self._storage))
         state = (links
                  | 'BothEnds' >> beam.FlatMap(lambda e: [(e[0], (e[1], e[2], e[3])), (e[1], (e[0], e[2], e[3]))])
                  | 'Neighbours' >> beam.GroupByKey()

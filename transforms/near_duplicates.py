@@ -23,15 +23,17 @@ from imgrec.console.errors import BuildFailed
 from imgrec.imaging import perceptual_hash as ph
 from imgrec.imaging import picture_check
 from imgrec.versions import failed_build
-from imgrec.transforms.constants import Empty, Value
+from imgrec.transforms.constants import Empty
 from imgrec.transforms.elements import GroupedImage, Rejected
-from imgrec.transforms.near_duplicate_candidates import SurveyHashed
+from imgrec.transforms.near_duplicate_candidates import CHECKS, EXACT, NEIGHBOURS, SurveyHashed
 from imgrec.transforms.near_duplicate_groups import MAX_GROUP, NAMES, FindGroups, IndexGroups, Linked, Member, group_name
 from imgrec.transforms.splits import GROUPS, MOVES, DealSplits, split_for
 
 GROUP, REPORT, OFF = MODES
 KEEP, QUARANTINE = NEAR_DUPLICATE_CONFLICTS
 MEMBERS, REJECTED = 'members', 'rejected'
+# dataset.json's near_duplicates.check for the exact check: identical hashes, then the same JPEG written.
+SAME_PICTURE = 'same-hashes+same-jpeg/1'
 _GROUP_STATS = ('groups', 'images', 'images_moved', 'label_conflicts', 'conflicts_written_again', 'links_cut')
 _PAIR_STATS = ('pairs', 'pairs_across_splits', 'pairs_across_labels')
 
@@ -350,16 +352,16 @@ class NearDuplicates(beam.PTransform):
     'summary': one dict of counts for dataset.json, 'moves': (split, -1 or +1) for each image whose split
     is not its hash's, 'rejected': Rejected label conflicts}.
 
-    ``mode``: group, report or off; ``weights``: the splits, ((name, weight), ...); ``stratify``: deal
-    each class on its own; ``keep_published``: records' ``published_split`` is final. ``threshold``: a
-    fixed one, else the one for the number of images (``perceptual_hash.threshold_for``);
-    ``tolerance``: the percentage points a split's share may miss its weight by; ``staging_dir``: where a
-    share check that fails leaves its counts, for the failed build's report (``imgrec.versions.failed_build``),
-    through ``storage`` (the output's storage, with the job's options) when given.
+    ``mode``: group, report or off; ``check``: how they are found, ``exact`` (the same picture written) or
+    ``perceptual`` (each image's few nearest by hash, confirmed by their pixels: ``near_duplicate_groups``);
+    ``weights``: the splits, ((name, weight), ...); ``stratify``: deal each class on its own; ``keep_published``:
+    records' ``published_split`` is final. ``tolerance``: the percentage points a split's share may miss its weight
+    by; ``staging_dir``: where a share check that fails leaves its counts, for the failed build's report
+    (``imgrec.versions.failed_build``), through ``storage`` (the output's storage, with the job's options) when given.
     """
 
-    def __init__(self, mode, weights, stratify=False, keep_published=False, threshold=None, tolerance=1.0,
-                 staging_dir=None, storage=None, conflicts=KEEP, conflicts_before=None):
+    def __init__(self, mode, weights, stratify=False, keep_published=False, tolerance=1.0,
+                 staging_dir=None, storage=None, conflicts=KEEP, conflicts_before=None, check=EXACT):
         super().__init__()
         self._conflicts_before = conflicts_before  # sources the previous version quarantined as conflicts, or None
         if mode not in MODES:
@@ -367,39 +369,43 @@ class NearDuplicates(beam.PTransform):
         if conflicts not in NEAR_DUPLICATE_CONFLICTS:
             raise ValueError(f'unknown near-duplicate conflict rule {conflicts!r}; expected one of '
                              f'{", ".join(NEAR_DUPLICATE_CONFLICTS)}')
+        if check not in CHECKS:
+            raise ValueError(f'unknown near-duplicate check {check!r}; expected one of {", ".join(CHECKS)}')
         self._conflicts = conflicts
         self._mode = mode
+        self._check = check
         self._weights = tuple(weights)
         self._stratify = stratify
         self._keep_published = keep_published
-        self._threshold = threshold
         self._tolerance = tolerance
         self._staging_dir = staging_dir  # where a failed share check leaves its counts for the failed build's report
         self._storage = storage
 
-    def _describe(self, totals, threshold, pairs):
+    def _describe(self, totals, pairs):
         hashed = self._mode != OFF
+        perceptual = hashed and self._check != EXACT
         listed = [dict(zip(('source', 'label', 'split', 'other', 'other_label', 'other_split'), pair)) for pair in pairs]
         totals = dict(totals, links_cut=totals.get('links_cut', 0) // 2)
         return dict(totals, mode=self._mode, hash=ph.ALGORITHM if hashed else None,
-                    threshold=threshold if hashed else None, bands=ph.bands_for(threshold) if hashed else None,
-                    check=picture_check.ALGORITHM if hashed else None, max_group=MAX_GROUP if hashed else None,
-                    conflicts=self._conflicts, label_conflict_pairs=listed)
+                    threshold=(ph.MAX_THRESHOLD if perceptual else 0) if hashed else None,
+                    neighbours=NEIGHBOURS if perceptual else None,
+                    check=(picture_check.ALGORITHM if perceptual else SAME_PICTURE) if hashed else None,
+                    max_group=MAX_GROUP if hashed else None, conflicts=self._conflicts, label_conflict_pairs=listed)
 
-    def _checked(self, _, summary, threshold):
+    def _checked(self, _, summary):
         totals, counts, largest, pairs = summary.get(None) or _SummaryFn().create_accumulator()
         reason = check_shares(counts, self._weights, self._tolerance, largest, self._keep_published)
         if reason:
             if self._staging_dir:
                 failed_build.record(self._staging_dir, {'dealt': dict(counts)}, self._storage)
             raise BuildFailed(reason)
-        return self._describe(totals, threshold, pairs)
+        return self._describe(totals, pairs)
 
-    def _groups(self, records, threshold, hashed):
+    def _groups(self, records, hashed):
         """(records to deal, groups (name, [Member]), the GroupIndex side input of their images, rejected, [their
         stats]) before dealing."""
         quarantine = self._mode == GROUP and self._conflicts == QUARANTINE
-        found = records | 'FindGroups' >> FindGroups(threshold, hashed, storage=self._storage)
+        found = records | 'FindGroups' >> FindGroups(self._check, hashed, storage=self._storage)
         group_of = beam.pvalue.AsDict(found[NAMES] | 'IndexGroups' >> beam.CombinePerKey(IndexGroups()))
         # Nothing goes to REJECTED from here: the empty collection keep and report return.
         routed = records | 'Route' >> beam.FlatMap(_route, group_of).with_outputs(MEMBERS, REJECTED, main='records')
@@ -420,15 +426,11 @@ class NearDuplicates(beam.PTransform):
     def expand(self, records):
         pipeline, weights = records.pipeline, self._weights
         hashed = None if self._mode == OFF else records | 'SurveyHashed' >> SurveyHashed()
-        if hashed is None or self._threshold is not None:
-            threshold = pipeline | 'FixedThreshold' >> Value(self._threshold or 0)
-        else:
-            threshold = hashed | 'ThresholdForCount' >> beam.Map(lambda survey: ph.threshold_for(survey.images))
         if hashed is None:
             groups, rejected = pipeline | 'NoGroups' >> Empty(), pipeline | 'NoConflicts' >> Empty()
             group_of, conflict_stats = None, []
         else:
-            records, groups, group_of, rejected, conflict_stats = self._groups(records, threshold, hashed)
+            records, groups, group_of, rejected, conflict_stats = self._groups(records, hashed)
         if self._mode == REPORT:  # listed, not kept together: every image is dealt on its own
             dealt = {'records': records, 'groups': pipeline | 'NoneTogether' >> Empty()} | 'DealSplits' >> (
                 DealSplits(weights, self._stratify, self._keep_published))
@@ -454,7 +456,6 @@ class NearDuplicates(beam.PTransform):
         # Made once from the sums as a side input; it fails the build here, before anything is published.
         summary = (pipeline
                    | 'Once' >> beam.Impulse()
-                   | 'CheckShares' >> beam.Map(self._checked, beam.pvalue.AsDict(totals),
-                                               beam.pvalue.AsSingleton(threshold)))
+                   | 'CheckShares' >> beam.Map(self._checked, beam.pvalue.AsDict(totals)))
         return {'records': dealt['records'], 'near_duplicates': described.rows, 'summary': summary,
                 MOVES: dealt[MOVES], REJECTED: rejected}

@@ -10,6 +10,8 @@ from imgrec.contract import features as F, layout
 
 # dataset.json's near_duplicates.mode, and --near_duplicates: group them into one split, report them, or off.
 NEAR_DUPLICATE_MODES = ('group', 'report', 'off')
+# How near-duplicates are found: the same picture written (exact), or the pixel check of hash neighbours (perceptual).
+NEAR_DUPLICATE_CHECKS = ('exact', 'perceptual')
 # dataset.json's near_duplicates.conflicts, and --near_duplicate_conflicts: what a near-duplicate pair filed under two
 # labels gets. keep (the default): both images are written, in one split, and the pair is listed; quarantine: both
 # are quarantined (near_duplicate_label_conflict). A heuristic never deletes unless asked.
@@ -174,6 +176,10 @@ def readable_formats() -> str:
 def current(metadata: dict) -> dict:
     """A ``dataset.json`` document of a readable format, its fields as this format has them (``format_version``
     stays as written): every reader reads one shape, whichever release published the version."""
+    options = metadata.get('options') or {}
+    if 'near_duplicates' in options and 'near_duplicate_check' not in options:
+        # Built before --near_duplicate_check: every such version found near-duplicates by the pixel check.
+        metadata = dict(metadata, options=dict(options, near_duplicate_check=NEAR_DUPLICATE_CHECKS[1]))
     if metadata.get('format_version') != 1:
         return metadata
     options = dict(metadata.get('options') or {})
