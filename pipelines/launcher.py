@@ -30,7 +30,7 @@ from imgrec.console.errors import (
     UserError,
     build_failure_message,
 )
-from imgrec.pipelines import job_endpoint, preflight, progress, refresh
+from imgrec.pipelines import job_endpoint, preflight, progress, refresh, resume
 from imgrec.pipelines.beam_options import (
     decoders,
     is_local,
@@ -100,20 +100,25 @@ def launch(config: BuildConfig, facts: RunFacts,
         # Known from a listing, before any pipeline starts; a template runs nothing now, so it is always written.
         if not options.view_as(GoogleCloudOptions).template_location and \
                 refresh.nothing_changed(config, plan, options):
+            output.tidy(clean=config.clean, resumable=False)  # a stopped run left nothing this build needs
             return config, facts, NothingChanged(prune(config, output))
+        plan, claims = resume.take_up(config, facts, options)
+        facts = dataclasses.replace(facts, refresh=plan)
         with (internals.local_run(local_worker_count(options), config.progress) if local
               else contextlib.nullcontext()) as run:
             try:
                 pipeline = beam.Pipeline(runner=run.runner if run else None, options=options)
             except ValueError as error:  # Beam's own checks of the options (runner name, project id...)
                 raise UserError(' '.join(str(error).split())) from None
-            build_pipeline(pipeline, config, facts)
-            with build_lease(config, facts, options), shedding(config, facts, options), \
-                    failure_report(config, facts, options), \
-                    progress.Progress(pipeline, options, config.progress, config.progress_interval) as watch:
-                result = pipeline.run()
-                if not options.view_as(StandardOptions).no_wait_until_finish:
-                    watch.wait(result)
+            with resume.held(claims, output):
+                build_pipeline(pipeline, config, facts)
+                with build_lease(config, facts, options), shedding(config, facts, options), \
+                        failure_report(config, facts, options), \
+                        progress.Progress(pipeline, options, config.progress, config.progress_interval) as watch:
+                    resume.mark(config, facts, options)
+                    result = pipeline.run()
+                    if not options.view_as(StandardOptions).no_wait_until_finish:
+                        watch.wait(result)
     return config, facts, result
 
 
@@ -142,24 +147,27 @@ def build_lease(config, facts, options):
 
 @contextlib.contextmanager
 def shedding(config, facts, options):
-    """A build that fails gives back the bulk of its staging folder (``tidying.shed``: spill files, partial
-    shards) while it still holds its lease, keeping its report and quarantine list; one that ran out of space
-    says so in one line naming the space it needs and the space free. A stopped build (Ctrl-C, SIGTERM) keeps
-    its folder as it is (the next build sheds it), and one that published already is left to ``main``."""
+    """A build that runs out of space gives back the bulk of its staging folder (``tidying.shed``: spill files,
+    partial shards) while it still holds its lease, keeping its report and quarantine list, so a full disk never
+    blocks its own rerun, and says so in one line naming the space it needs and the space free. Any other failure,
+    and a stop (Ctrl-C, SIGTERM), keeps the folder as it is: the next run of the same command takes up its
+    records (``imgrec.pipelines.resume``), any other build's cleanup sheds it. One that published already is left
+    to ``main``."""
     try:
         yield
     except BaseException as error:
         if isinstance(error, KeyboardInterrupt) or was_interrupted(error) or terminated():
             raise
-        message = None
+        message, full = None, out_of_space(error)
+        if not full:
+            raise
         try:
             output = after_failure_output(facts)
             if output.state_after_failure(config.version, facts.created) == tidying.UNPUBLISHED:
                 staging = facts.staging_dir(config)
                 written = staged_bytes(staging, output.storage)
                 tidying.shed(staging, output.storage)
-                full = out_of_space(error)
-                message = space_message(config, facts, output, written, full) if full else None
+                message = space_message(config, facts, output, written, full)
         except Exception:  # pylint: disable=broad-except  # the failure's own line matters more than the shedding
             logging.getLogger(__name__).info('could not shed the staging folder', exc_info=True)
         if message is None:

@@ -13,6 +13,9 @@ class RefreshPlan:
     same_splits: bool = False     # the same --splits: its images' splits can be kept (near-duplicate groups)
     published_dir: str | None = None     # that version's folder, when its images keep their splits (no --resplit)
     published_document: dict | None = None  # its dataset.json then
+    stopped: tuple[str, ...] = ()        # the staging folders of stopped runs of this build it takes records up from
+    stopped_at: str | None = None        # when the last of them was last written (UTC)
+    resume_from: tuple[str, ...] = ()    # their spill files
 
     @property
     def keeps_published(self) -> bool:
@@ -29,5 +32,9 @@ class RefreshPlan:
 
     def describe(self) -> dict:
         """The ``refresh`` object of dataset.json, less the counts the job adds."""
-        return {'previous': self.previous, 'mode': 'incremental' if self.incremental else 'full',
-                'full_reason': self.full_reason}
+        described = {'previous': self.previous, 'mode': 'incremental' if self.incremental else 'full',
+                     'full_reason': self.full_reason}
+        if self.stopped:  # the job adds its counts ('images', 'refused')
+            described['resumed'] = {'stopped_at': self.stopped_at, 'from': [path.rstrip('/').rsplit('/', 1)[-1]
+                                                                           for path in self.stopped]}
+        return described

@@ -141,6 +141,21 @@ def _ignored_lines(ignored_files):
                if more > 0 else '')]
 
 
+def resumed_lines(resumed, inputs):
+    """'  resumed: 14000 of 20000 images from the build stopped at <time>; 3 spilled records refused (2 cut_short,
+    1 source_changed)' of dataset.json's ``refresh.resumed`` (imgrec.transforms.resumed), when the build took up
+    a stopped run of itself."""
+    if not resumed:
+        return []
+    refused = resumed.get('refused') or {}
+    line = (f"  resumed: {resumed.get('images', 0)} of {inputs} images from the build stopped at "
+            f"{resumed.get('stopped_at')}")
+    if refused:
+        line += (f"; {_count(sum(refused.values()), 'spilled record')} refused ("
+                 + ', '.join(f'{count} {reason}' for reason, count in sorted(refused.items())) + ')')
+    return [line]
+
+
 def single_class(document):
     """Whether the version holds one class only (dataset.json's labels): every image gets the same label."""
     return len(document.get('labels') or ()) == 1
@@ -162,6 +177,7 @@ def summary(config, output):
                      f"decoded ({refreshed['new']} new, {refreshed['changed']} changed"
                      + (f", {damaged} damaged in {refreshed['previous']}" if damaged else '') +
                      f"), {refreshed['removed']} removed")
+    lines.extend(resumed_lines(refreshed.get('resumed'), counts['inputs']))
     kept_settings = carried_line(config, refreshed.get('previous'))
     if kept_settings:
         lines.append(kept_settings)

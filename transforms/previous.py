@@ -283,14 +283,17 @@ class ReuseCheck:
     it against damage; only a frame written on purpose with other pixels under the same names passes).
     """
 
-    def __init__(self, previous_dir: str, options, storage: Storage):
-        self._prefix = previous_dir.rstrip('/') + '/'
+    def __init__(self, previous_dir: str | None, options, storage: Storage, stopped=()):
+        # The previous version's folder, and the staging folders of stopped runs of this build (a rerun takes
+        # their spilled records up: imgrec.transforms.resumed).
+        self._prefixes = tuple(folder.rstrip('/') + '/' for folder in (previous_dir, *stopped) if folder)
         self._options = options  # RecordOptions: the previous version's, or there is no reuse
         self._storage = storage  # hands on the storage of each source (Storage.for_path)
 
     def copies(self, record):
-        """Whether ``record``'s frame lies in the previous version (else in this build's own spill files)."""
-        return record.payload_file is not None and record.payload_file.startswith(self._prefix)
+        """Whether ``record``'s frame lies in the previous version or a stopped run's staging folder (else in this
+        build's own spill files)."""
+        return record.payload_file is not None and record.payload_file.startswith(self._prefixes)
 
     def problem(self, record, frame):
         """Why ``frame`` (bytes, or the exception reading them) is not ``record``'s frame; None when it is."""

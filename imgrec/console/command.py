@@ -19,6 +19,7 @@ import sys
 import tempfile
 import traceback
 
+from imgrec.console import supervisor
 from imgrec.console.errors import CommandError
 from imgrec.console.held_stderr import NotHeld, held_stderr
 
@@ -112,13 +113,18 @@ def was_interrupted(error):
 
 class _Sigterm:
     """SIGTERM turned into a KeyboardInterrupt in the main thread, so that the command stops as Ctrl-C stops it
-    and says what it left (``terminated``); ``received`` tells the two apart afterwards."""
+    and says what it left (``terminated``); ``received`` tells the two apart afterwards, ``count`` is how many
+    reached this process."""
     received = False
+    count = 0
 
 
 def _on_sigterm(number, frame):  # pylint: disable=unused-argument
-    if _Sigterm.received:  # a second SIGTERM: nothing more to wait for
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    _Sigterm.count += 1
+    if _Sigterm.received:
+        if supervisor.sigterm_events(_Sigterm.count) < 2:  # one sent to the group, passed on by the parent too
+            return
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM: nothing more to wait for
         os.kill(os.getpid(), signal.SIGTERM)
         return
     _Sigterm.received = True
@@ -137,7 +143,8 @@ def sigterm_as_interrupt():
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, before)
+        if not _Sigterm.received:  # else a SIGTERM passed on late must not end the stop's own line
+            signal.signal(signal.SIGTERM, before)
 
 
 def terminated():

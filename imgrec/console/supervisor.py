@@ -15,6 +15,7 @@ to the parent are passed on, Ctrl-C reaches both (the parent ignores it and lets
 child that stops itself (SIGSTOP) stops the parent too, until a SIGCONT resumes both.
 """
 import ctypes
+import mmap
 import os
 import signal
 import sys
@@ -23,6 +24,10 @@ import warnings
 
 held_file = None  # in a supervised child: the file descriptor of the unnamed file held_stderr keeps fd 2 in
 _held_stream = None  # the child's reference to that file, which keeps it open
+# The SIGTERMs the parent passed on, counted in memory both processes share: a SIGTERM to the whole process group
+# (systemd's stop, kill -- -PGID) reaches the child twice, once from the sender and once passed on, and the child
+# must take that for one (``sigterm_events``), not for the second SIGTERM that ends it at once.
+_passed_on = mmap.mmap(-1, 8)
 _PR_SET_PDEATHSIG = 1
 _FORWARDED = (signal.SIGTERM, signal.SIGHUP)
 # What a signal most likely means, for the line.
@@ -112,10 +117,20 @@ def signal_cause(number):
 
 
 def _signal(pid, number):
+    if number == signal.SIGTERM:
+        _passed_on[:8] = (int.from_bytes(_passed_on[:8], 'little') + 1).to_bytes(8, 'little')
     try:
         os.kill(pid, number)
     except ProcessLookupError:  # it has just ended: waitpid tells how
         pass
+
+
+def sigterm_events(received):
+    """How many times SIGTERM was sent, for a process that ``received`` it that many times: the parent's passed-on
+    ones and the rest (sent to the child itself, or to the group) each count, and one sent to the group reaches
+    the child both ways (the parent counts before it passes one on)."""
+    passed_on = int.from_bytes(_passed_on[:8], 'little')
+    return max(passed_on, received - passed_on)
 
 
 def _name(number):

@@ -404,13 +404,14 @@ def resolve_leased(resolve: Callable[[], Any], where: Callable[[Any], tuple[str,
     raise AssertionError('unreachable')
 
 
-def take_over(storage: LeaseStorage, output: str, entry: Found) -> Lease | None:
+def take_over(storage: LeaseStorage, output: str, entry: Found, token: str | None = None) -> Lease | None:
     """Makes the dead lease ``entry`` (a ``Found``) this process's, so it can finish the job the lease
-    names; None when the lease is live, gone, or already someone else's."""
+    names (``token``: what it is written with, a cleanup's by default); None when the lease is live, gone, or
+    already someone else's."""
     lease = entry.lease or {}
     target = lease.get('target') if isinstance(lease.get('target'), str) else None
     taken = Lease(storage, output, entry.kind, target, entry.id)
-    taken.token = f'cleanup-{new_id()}'
+    taken.token = token or f'cleanup-{new_id()}'
     with storage.locked(output):
         data, generation = _read(storage, entry.path)
         if data is None or data != entry.data or is_live(parse(data)):

@@ -59,9 +59,9 @@ class Output:
         with staging_folder.build_lease(self.root, staging_dir, detached, self.storage) as lease:
             yield lease
 
-    def tidy(self, clean: bool = False) -> Tidied:
+    def tidy(self, clean: bool = False, resumable: bool = True) -> Tidied:
         """Before a build: what killed builds and prunings left, finished or removed (``tidying.tidy``)."""
-        return tidying.tidy(self.root, clean, self.storage)
+        return tidying.tidy(self.root, clean, self.storage, resumable)
 
     def refuse_published(self, version: str, recorded: Mapping[str, Any]) -> bool:
         """Before a build, after ``tidy``: a published ``version`` refused, unless a rerun of its build

@@ -13,9 +13,9 @@ from typing import Any
 
 from imgrec.console.errors import BuildFailed
 from imgrec.contract import layout, shard_check
-from imgrec.storage import leases
+from imgrec.storage import leases, resumption
 from imgrec.storage.crash_points import crash_point
-from imgrec.storage.folder_io import delete_tree, each, read_or_none, sizes
+from imgrec.storage.folder_io import delete_tree, each, name_of, read_or_none, sizes
 from imgrec.storage.latest import latest_version
 from imgrec.storage.publication import Publication
 from imgrec.storage.staging import check_lease, own_lease, release_build_lease
@@ -74,7 +74,11 @@ def _check_promotion(storage: Storage, publication: Publication, listed: Mapping
     if storage.exists(layout.join(publication.version_dir, layout.DATASET_JSON)):
         raise BuildFailed(f'version folder {publication.version_dir} was published by another build meanwhile')
     own = own_lease(output, staging_dir, storage).path
-    others = leases.live(leases.read_all(storage, output), exclude={own})
+    found = leases.read_all(storage, output)
+    # The leases of this build: its own, and those on the stopped runs of it that it takes up.
+    claimed = resumption.claim_token(layout.staging_build_id(name_of(staging_dir)))
+    others = leases.live(found, exclude={own, *(entry.path for entry in found
+                                                if entry.lease and entry.lease.get('token') == claimed)})
     if version in others.building or version in others.pruning:
         raise BuildFailed(f'another build is writing or deleting version {version} in {output} now (see '
                           f'{leases.folder(output)}); this version was left unpublished: pass another --version')
@@ -138,6 +142,8 @@ def promote(publication: Publication) -> Publication:
         delete_tree(publication.staging_dir, publication.storage)  # gs://: a cleanup cut short; else nothing
         return dataclasses.replace(publication, earlier_run=by == EARLIER_RUN)
     crash_point('publish:before_promote')
+    # No rerun takes anything up from here now (its marker goes first), and a version holds neither.
+    publication.storage.delete(layout.join(publication.staging_dir, resumption.MARKER))
     delete_tree(layout.join(publication.staging_dir, layout.SPILL_DIR), publication.storage)
     if publication.storage.remote:
         _promote_by_copy(publication)

@@ -14,7 +14,7 @@ from typing import Any
 
 from imgrec.console.errors import UserError
 from imgrec.contract import layout, metadata, version_ref
-from imgrec.storage import leases, storage as storage_lib
+from imgrec.storage import leases, resumption, storage as storage_lib
 from imgrec.storage.folder_io import delete_tree, each, name_of, read_or_none, sizes
 from imgrec.storage.latest import finish_latest, latest_version
 from imgrec.storage.retention import DELETED, prune_version, published_versions
@@ -139,19 +139,24 @@ class Tidied:
     published: tuple[str, ...] = ()
 
 
-def tidy(output: str, clean: bool = False, storage: Storage | None = None) -> Tidied:
+def tidy(output: str, clean: bool = False, storage: Storage | None = None, resumable: bool = True) -> Tidied:
     """Before a build: finishes the jobs of dead leases (a killed build's staging folder and half-promoted
     version, or its published version that LATEST does not name yet; an interrupted pruning), then
     removes the staging folders that no lease names, which failed builds (or builds older than leases)
     left: those last written before the newest version was published, or all of them with ``clean``.
-    Never anything a live lease names. Returns ``Tidied``."""
+    Never anything a live lease names. With ``resumable`` (and not ``clean``), a stopped build's staging
+    folder that a rerun may take up (``resumption.marked``) is left as it is, its dead lease too: the build
+    claims it or runs this again without ``resumable``. Returns ``Tidied``."""
     storage = storage_lib.given_or_default(output, storage)
     staging = staging_folders(output, storage)  # before the leases: a build takes its lease before it writes
     found = leases.read_all(storage, output)
     named = {entry.lease['target'] for entry in found if entry.kind == layout.BUILD_LEASE and entry.lease}
+    left = ({name_of(folder) for _, folder in staging if resumption.marked(folder, storage)}
+            if resumable and not clean else set())
     removed, pruned, published = 0, [], []
     for entry in found:
-        if leases.is_live(entry.lease):
+        if leases.is_live(entry.lease) or (entry.kind == layout.BUILD_LEASE and entry.lease
+                                           and entry.lease.get('target') in left):
             continue
         lease = leases.take_over(storage, output, entry)
         if lease is None:
@@ -168,7 +173,7 @@ def tidy(output: str, clean: bool = False, storage: Storage | None = None) -> Ti
                     pruned.append(lease.target)
     published_at = max((when for when, _ in published_versions(output, storage)), default=None)
     for last_written, folder in staging:
-        if name_of(folder) in named:
+        if name_of(folder) in named or name_of(folder) in left:
             continue
         if clean or (published_at is not None and last_written < published_at):
             delete_tree(folder, storage)
