@@ -90,14 +90,20 @@ def _peak_decode_bytes(path, target_side):
     return json.loads(result.stdout)
 
 
-# Worst cases of each decoder path, 3000x3000: palette + transparency (three buffers), CMYK, 16-bit, RGBA WebP.
+# Worst cases of each decoder path, 3000x3000: palette + transparency (three buffers), CMYK, 16-bit, and RGBA
+# in each format whose codec keeps a copy of its own (encoded at their fastest settings).
 _SIDE = 3000
+_RGBA = ((255, 0, 0, 255), (0, 0, 0, 0), (0, 0, 255, 128), (0, 255, 0, 255))
 _BIG = {
     'palette.png': lambda: (torture.palette_image(torture.quadrants(_SIDE, _SIDE), 1)[0], 'PNG', {'transparency': 1}),
     'cmyk.tif': lambda: (torture.quadrants(_SIDE, _SIDE).convert('CMYK'), 'TIFF', {}),
     'grey16.png': lambda: (torture.quadrants(_SIDE, _SIDE, (0, 30000, 50000, 65535), 'I;16'), 'PNG', {}),
-    'rgba.webp': lambda: (torture.quadrants(_SIDE, _SIDE, ((255, 0, 0, 255), (0, 0, 0, 0), (0, 0, 255, 128),
-                                                            (0, 255, 0, 255)), 'RGBA'), 'WEBP', {'quality': 50}),
+    'rgba.webp': lambda: (torture.quadrants(_SIDE, _SIDE, _RGBA, 'RGBA'), 'WEBP', {'quality': 50}),
+    'rgba.avif': lambda: (torture.quadrants(_SIDE, _SIDE, _RGBA, 'RGBA'), 'AVIF', {'quality': 50, 'speed': 10}),
+    'rgba.heic': lambda: (torture.quadrants(_SIDE, _SIDE, _RGBA, 'RGBA'), 'HEIF',
+                          {'quality': 10, 'enc_params': {'preset': 'ultrafast'}}),
+    'rgba.jxl': lambda: (torture.quadrants(_SIDE, _SIDE, _RGBA, 'RGBA'), 'JXL', {'quality': 50, 'effort': 1}),
+    'rgba.jp2': lambda: (torture.quadrants(_SIDE, _SIDE, _RGBA, 'RGBA'), 'JPEG2000', {}),
     'cmyk.jpg': lambda: (torture.quadrants(_SIDE, _SIDE).convert('CMYK'), 'JPEG', {}),
 }
 # Python's own allocations while decoding (the interpreter, the modules' first use) on top of the pixels.
@@ -111,7 +117,7 @@ def test_decoding_stays_within_the_documented_memory_bound(name, tmp_path):
     image.save(path, fmt, **options)
     del image
     measured = _peak_decode_bytes(path, _SIDE)  # full-size decode: no draft, the worst case
-    per_pixel = image_ops.WEBP_BYTES_PER_PIXEL if fmt == 'WEBP' else image_ops.BYTES_PER_PIXEL
+    per_pixel = image_ops.CODEC_BYTES_PER_PIXEL.get(fmt, image_ops.BYTES_PER_PIXEL)
     assert measured['peak_bytes'] <= per_pixel * _SIDE * _SIDE + _SLACK, measured
 
 

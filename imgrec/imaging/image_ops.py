@@ -53,13 +53,12 @@ def encoder():
 
 # Memory bound: decoding one image holds at most about BYTES_PER_PIXEL bytes per header pixel at once,
 # plus its file: the decoded buffer and one converted copy (Pillow keeps RGB, RGBA, LA and CMYK at 4 bytes
-# a pixel, 16-bit grey at 2, P and L at 1). libwebp keeps its own copy, so WebP needs twice that, and so do
-# the codecs of CODEC_COPY_FORMATS. With
-# --max_pixels at its default that is ~1 GB an image (2 GB for WebP); a JPEG decoded with draft needs
+# a pixel, 16-bit grey at 2, P and L at 1). The codecs of CODEC_BYTES_PER_PIXEL keep their own copy: libwebp,
+# libavif, libheif and jxl-oxide about as much again, OpenJPEG 4 bytes a sample (16 a pixel with alpha). With
+# --max_pixels at its default that is ~1 GB an image (2 GB for WebP, 2.8 GB for JPEG 2000); a JPEG decoded with draft needs
 # that divided by the square of its DCT scale (up to 64x less). tests/test_image_formats.py measures it.
 BYTES_PER_PIXEL = 10
-WEBP_BYTES_PER_PIXEL = 20
-CODEC_COPY_FORMATS = ('WEBP', 'AVIF', 'HEIF', 'JXL', 'JPEG2000')
+CODEC_BYTES_PER_PIXEL = {'WEBP': 20, 'AVIF': 20, 'HEIF': 20, 'JXL': 20, 'JPEG2000': 28}
 # Our cap (checked from the header, configurable) replaces Pillow's global decompression-bomb limit.
 Image.MAX_IMAGE_PIXELS = None
 RESAMPLE = Image.Resampling.BILINEAR
