@@ -16,6 +16,7 @@ import struct
 import typing
 import zlib
 
+import pillow_heif
 from PIL import Image, ImageCms
 
 from imgrec.contract.reasons import (
@@ -119,6 +120,17 @@ def _rgb16_quadrants(width, height):
     top = pixel(RED) * (width // 2) + pixel(GREEN) * (width - width // 2)
     bottom = pixel(BLUE) * (width // 2) + pixel(YELLOW) * (width - width // 2)
     return [top] * (height // 2) + [bottom] * (height - height // 2)
+
+
+def _ten_bit_heic(width, height):
+    """A 10-bit HEIC of the quadrants, lossless, as a phone's HDR photo stores its pixels."""
+    rows = b''.join(b''.join(struct.pack('<3H', *(value * 257 for value in colour)) * half
+                             for colour, half in ((left, width // 2), (right, width - width // 2)))
+                    for left, right, count in ((RED, GREEN, height // 2), (BLUE, YELLOW, height - height // 2))
+                    for _ in range(count))
+    out = io.BytesIO()
+    pillow_heif.from_bytes(mode='RGB;16', size=(width, height), data=rows).save(out, quality=-1)
+    return out.getvalue()
 
 
 def _bomb(side):
@@ -256,6 +268,7 @@ def corpus():
         written('format=AVIF', 'mode=RGBA', 'alpha_composited', colours=checks((RED, WHITE, half_blue, YELLOW))))
     add('alpha/animated.avif', _without_times(_animation(upright, 'AVIF', quality=90)), written('format=AVIF', 'mode=RGB', 'animated'))
     add('alpha/IMG_0001.HEIC', _encode(upright, 'HEIF', quality=90), written('format=HEIF', 'mode=RGB'))
+    add('alpha/ten_bit.heic', _ten_bit_heic(96, 64), written('format=HEIF', 'mode=RGB'))
     add('alpha/burst.heic', _animation(upright, 'HEIF', quality=90), written('format=HEIF', 'mode=RGB', 'animated'))
     add('alpha/photo.jxl', _encode(upright, 'JXL', quality=95), written('format=JXL', 'mode=RGB', 'icc_srgb'))
     add('alpha/scan.jp2', _encode(upright, 'JPEG2000'), written('format=JPEG2000', 'mode=RGB'))
