@@ -111,17 +111,23 @@ def test_a_build_out_of_space_says_what_it_needs_gives_the_space_back_and_the_re
     assert not [name for name in os.listdir(output) if layout.is_staging_name(name)]
 
 
-def test_a_failed_build_keeps_only_its_report_and_quarantine_list(noisy, tmp_path, capfd):
+def test_a_failed_build_keeps_its_folder_for_its_rerun_and_another_build_sheds_it(noisy, tmp_path, capfd):
+    """Not a full disk: the folder stays whole, so the same command again takes up its records; a build of other
+    options is not its rerun, and its cleanup gives back the bulk, keeping the report and the quarantine list."""
     images = tmp_path / 'images'
     (images / 'a').mkdir(parents=True)
     for i in range(3):
         os.symlink(noisy / 'a' / f'{i}.png', images / 'a' / f'{i}.png')
         (images / 'a' / f'bad_{i}.jpg').write_bytes(b'<html>not an image</html>')
     output = tmp_path / 'out'
-    assert build_dataset.main(['--input', str(images), '--output', str(output), *OPTIONS, '--splits', 'train=100',
-                               '--num_shards', 'train=1', '--version', 'v1']) == 1
+    argv = ['--input', str(images), '--output', str(output), *OPTIONS, '--splits', 'train=100', '--num_shards',
+            'train=1']
+    assert build_dataset.main([*argv, '--version', 'v1']) == 1
     assert 'over --max_error_rate' in capfd.readouterr().err
     [staging] = [name for name in os.listdir(output) if layout.is_staging_name(name)]
+    assert (output / staging / layout.SPILL_DIR).is_dir()
+    assert build_dataset.main([*argv, '--version', 'v2', '--max_error_rate', '1']) == 0
+    assert 'not resuming the build stopped at' in capfd.readouterr().out
     assert sorted(os.listdir(output / staging)) == sorted(
         {layout.REPORT_HTML, layout.QUARANTINE_JSONL, layout.BUILD_FAILURE_JSON} | (
             {layout.DUPLICATES_JSONL} if (output / staging / layout.DUPLICATES_JSONL).exists() else set()))
@@ -194,16 +200,19 @@ def test_a_version_published_whose_latest_could_not_move_is_finished_by_the_same
         os.remove(noisy / 'b' / 'new.png')
 
 
-def test_a_failed_build_on_gcs_keeps_only_its_report_and_quarantine_list(gcs_emulator, noisy, tmp_path, capfd):
+def test_a_failed_build_on_gcs_keeps_its_folder_for_its_rerun_and_another_build_sheds_it(gcs_emulator, noisy,
+                                                                                          tmp_path, capfd):
     bucket = gcs_emulator.create_bucket('failed-shed')
     images = f'{bucket}/images'
     gcs_emulator.upload_folder(noisy / 'a', f'{images}/a')
     for i in range(8):
         gcs_emulator.upload_bytes(f'{images}/a/bad_{i}.jpg', b'<html>not an image</html>')
     output = f'{bucket}/out'
-    assert build_dataset.main(['--input', images, '--output', output, *OPTIONS, '--splits', 'train=100',
-                               '--num_shards', 'train=1', '--version', 'v1']) == 1
+    argv = ['--input', images, '--output', output, *OPTIONS, '--splits', 'train=100', '--num_shards', 'train=1']
+    assert build_dataset.main([*argv, '--version', 'v1']) == 1
     assert 'over --max_error_rate' in capfd.readouterr().err
+    assert any(f'/{layout.SPILL_DIR}/' in url for url in gcs_emulator.list(f'{output}/'))
+    assert build_dataset.main([*argv, '--version', 'v2', '--max_error_rate', '1']) == 0
     names = {url[len(output) + 1:] for url in gcs_emulator.list(f'{output}/')}
     [staging] = {name.split('/')[0] for name in names if layout.is_staging_name(name.split('/')[0])}
     left = {name.split('/', 1)[1] for name in names if name.startswith(staging + '/')}

@@ -122,14 +122,17 @@ def test_a_failed_build_leaves_its_spill_files_out_of_every_version(sample_image
     staging = [name for name in names if layout.is_staging_name(name)]
     assert names == sorted([layout.LATEST, 'v1', *staging]) and len(staging) == 1
     assert staging[0].startswith('v2' + layout.STAGING_MARK)
-    # Spilled, then given back as the build failed (tidying.shed): its report and lists stay.
-    assert not os.path.exists(os.path.join(output, staging[0], layout.SPILL_DIR))
+    # Kept whole as the build failed (not for a full disk): the same command again takes its records up.
+    assert os.path.exists(os.path.join(output, staging[0], layout.SPILL_DIR))
     assert layout.QUARANTINE_JSONL in os.listdir(os.path.join(output, staging[0]))
     assert not os.path.exists(os.path.join(output, 'v2'))
     assert not os.path.exists(os.path.join(output, 'v1', layout.SPILL_DIR))
-    # The next build of that version is not refused: it was never published (--force: nothing changed).
+    # The next build of that version is not refused: it was never published (--force: nothing changed). Another
+    # input, so not the same build: its cleanup gives back the failed one's bulk (tidying.shed).
     build(sample_images, tmp_path / 'out', '--version', 'v2', '--force')
     assert (tmp_path / 'out' / layout.LATEST).read_text() == 'v2\n'
+    assert not os.path.exists(os.path.join(output, staging[0], layout.SPILL_DIR))
+    assert not os.path.exists(os.path.join(output, 'v2', layout.SPILL_DIR))
 
 
 def test_a_record_crosses_beam_and_pickle_unchanged():

@@ -1,0 +1,120 @@
+"""A build killed part way, then the same command again, against a build that never stopped, in the same run.
+
+    python benchmarks/resume.py [--images 20000] [--at 0.7] [--whole]
+
+Builds the corpus (``harness.corpus``) once without stopping (the baseline), then the same command into another
+output, killed (SIGKILL to its whole process group) once its spill files hold ``--at`` of the bytes the baseline's
+shards hold (about that share of the images encoded), then the same command again: the rerun takes up what the
+killed build spilled and decodes the rest. With ``--whole``, also a build killed just before promotion (every
+image spilled) and its rerun: what a rerun costs when it decodes nothing (start-up, the scan of the spill files
+and the checks, the steps after decoding). Every build runs as a user runs it (``python -m
+imgrec.pipelines.build_dataset``, DirectRunner with a worker per core), timed from process start to exit, with the
+peak memory of the process tree; the rerun's shards and index are compared byte for byte with the baseline's.
+"""
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from harness import ROOT, corpus, job  # noqa: E402
+from imgrec.contract import layout  # noqa: E402
+from imgrec.storage import crash_points  # noqa: E402
+
+
+def _bytes_below(folder, keep):
+    total = 0
+    for where, _, files in os.walk(folder):
+        total += sum(os.path.getsize(os.path.join(where, name)) for name in files if keep(name))
+    return total
+
+
+def _spilled(output):
+    if not os.path.isdir(output):
+        return 0
+    return sum(_bytes_below(os.path.join(output, name, layout.SPILL_DIR), lambda _: True)
+               for name in os.listdir(output) if layout.is_staging_name(name))
+
+
+def killed_at(options, output, spill_bytes):
+    """Runs the build, and kills its process group once its spill files hold ``spill_bytes``; returns the seconds
+    it ran."""
+    start = time.perf_counter()
+    build = subprocess.Popen([sys.executable, '-m', 'imgrec.pipelines.build_dataset', *options], cwd=ROOT,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    while _spilled(output) < spill_bytes:
+        if build.poll() is not None:
+            raise SystemExit(f'the build ended (status {build.returncode}) before it spilled {spill_bytes} bytes')
+        time.sleep(0.05)
+    os.killpg(build.pid, signal.SIGKILL)
+    build.wait()
+    return time.perf_counter() - start
+
+
+def published(version_dir):
+    """{name: bytes} of the shards and the index of a version."""
+    found = {}
+    for where, _, files in os.walk(version_dir):
+        for name in files:
+            relative = os.path.relpath(os.path.join(where, name), version_dir)
+            if relative.endswith('.tfrecord') or relative.startswith(layout.INDEX_DIR + '/'):
+                with open(os.path.join(where, name), 'rb') as stream:
+                    found[relative] = stream.read()
+    return found
+
+
+def resumed(output):
+    with open(os.path.join(output, 'v1', layout.DATASET_JSON), encoding='utf-8') as stream:
+        return json.load(stream)['refresh']['resumed']
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('--images', type=int, default=20000)
+    parser.add_argument('--at', type=float, default=0.7, help='share of the images encoded when the build is killed')
+    parser.add_argument('--image_size', default='224')
+    parser.add_argument('--whole', action='store_true', help='also a rerun after a kill just before promotion')
+    args = parser.parse_args()
+    images = corpus(args.images)
+    work = tempfile.mkdtemp(prefix='resume-bench-')
+    try:
+        def options(output):
+            return ['--input', images, '--output', output, '--image_size', args.image_size, '--version', 'v1']
+
+        baseline_out, stopped_out, whole_out = (os.path.join(work, name) for name in ('baseline', 'stopped', 'whole'))
+        baseline = job(options(baseline_out))
+        shards = _bytes_below(os.path.join(baseline_out, 'v1'), lambda name: name.endswith('.tfrecord'))
+        ran = killed_at(options(stopped_out), stopped_out, args.at * shards)
+        rerun = job(options(stopped_out))
+        taken = resumed(stopped_out)
+        same = published(os.path.join(stopped_out, 'v1')) == published(os.path.join(baseline_out, 'v1'))
+        print(f"{args.images} photos -> {args.image_size}; killed after {ran:.1f} s at {args.at:.0%} of the shards' "
+              f'bytes spilled')
+        print(f"uninterrupted: {baseline['seconds']:7.1f} s, peak memory {baseline['peak_tree'] / 2**20:.0f} MB")
+        print(f"rerun:         {rerun['seconds']:7.1f} s = {rerun['seconds'] / baseline['seconds']:.2f} of the "
+              f"uninterrupted build, peak memory {rerun['peak_tree'] / 2**20:.0f} MB; took up {taken['images']} of "
+              f"{args.images} images, refused {taken['refused'] or 'none'}")
+        print(f'same shards and index as the uninterrupted build: {same}')
+        if args.whole:
+            status = subprocess.run([sys.executable, '-m', 'imgrec.pipelines.build_dataset', *options(whole_out)],
+                                    cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False,
+                                    env=dict(os.environ, **{crash_points.CRASH_AT: 'publish:before_promote'}))
+            assert status.returncode == 137, status
+            nothing_left = job(options(whole_out))
+            print(f"rerun with every image spilled (decodes none): {nothing_left['seconds']:7.1f} s = "
+                  f"{nothing_left['seconds'] / baseline['seconds']:.2f} of the uninterrupted build; took up "
+                  f"{resumed(whole_out)['images']}")
+        if not same:
+            raise SystemExit('the rerun published other shards or another index than the uninterrupted build')
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == '__main__':
+    main()
