@@ -1,12 +1,11 @@
 """Near-duplicate grouping measured alone, in memory, at scale: does the largest group stay bounded as the
 number of images grows?
 
-    python -m benchmarks.near_duplicate_groups [--hashes 100000,1000000] [--one_style 2000,20000] [--seed 0]
+    python -m benchmarks.near_duplicate_groups [--hashes 20000,100000] [--one_style 2000,20000] [--seed 0]
 
-The grouping is ``imgrec.transforms.near_duplicate_groups``'s rule, run here with the module's own pure
-functions and no Beam: every hash is cut into ``threshold + 1`` bands (``perceptual_hash.band_edges``);
-for each band the hashes are bucketed by band value (a numpy sort); each bucket of two or more goes to
-``pairs_in_bucket`` (its all-pairs compare is ``perceptual_hash.pairs_within``); each candidate is a
+The grouping is ``imgrec.transforms.near_duplicate_groups``'s rule with the perceptual check, run here with the
+module's own pure functions and no Beam: each image proposes its ``NEIGHBOURS`` nearest within the threshold
+(``imgrec.imaging.hash_neighbours``, every pair's popcount: the square of the images); each candidate is a
 link only if ``picture_check.same_picture`` agrees on the two pictures (here each image's colour field,
 enlarged: ``_picture``; a build reads and decodes the written records instead); links are joined into
 connected components (``join_labels``, the module's union-find), each component a group unless it is
@@ -49,7 +48,8 @@ sys.path.insert(0, ROOT)
 
 from imgrec.imaging import perceptual_hash as ph  # noqa: E402
 from imgrec.imaging import picture_check  # noqa: E402
-from imgrec.transforms.near_duplicate_candidates import pairs_in_bucket  # noqa: E402
+from imgrec.imaging import hash_neighbours  # noqa: E402
+from imgrec.transforms.near_duplicate_candidates import NEIGHBOURS  # noqa: E402
 from imgrec.transforms.near_duplicate_groups import bounded_groups, join_labels  # noqa: E402
 
 PLANTED_SHARE = 0.01
@@ -195,47 +195,25 @@ def _saved(image, quality):
 
 # -- the grouping, in memory -----------------------------------------------------------------------------
 
-def band_buckets(hashes, threshold):
-    """(hash, band, indices) of every band bucket of two or more images, for each of their hashes (columns of
-    ``hashes``): the band's values sorted (numpy)."""
-    hashes = np.asarray(hashes, dtype=np.uint64).reshape(len(hashes), -1)
-    for index in range(hashes.shape[1]):
-        for band, (start, stop) in enumerate(ph.band_edges(ph.bands_for(threshold))):
-            values = (hashes[:, index] >> np.uint64(ph.BITS - stop)) & np.uint64((1 << (stop - start)) - 1)
-            order = np.argsort(values, kind='stable')
-            cuts = np.flatnonzero(np.diff(values[order])) + 1
-            for first, last in zip(np.concatenate(([0], cuts)).tolist(),
-                                   np.concatenate((cuts, [len(order)])).tolist()):
-                if last - first > 1:
-                    yield index, band, order[first:last]
-
-
 def group_in_memory(sources, hashes, thumbnails, threshold, timings=None):
     """The grouping of ``imgrec.transforms.near_duplicate_groups`` without Beam. ``sources``: names; ``hashes``:
     a uint64 array, one row of ``perceptual_hash.HASHES`` an image (or one hash an image); ``thumbnails``: the colour fields, _BYTES bytes (or uint8 rows) each, in the same order.
 
     Returns a dict: ``leader_of`` {source: leader} of every linked image (what ``FindGroups`` yields as
     Node.group), ``candidates`` [(a, b, distance)], ``links`` (the confirmed ones), ``components``
-    [[source, ...]] and ``compared`` (pairs compared in band buckets). ``timings``: a dict to which CPU
+    [[source, ...]] and ``compared`` (pairs of hashes compared). ``timings``: a dict to which CPU
     seconds of each phase are added."""
     timings = {} if timings is None else timings
     hashes = np.asarray(hashes, dtype=np.uint64)
     index_of = {source: i for i, source in enumerate(sources)}
 
     clock = time.process_time()
-    candidates, compared = [], 0
-    banding = 0.0
     hashes = hashes.reshape(len(sources), -1)
-    for index, band, indices in band_buckets(hashes, threshold):
-        tick = time.process_time()
-        members = list(zip(map(tuple, hashes[indices].tolist()), [sources[i] for i in indices.tolist()]))
-        banding += time.process_time() - tick
-        compared += len(members) * (len(members) - 1) // 2
-        candidates.extend(pairs_in_bucket(band, members, threshold, index))
-    total = time.process_time() - clock
-    for phase, seconds in (('band buckets (sort, members)', banding),
-                           ('compare in buckets (pairs_in_bucket)', total - banding)):
-        timings[phase] = timings.get(phase, 0.0) + seconds
+    candidates = [(*sorted((sources[i], sources[j])), distance) for i, j, distance in
+                  hash_neighbours.nearest_pairs(hashes, threshold, NEIGHBOURS).tolist()]
+    compared = len(sources) * (len(sources) - 1) // 2
+    timings['nearest by hash (hash_neighbours)'] = (timings.get('nearest by hash (hash_neighbours)', 0.0)
+                                                    + time.process_time() - clock)
 
     clock = time.process_time()
     pictures, links = {}, []
@@ -287,7 +265,7 @@ def measure_grouping(kind, count, seed):
     made = time.process_time() - clock
     print(f'  {kind} {count}: inputs made in {made:.1f} s CPU ({time.perf_counter() - wall:.1f} s wall)',
           file=sys.stderr, flush=True)
-    threshold = ph.threshold_for(len(sources))
+    threshold = ph.MAX_THRESHOLD
     timings = {}
     clock, wall = time.process_time(), time.perf_counter()
     result = group_in_memory(sources, hashes, thumbnails, threshold, timings)
@@ -303,11 +281,11 @@ def measure_grouping(kind, count, seed):
     missed = collections.Counter(planted[pair] for pair in planted if pair not in set(found))
     n = len(sources)
     return dict(
-        kind=kind, hashes=n, threshold=threshold, bands=ph.bands_for(threshold),
+        kind=kind, hashes=n, threshold=threshold,
         compared=result['compared'], candidates=len(result['candidates']), links=len(result['links']),
         false_candidates=false_candidates, false_links=false_links,
         false_candidates_per_image=2 * false_candidates / n, false_links_per_image=2 * false_links / n,
-        chance_per_image=(n - 1) * ph.chance(threshold),
+        chance_per_image=(n - 1) * _chance(threshold),
         planted=len(planted), planted_candidates=sum(1 for pair in planted if pair in candidate_pairs),
         planted_found=len(found), missed=dict(missed),
         largest_group=max(members.values(), default=0),
@@ -317,6 +295,11 @@ def measure_grouping(kind, count, seed):
         grouped=len(grouped), grouped_not_planted=len(grouped - in_planted), distinct=n - len(in_planted),
         cpu_seconds=cpu, wall_seconds=wall, inputs_cpu_seconds=made, timings=timings,
         distances=unrelated_distances(hashes, sources, planted, threshold))
+
+
+def _chance(threshold):
+    """The chance that two hashes of independent fair bits are within ``threshold``."""
+    return sum(math.comb(ph.BITS, k) for k in range(threshold + 1)) / 2 ** ph.BITS
 
 
 def unrelated_distances(hashes, sources, planted, threshold, limit=20_000):
@@ -335,7 +318,7 @@ def unrelated_distances(hashes, sources, planted, threshold, limit=20_000):
     mean = float((histogram * k).sum() / pairs)
     sd = math.sqrt(float((histogram * (k - mean) ** 2).sum() / pairs))
     return dict(images=len(values), pairs=pairs, mean=mean, sd=sd, within=int(histogram[:threshold + 1].sum()),
-                within_chance=pairs * ph.chance(threshold))
+                within_chance=pairs * _chance(threshold))
 
 
 # -- the report ------------------------------------------------------------------------------------------
@@ -394,7 +377,7 @@ def report(runs):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('--hashes', default='100000,1000000', help='sizes of coin-flip hash sets, comma-separated')
+    parser.add_argument('--hashes', default='20000,100000', help='sizes of coin-flip hash sets, comma-separated')
     parser.add_argument('--one_style', default='2000,20000', help='sizes of one-style rendered corpora')
     parser.add_argument('--seed', type=int, default=0)
     parser.add_argument('--json', help='also write every figure to this file')

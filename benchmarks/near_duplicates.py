@@ -1,54 +1,47 @@
-"""Near-duplicates measured: recall and false groups on a generated photo corpus with planted twins, and
-the build's throughput and peak memory with --near_duplicates group against off, in the same run; with
---zoo, one row a style of the zoo; with --families, pictures saved many times over.
+"""Near-duplicates measured: recall and false groups on a generated photo corpus with planted twins, and the
+build's throughput and peak memory with each --near_duplicate_check against --near_duplicates off, in the same
+run; with --zoo, one row a style of the zoo; with --families, pictures saved many times over.
 
     python benchmarks/near_duplicates.py [--per_class 400] [--twins 200] [--image_size 224] [--runs 2]
-    python benchmarks/near_duplicates.py --zoo [--styles digits,pages] [--zoo_per_class 100]
-    python benchmarks/near_duplicates.py --families 2000,50 [--image_size 64]
+    python benchmarks/near_duplicates.py --zoo [--styles digits,pages] [--zoo_per_class 100] [--check exact]
+    python benchmarks/near_duplicates.py --families 2000,50 [--image_size 64] [--check exact]
 
-With --zoo, for each style of ``imgrec.samples.zoo`` (``benchmarks/zoo_builds.py``'s cached corpora), the default build
-and an ``off`` build, alternated ``--runs`` times, each in a process of its own: the row gives the
-distinct images quarantined and grouped, the planted single and combined edits found, the planted pairs
-in two splits (``imgrec.samples.zoo_scores``), and the time and peak memory (process tree) of the
-default build as ratios to ``off``'s in the same run. With --families P,C: P small photos each saved C
-times with the same pixels (distinct trailing bytes): the families written to two splits, the groups
-and the links cut, and time and peak against ``off``.
+With --zoo, for each style of ``imgrec.samples.zoo`` (``benchmarks/zoo_builds.py``'s cached corpora), a build with
+``--check`` (perceptual unless said) and an ``off`` build, alternated ``--runs`` times, each in a process of its
+own: the row gives the distinct images quarantined and grouped, the planted single and combined edits found, the
+planted pairs in two splits (``imgrec.samples.zoo_scores``), and the time and peak memory (process tree) as ratios
+to ``off``'s in the same run. With --families P,C: P small photos each saved C times with the same pixels
+(distinct trailing bytes): the families written to two splits, the groups and the links cut, and time and peak
+against ``off``. ``benchmarks/near_duplicate_scale.py`` measures the styles at 2,000 to 20,000 images.
 
 The corpus (``imgrec.samples.near_duplicates``: 5 classes of ``per_class`` photos, 320 to 800 pixels on the long
 side, plus ``twins`` planted near-duplicates) is generated once and reused while ``benchmarks/out``
 holds it. The job runs as a user runs it (``harness.job``: a process of its own, DirectRunner, one
-worker process per core), alternating off and group ``--runs`` times each, so a machine that speeds
-up or slows down moves both alike; the ratio uses each mode's total time. It then prints:
-- recall (planted pairs in one group), false groups (images grouped with an image not their twin),
-  planted pairs across splits, with group and as report would have left them;
-- the cost: hashing per image (timed here on decoded images), hash comparisons made in band buckets
-  (the job's counter) and their rate here, and the shuffle bytes of the band keys; then the same
-  extrapolated to 1.28 M images (comparisons grow with the square of the images).
+worker process per core), alternating off, exact and perceptual ``--runs`` times each, so a machine that speeds
+up or slows down moves all alike; the ratio uses each mode's total time. It then prints each mode's throughput,
+time, CPU and peak against off's, and for each check the recall (planted pairs in one group), the false groups
+(images grouped with an image not their twin), the planted pairs across splits and the pixel checks made.
 """
 import argparse
 import collections
 import json
 import os
 import shutil
-import statistics
 import sys
 import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from apache_beam.coders import coders
 import zoo_builds
 from harness import CACHE, counter, distinct_copies, job, listed
 
 from imgrec.contract import counters, layout
 from imgrec.imaging import image_ops, perceptual_hash as ph
 from imgrec.samples import zoo, zoo_scores
-from imgrec.samples.near_duplicates import CLASSES, TRANSFORMS, write_corpus
-from imgrec.transforms.near_duplicate_candidates import MEMBER, MEMBER_FIELDS
+from imgrec.samples.near_duplicates import CLASSES, write_corpus
 from imgrec.transforms.splits import split_for
 
-IMAGENET = 1_281_167
 SPLITS = (('train', 90), ('validation', 10))
 
 
@@ -96,36 +89,11 @@ def hash_cost(root, names, size):
     return (time.perf_counter() - start) / len(decoded) * 1e6
 
 
-def comparison_rate(threshold):
-    """Hash comparisons a second on one core, in a bucket of 20,000 (what ``pairs_within`` does)."""
-    import random  # pylint: disable=import-outside-toplevel
-    rng = random.Random(0)
-    hashes = [rng.getrandbits(64) for _ in range(20_000)]
-    start = time.perf_counter()
-    for _ in ph.pairs_within(hashes, threshold):
-        pass
-    return len(hashes) * (len(hashes) - 1) / 2 / (time.perf_counter() - start)
-
-
-def band_bytes(threshold):
-    """Bytes one image puts through the band shuffle: its keyed members (``near_duplicate_groups.band_keys``:
-    its hashes, member id and frame packed, no name), one a band of each hash, encoded."""
-    coder = coders.FastPrimitivesCoder()
-    member = bytes(MEMBER.itemsize * MEMBER_FIELDS)
-    return sum(len(coder.encode(((index, band, 31), member)))
-               for index in range(ph.HASHES) for band in range(ph.bands_for(threshold)))
-
-
-def uniform_comparisons(images, threshold):
-    """Comparisons the band buckets hold if every band's values are equally likely: per band of b bits,
-    the pairs of images, over 2**b values."""
-    pairs = images * (images - 1) / 2
-    return ph.HASHES * sum(pairs / 2 ** (stop - start) for start, stop in ph.band_edges(ph.bands_for(threshold)))
-
-
 def _build(root, output, mode, image_size, workers, extra=()):
+    """One build in a process of its own; ``mode``: off, or a --near_duplicate_check (with --near_duplicates group)."""
+    checked = ['--near_duplicates', 'off'] if mode == 'off' else ['--near_duplicate_check', mode]
     args = ['--input', root, '--output', output, '--image_size', image_size, '--version', 'bench',
-            '--splits', 'train=90,validation=10', '--near_duplicates', mode, *extra]
+            '--splits', 'train=90,validation=10', *checked, *extra]
     if workers:
         args += ['--direct_running_mode', 'multi_processing', '--direct_num_workers', str(workers)]
     return job(args)
@@ -147,9 +115,10 @@ def zoo_rows(args):
             root = corpus.folder
             runs = collections.defaultdict(list)
             for i in range(args.runs):
-                for mode in ('off', 'group'):
+                for mode in ('off', args.check):
                     runs[mode].append(_build(root, os.path.join(output, f'{style}-{mode}{i}'), mode, args.image_size,
                                              args.workers))
+            runs['group'] = runs.pop(args.check)
             result = zoo_scores.score(corpus, runs['group'][-1]['version_dir'])
             seconds = {mode: sum(run['seconds'] for run in done) for mode, done in runs.items()}
             peak = {mode: max(run['peak_tree'] for run in done) for mode, done in runs.items()}
@@ -183,7 +152,8 @@ def families(args):
     output = tempfile.mkdtemp(prefix='near-dup-families-')
     try:
         runs = {mode: _build(root, os.path.join(output, mode), mode, args.image_size, args.workers)
-                for mode in ('off', 'group')}
+                for mode in ('off', args.check)}
+        runs['group'] = runs.pop(args.check)
         version = runs['group']['version_dir']
         import pyarrow.parquet as pq  # pylint: disable=import-outside-toplevel
         splits = {}
@@ -220,6 +190,8 @@ def main():
     parser.add_argument('--twins', type=int, default=200)
     parser.add_argument('--image_size', default=None, help='default 224; 64 with --zoo and --families')
     parser.add_argument('--runs', type=int, default=2, help='builds of each mode, alternated')
+    parser.add_argument('--check', choices=('exact', 'perceptual'), default='perceptual',
+                        help='with --zoo and --families: the --near_duplicate_check measured against off')
     parser.add_argument('--workers', type=int, default=os.cpu_count(), help='0: the runner\'s own choice')
     args = parser.parse_args()
     args.image_size = args.image_size or ('64' if args.zoo or args.families else '224')
@@ -236,52 +208,31 @@ def main():
     print(f'{images} photos ({args.per_class * len(CLASSES)} originals, {len(pairs)} planted twins), 320 to 800 px '
           f'-> {args.image_size}, {args.workers} worker(s), {os.cpu_count()} core(s)')
     output = tempfile.mkdtemp(prefix='near-dup-bench-')
+    modes = ('off', 'exact', 'perceptual')
     seconds, cpu, runs = collections.defaultdict(list), collections.defaultdict(list), {}
     try:
         for i in range(args.runs):
-            for mode in ('off', 'group'):
-                run = job(['--input', root, '--output', os.path.join(output, f'{mode}{i}'), '--image_size',
-                           args.image_size, '--version', 'bench', '--splits', 'train=90,validation=10',
-                           '--near_duplicates', mode, '--direct_running_mode', 'multi_processing',
-                           '--direct_num_workers', str(args.workers)])
+            for mode in modes:
+                run = _build(root, os.path.join(output, f'{mode}{i}'), mode, args.image_size, args.workers)
                 seconds[mode].append(run['seconds'])
                 cpu[mode].append(run['cpu_seconds'])
                 runs[mode] = run
         rate = {mode: images * len(times) / sum(times) for mode, times in seconds.items()}
-        print(f"build with --near_duplicates off:   {rate['off']:7.1f} images/s  "
-              f"(runs {', '.join(f'{s:.1f}' for s in seconds['off'])} s)")
-        print(f"build with --near_duplicates group: {rate['group']:7.1f} images/s  "
-              f"(runs {', '.join(f'{s:.1f}' for s in seconds['group'])} s)  = {rate['group'] / rate['off']:.2f}x off")
-        recall, false, across, by_name, missed = quality(pairs, runs['group']['version_dir'], images)
-        print(f'recall: {recall:.1%} of planted pairs in one group (missed by transform: {missed or "none"}); '
-              f'false groups: {false:.2%} of images grouped with an image not their twin')
-        print(f'planted pairs across splits: {across} with group; {by_name} of {len(pairs)} by their names alone '
-              f'(what report or off would write)')
-        threshold, at_scale = ph.threshold_for(images), ph.threshold_for(IMAGENET)
-        compared = counter(runs['group'], counters.HASHES_COMPARED)
-        skew = compared / uniform_comparisons(images, threshold)
-        print(f'hashing: {hash_cost(root, names, size):.0f} us an image; threshold {threshold} of {ph.BITS} bits '
-              f'({ph.bands_for(threshold)} bands) for {images} images')
-        per_second = comparison_rate(at_scale)
-        print(f'comparisons in band buckets: {compared} ({compared / images:.0f} an image), {skew:.2f}x what '
-              f'equally likely band values give; {per_second / 1e6:.0f} M a second on one core here')
-        expected = uniform_comparisons(IMAGENET, at_scale) * skew
-        print(f'at {IMAGENET:,} images: threshold {at_scale} ({ph.bands_for(at_scale)} bands), ~{expected:.2g} '
-              f'comparisons ({expected / IMAGENET:.0f} an image) = ~{expected / per_second / 3600:.1f} core-hours; '
-              f'band shuffle ~{band_bytes(at_scale) * IMAGENET / 1e9:.2f} GB '
-              f'({band_bytes(at_scale):.0f} bytes an image)')
-        wall = {mode: statistics.median(times) for mode, times in seconds.items()}
-        tree = {mode: statistics.median(times) for mode, times in cpu.items()}
-        print(f'(median of one job: off {wall["off"]:.1f} s, group {wall["group"]:.1f} s = '
-              f'{wall["group"] / wall["off"]:.2f}x; CPU of the process tree, what a shared machine moves least: '
-              f'off {tree["off"]:.1f} s, group {tree["group"]:.1f} s = {tree["group"] / tree["off"]:.2f}x)')
-        print(f"peak memory of the process tree: off {runs['off']['peak_tree'] / 1e6:.0f} MB, group "
-              f"{runs['group']['peak_tree'] / 1e6:.0f} MB = {runs['group']['peak_tree'] / runs['off']['peak_tree']:.2f}x off; "
-              f"pixel checks: {counter(runs['group'], counters.PAIRS_CONFIRMED)} candidates confirmed, "
-              f"{counter(runs['group'], counters.PAIRS_REFUSED)} refused")
+        for mode in modes:
+            print(f"build, {mode:>10}: {rate[mode]:7.1f} images/s (runs {', '.join(f'{s:.1f}' for s in seconds[mode])} s)"
+                  f" = {rate[mode] / rate['off']:.2f}x off's throughput, {sum(seconds[mode]) / sum(seconds['off']):.2f}x "
+                  f"its time; CPU {sum(cpu[mode]) / sum(cpu['off']):.2f}x; peak {runs[mode]['peak_tree'] / 1e6:.0f} MB "
+                  f"= {runs[mode]['peak_tree'] / runs['off']['peak_tree']:.2f}x")
+        for mode in ('exact', 'perceptual'):
+            recall, false, across, by_name, missed = quality(pairs, runs[mode]['version_dir'], images)
+            print(f'{mode}: recall {recall:.1%} of planted pairs in one group (missed by transform: {missed or "none"}); '
+                  f'false groups {false:.2%} of images grouped with an image not their twin; planted pairs across '
+                  f'splits {across} ({by_name} of {len(pairs)} by their names alone); pixel checks '
+                  f'{counter(runs[mode], counters.PAIRS_CONFIRMED)} confirmed, '
+                  f'{counter(runs[mode], counters.PAIRS_REFUSED)} refused')
+        print(f'hashing: {hash_cost(root, names, size):.0f} us an image (decoding not counted)')
     finally:
         shutil.rmtree(output)
-
 
 if __name__ == '__main__':
     main()

@@ -34,7 +34,7 @@ def _corpus(count=300, seed=5):
     image, each within the threshold of some of the others but not of all, all with one picture's thumbnail."""
     sources, hashes, thumbnails, _ = synthetic(count, seed, planted_share=0.1)
     sources, hashes, thumbnails = list(sources), [int(h[0]) for h in hashes], [t.tobytes() for t in thumbnails]
-    threshold = ph.threshold_for(count + len(CHAIN) + 12)
+    threshold = ph.MAX_THRESHOLD
     rng = random.Random(seed)
     step = threshold // 2 + 1  # two steps are over the threshold
     value, picture = rng.getrandbits(64), thumbnails[0]

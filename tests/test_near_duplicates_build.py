@@ -12,14 +12,19 @@ from PIL import Image
 from imgrec.contract import layout, metadata
 from imgrec.imaging import image_ops, perceptual_hash as ph
 from imgrec.imaging import picture_check
+from imgrec.transforms.near_duplicate_candidates import NEIGHBOURS
 from imgrec.transforms.near_duplicate_groups import MAX_GROUP
+from imgrec.transforms.near_duplicates import SAME_PICTURE
 from imgrec.samples.near_duplicates import make_twin, write_corpus
 from tests.conftest import build
 from imgrec.transforms.splits import split_for
 
 PER_CLASS, TWINS = 120, 60
 SPLITS = (('train', 80), ('validation', 20))
-OPTIONS = ('--splits', 'train=80,validation=20', '--num_shards', 'train=2,validation=1', '--progress', 'off')
+# The planted twins are edited copies: the perceptual check finds them (the default, exact, finds the same picture
+# saved again only: test_the_default_groups_the_same_picture_saved_again_and_nothing_else).
+OPTIONS = ('--splits', 'train=80,validation=20', '--num_shards', 'train=2,validation=1', '--progress', 'off',
+           '--near_duplicate_check', 'perceptual')
 # The planted corpus and its default build, made once a session and shared with test_stratify.
 _SESSION = {}
 
@@ -113,7 +118,7 @@ def test_planted_pairs_are_grouped_and_each_group_is_in_one_split(planted, group
     # Without grouping, some planted pairs would have spanned the splits: the build moved their twins.
     assert sum(split_for(p['original'], SPLITS) != split_for(p['twin'], SPLITS) for p in pairs) >= 3
     summary = document['near_duplicates']
-    threshold = ph.threshold_for(PER_CLASS * 5 + TWINS)
+    threshold = ph.MAX_THRESHOLD
     assert summary['threshold'] == threshold
     _assert_shares_hold(document)
 
@@ -130,7 +135,7 @@ def test_planted_pairs_are_grouped_and_each_group_is_in_one_split(planted, group
         assert (row['moved_from'] is None) == (row['split'] == split_for(row['source'], SPLITS))
     assert summary == {
         'mode': 'group', 'file': layout.NEAR_DUPLICATES_JSONL, 'hash': ph.ALGORITHM, 'threshold': threshold,
-        'bands': threshold + 1, 'groups': len(groups_of(rows)), 'images': len(rows), 'pairs': summary['pairs'],
+        'neighbours': NEIGHBOURS, 'groups': len(groups_of(rows)), 'images': len(rows), 'pairs': summary['pairs'],
         'pairs_across_splits': summary['pairs_across_splits'], 'pairs_across_labels': 0, 'label_conflicts': 0,
         'images_moved': sum(row['moved_from'] is not None for row in rows),
         'largest_group': max(len(members) for members in groups_of(rows).values()),
@@ -174,7 +179,7 @@ def test_off_changes_nothing_for_images_without_near_duplicates(planted, grouped
     grouped_sources = {row['source'] for row in rows_of(grouped)}
     assert rows_of(off_dir) == []
     assert document_of(off_dir)['near_duplicates'] == {
-        'mode': 'off', 'file': layout.NEAR_DUPLICATES_JSONL, 'hash': None, 'threshold': None, 'bands': None,
+        'mode': 'off', 'file': layout.NEAR_DUPLICATES_JSONL, 'hash': None, 'threshold': None, 'neighbours': None,
         'groups': 0, 'images': 0, 'pairs': 0, 'pairs_across_splits': 0, 'pairs_across_labels': 0, 'images_moved': 0,
         'largest_group': 0, 'label_conflicts': 0, 'check': None, 'max_group': None, 'conflicts': 'keep',
         'label_conflict_pairs': [], 'conflicts_written_again': 0, 'links_cut': 0}
@@ -213,6 +218,39 @@ def test_without_near_duplicates_the_default_writes_what_off_writes(tmp_path):
         for key in ('output', 'near_duplicates'):
             document['options'].pop(key)
     assert documents[0] == documents[1]
+
+
+def test_the_default_groups_the_same_picture_saved_again_and_nothing_else(planted, tmp_path):
+    """The default check (exact): a picture saved again in another lossless format, and a JPEG whose metadata alone
+    differs, are grouped with their original, in one split; the edited twins (re-compressed, resized, cropped...)
+    are not looked for, and dataset.json says which check ran."""
+    root = tmp_path / 'images'
+    shutil.copytree(planted[0], root)
+    planted_sources = {source for pair in planted[1] for source in (pair['original'], pair['twin'])}
+    originals = sorted(source for source in (str(path.relative_to(root)) for path in (root / 'beach').glob('*.jpg'))
+                       if source not in planted_sources)[:3]
+    pngs = [original.rsplit('.', 1)[0] + '.png' for original in originals[:2]]
+    lossless = [png.rsplit('.', 1)[0] + suffix for png, suffix in zip(pngs, ('_again.bmp', '_again.tif'))]
+    for original, png, copy in zip(originals, pngs, lossless):
+        with Image.open(root / original) as image:
+            image.save(root / png)  # a picture of its own (a PNG: decoded whole, where a JPEG is decoded small)
+            image.save(root / copy)  # ... and saved again in another lossless format
+    restamped = originals[2].rsplit('.', 1)[0] + '_restamped.jpg'
+    data = (root / originals[2]).read_bytes()
+    (root / restamped).write_bytes(data[:2] + b'\xff\xfe\x00\x0aanother\x00' + data[2:])  # a JPEG comment more
+    output = build(str(root), tmp_path / 'out', *OPTIONS[:-2], '--version', 'v1')
+    version_dir = os.path.join(output, 'v1')
+    rows, index, document = rows_of(version_dir), index_of(version_dir), document_of(version_dir)
+    groups = {frozenset(members) for members in groups_of(rows).values()}
+    ours = {frozenset(pair) for pair in zip(pngs + originals[2:], lossless + [restamped])}
+    resaved = {frozenset((pair['original'], pair['twin'])) for pair in planted[1] if pair['transform'] == 'png'}
+    assert ours <= groups <= ours | resaved  # no edited twin: re-compressed, resized, cropped, brightened...
+    for members in groups:
+        assert len({index[source]['split'] for source in members}) == 1
+    summary = document['near_duplicates']
+    assert (summary['check'], summary['threshold'], summary['neighbours']) == (SAME_PICTURE, 0, None)
+    assert document['options']['near_duplicate_check'] == 'exact'
+    _assert_shares_hold(document)
 
 
 def test_report_mode_lists_groups_and_the_pairs_that_span_splits(planted, tmp_path):

@@ -1,5 +1,4 @@
-"""The perceptual hash and the banding that finds near-duplicate pairs: plain functions (a DoFn called as one), no
-pipeline."""
+"""The perceptual hash and each image's nearest by it, the near-duplicate candidates: plain functions, no pipeline."""
 import collections
 import io
 import itertools
@@ -10,7 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image, ImageDraw
 
-from imgrec.imaging import image_ops, perceptual_hash as ph, picture_check
+from imgrec.imaging import hash_neighbours, image_ops, perceptual_hash as ph, picture_check
 from imgrec.imaging.record_options import RecordOptions
 from imgrec.samples import one_style
 from imgrec.samples.near_duplicates import TRANSFORMS, draw_photo, make_twin, write_corpus
@@ -18,13 +17,12 @@ from imgrec.samples import zoo_flat
 from imgrec.samples.zoo_flat import draw_icon
 from imgrec.transforms.elements import RecordRef
 from imgrec.transforms import near_duplicate_candidates as candidates
-from imgrec.transforms.near_duplicate_candidates import Frame, Hashed, band_keys, member_id, pairs_in_bucket, unpacked
+from imgrec.transforms.near_duplicate_candidates import Frame, Hashed, member_id, unpacked
 from imgrec.transforms import near_duplicate_groups as groups
 from imgrec.transforms.near_duplicate_groups import join_labels
 from imgrec.transforms.splits import published_group_split
 
 THRESHOLD = ph.MAX_THRESHOLD
-EDGES = ph.band_edges(ph.bands_for(THRESHOLD))
 
 
 def _photo(seed, size=(240, 180)):
@@ -141,164 +139,95 @@ def test_unrelated_photos_are_far_apart():
     assert 26 <= sum(distances) / len(distances) <= 38
 
 
-def test_bands_cover_the_bits_and_the_threshold():
-    edges = EDGES
-    assert len(edges) == THRESHOLD + 1
-    assert edges[0][0] == 0 and edges[-1][1] == ph.BITS
-    assert all(a[1] == b[0] for a, b in itertools.pairwise(edges))
-    assert ph.band_edges(3, 8) == ((0, 3), (3, 6), (6, 8))
-    assert ph.band_values(0x0123456789abcdef, ph.band_edges(8)) == (0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef)
-    value = random.Random(2).getrandbits(64)
-    rebuilt = 0
-    for (start, stop), part in zip(edges, ph.band_values(value, edges)):
-        rebuilt = rebuilt << (stop - start) | part
-    assert rebuilt == value
+def _brute_nearest(hashes, threshold, k):
+    """Each image's k nearest within the threshold, ties to the smaller position, pair by pair in Python."""
+    found = set()
+    for i, a in enumerate(hashes):
+        near = sorted((ph.nearest_distance(a, b), j) for j, b in enumerate(hashes) if j != i)
+        for distance, j in [item for item in near if item[0] <= threshold][:k]:
+            found.add((min(i, j), max(i, j), distance))
+    return sorted(found)
 
 
-def _shared_bands(a, b):
-    return [band for band, (x, y) in enumerate(zip(ph.band_values(a, EDGES), ph.band_values(b, EDGES))) if x == y]
+@pytest.mark.parametrize('k', [1, 3, 50])
+def test_each_image_proposes_its_k_nearest_within_the_threshold(k, monkeypatch):
+    """``nearest_pairs`` against every pair compared in Python: clusters of near hashes (ties at every distance),
+    any block size, both hashes (a pair near on the centre alone is near)."""
+    rng = random.Random(k)
+    centres = [(rng.getrandbits(64), rng.getrandbits(64)) for _ in range(6)]
+    hashes = [tuple(value ^ rng.getrandbits(64) & rng.getrandbits(64) & rng.getrandbits(64) for value in
+                    rng.choice(centres)) for _ in range(90)]
+    hashes += [(rng.getrandbits(64), hashes[0][1] ^ 1)]  # near hashes[0] by its centre only
+    expected = _brute_nearest(hashes, THRESHOLD, k)
+    array = np.array(hashes, dtype=np.uint64)
+    for rows in (1, 7, 256):
+        monkeypatch.setattr(hash_neighbours, 'BLOCK_ROWS', rows)
+        assert [tuple(pair) for pair in hash_neighbours.nearest_pairs(array, THRESHOLD, k).tolist()] == expected
+    assert (0, len(hashes) - 1, 1) in expected
 
 
-def test_pigeonhole_every_pair_within_the_threshold_shares_a_band():
-    rng = random.Random(5)
-    for _ in range(2000):
-        a = rng.getrandbits(64)
-        b = a
-        for bit in rng.sample(range(64), rng.randint(0, THRESHOLD)):
-            b ^= 1 << bit
-        # Both in the bucket of each band they share; the build's band test keeps the pair from the first only.
-        shared = _shared_bands(a, b)
-        kept = [band for band in shared if list(pairs_in_bucket(band, [(a, 'a'), (b, 'b')], THRESHOLD))]
-        assert shared and kept == shared[:1]
-    # ... and a pair one bit further may share none: the bound is tight.
-    spread = sum(1 << (63 - start) for start, _ in EDGES)
-    assert ph.distance(0, spread) == THRESHOLD + 1 and _shared_bands(0, spread) == []
+def test_the_candidates_an_image_stay_bounded_however_alike_a_collection_is():
+    """A collection of one kind: every pair within the threshold. The pairs proposed grow with the images, not
+    their square; copies of one picture (distance 0) propose each other first."""
+    rng = random.Random(3)
+    base = rng.getrandbits(64)
+    hashes = [(base ^ rng.getrandbits(64) & rng.getrandbits(64) & rng.getrandbits(64) & rng.getrandbits(64),) * 2
+              for _ in range(600)]
+    hashes += [hashes[7]] * 3
+    within = sum(ph.nearest_distance(a, b) <= THRESHOLD for a, b in itertools.combinations(hashes, 2))
+    pairs = hash_neighbours.nearest_pairs(np.array(hashes, dtype=np.uint64), THRESHOLD, 3)
+    assert within > 100 * len(hashes) and len(pairs) <= 3 * len(hashes)
+    proposed = collections.Counter(pairs[:, :2].ravel().tolist())
+    assert min(proposed[i] for i in range(len(hashes))) >= 1  # every image has its nearest
+    copies = {7, 600, 601, 602}
+    assert {(i, j) for i, j, distance in pairs.tolist() if distance == 0} >= {
+        (i, j) for i, j in itertools.combinations(sorted(copies), 2) if j != 602 or i != 7}
 
 
-def test_the_threshold_falls_as_chance_pairs_grow_with_the_collection():
-    assert ph.threshold_for(2) == ph.threshold_for(2_000) == ph.MAX_THRESHOLD == 20
-    assert (ph.threshold_for(2_400), ph.threshold_for(10_000), ph.threshold_for(100_000),
-            ph.threshold_for(1_281_167)) == (19, 16, 13, 10)
-    for images in (2, 700, 10_000, 100_000, 1_281_167, 10 ** 8):
-        threshold, pairs = ph.threshold_for(images), images * (images - 1) / 2
-        within = lambda t: ((images - 1) * ph.chance(t) <= ph.CHANCE_PAIRS_PER_IMAGE  # noqa: E731
-                            or pairs * ph.chance(t) <= ph.CHANCE_CHECKS)
-        assert within(threshold)
-        assert threshold == ph.MAX_THRESHOLD or not within(threshold + 1)
-    assert ph.chance(64) == 1 and ph.chance(0) == 2 ** -64
+def test_a_task_proposes_for_its_own_rows_the_same_as_the_whole():
+    """The rows are cut into tasks (``NearestHashes``): their proposals together are the whole's."""
+    rng = random.Random(8)
+    array = np.array([(rng.getrandbits(64) & rng.getrandbits(64),) * 2 for _ in range(300)], dtype=np.uint64)
+    whole = hash_neighbours.nearest_of(array, THRESHOLD, 3)
+    parts = np.concatenate([hash_neighbours.nearest_of(array, THRESHOLD, 3, start, start + 70)
+                            for start in range(0, 300, 70)])
+    assert parts.tolist() == whole.tolist()
 
 
-def test_pairs_within_matches_all_pairs_in_any_block_size():
-    rng = random.Random(9)
-    base = [rng.getrandbits(64) for _ in range(40)]
-    hashes = base + [value ^ (1 << rng.randrange(64)) ^ (1 << rng.randrange(64)) for value in base[:15]]
-    expected = sorted((i, j, ph.distance(a, b)) for (i, a), (j, b) in itertools.combinations(enumerate(hashes), 2)
-                      if ph.distance(a, b) <= 5)
-    assert len(expected) >= 15
-    for cells in (1, 7, 100, 1 << 20):
-        assert sorted(ph.pairs_within(hashes, 5, block_cells=cells)) == expected
-
-
-def test_a_pair_sharing_several_bands_is_found_once():
-    a, b = 0x0123456789abcdef, 0x0123456789abcdef ^ 0b101  # differ in the last band only
-    members = [(a, 'x.jpg'), (b, 'y.jpg')]
-    found = [(band, link) for band in range(len(EDGES)) for link in pairs_in_bucket(band, members, THRESHOLD)]
-    assert found == [(0, ('x.jpg', 'y.jpg', 2))]
-
-
-def test_a_band_member_carries_its_hashes_name_number_and_frame():
-    """What a bucket gives back of a record (``band_keys``, ``unpacked``): its hashes, its member id and its
-    frame (its file's number in the survey's table, an offset past 4 GiB, a length), one member a band, none
-    without a frame to confirm it by."""
+def test_a_member_carries_its_hashes_name_number_and_frame():
+    """What a task reads of a record (``packed_member``, ``unpacked``): its hashes, its member id and its frame
+    (its file's number in the survey's table, an offset past 4 GiB, a length); none without a frame to confirm it
+    by. Members sort by member id, whatever order they came in."""
     hashes = (0x8000_0000_0000_0001, 0x7FFF_FFFF_FFFF_FFFE)
     record = RecordRef('a/1.jpg', 'a/1.jpg', 'a', 'train', 0, 'sha', 1, None, None, (), 'spill/b', 5 << 32, 70_000,
                        perceptual_hash=ph.to_hex(hashes))
     hashed = Hashed(1, ('spill/a', 'spill/b', 'spill/c'))
-    keyed = list(band_keys(record, 12, hashed))
-    assert len(keyed) == ph.HASHES * ph.bands_for(12)
-    assert {unpacked(member)[0] for _, member in keyed} == {
-        (tuple(value - (1 << 64) if value >> 63 else value for value in hashes),
-         (member_id('a/1.jpg'), Frame(1, 5 << 32, 70_000)))}
-    assert not list(band_keys(record._replace(payload_file=None), 12, hashed))
+    member = candidates.packed_member(record, hashed)
+    assert unpacked(member) == [(tuple(value - (1 << 64) if value >> 63 else value for value in hashes),
+                                 (member_id('a/1.jpg'), Frame(1, 5 << 32, 70_000)))]
+    assert candidates.packed_member(record._replace(payload_file=None), hashed) is None
+    others = [candidates.packed_member(record._replace(source=f'{i}.jpg'), hashed) for i in range(5)]
+    ordered = unpacked(candidates.in_member_order(b''.join(reversed(others)) + member))
+    assert [number for _, (number, _) in ordered] == sorted(number for _, (number, _) in ordered)
 
 
-def test_a_candidate_packed_for_its_confirmation_comes_back_whole_and_in_order():
+def test_a_candidate_packed_for_its_confirmation_comes_back_whole_once_and_in_order():
     """A file's candidates travel as one byte string (``packed_candidate``, concatenated in any order) and come
-    back as the Candidates they were, sorted: frame files' numbers, offsets past 4 GiB, lengths, distances."""
+    back as the Candidates they were, each once (both images may propose a pair), sorted: frame files' numbers,
+    offsets past 4 GiB, lengths, distances."""
     given = [candidates.Candidate(Frame(3, 5 << 32, 70_000), Frame(0, 12, 4_000), 7),
              candidates.Candidate(Frame(0, 9, 1), Frame(2**31 - 1, (1 << 40) + 3, 2**32 - 1), 0),
              candidates.Candidate(Frame(0, 9, 1), Frame(1, 0, 2), 20)]
     combine = candidates.Concatenated()
     accumulators = [combine.add_input(combine.create_accumulator(), candidates.packed_candidate(candidate))
-                    for candidate in reversed(given)]
+                    for candidate in reversed(given + given[:1])]
     packed = combine.extract_output(combine.merge_accumulators(accumulators))
-    assert len(packed) == len(given) * candidates.CANDIDATE.size == 120
+    assert len(packed) == (len(given) + 1) * candidates.CANDIDATE.size == 160
     assert candidates.unpacked_candidates(packed) == sorted(given)
 
 
-def test_copies_of_a_picture_go_through_every_band_but_the_stars_once_and_find_the_same_candidates(monkeypatch):
-    """Five pictures saved four times each (identical hashes, distinct frames) and ten near images: every band
-    bucket but the first of the first hash keeps one copy of each picture (``first_of_each_picture``, also as
-    members are gathered), and compares the same pairs as it would with every copy."""
-    rng = random.Random(5)
-    pictures = [(rng.getrandbits(64), rng.getrandbits(64)) for _ in range(5)]
-    near = [tuple(value ^ (1 << rng.randrange(64)) ^ (1 << rng.randrange(64)) for value in rng.choice(pictures))
-            for _ in range(10)]
-    hashed = Hashed(30, ('spill/a', 'spill/b'))
-    records = [RecordRef(f'{i:02d}.jpg', '', 'a', 'train', 0, 'sha', 1, None, None, (), hashed.files[i % 2],
-                         1000 * i, 900, perceptual_hash=ph.to_hex(values))
-               for i, values in enumerate([picture for picture in pictures for _ in range(4)] + near)]
-    buckets = collections.defaultdict(bytearray)
-    for record in records:
-        for key, member in band_keys(record, THRESHOLD, hashed):
-            buckets[key] += member
-    monkeypatch.setattr(candidates._MembersFn, 'COMPACT_FROM', 2)
-    size, shrunk = candidates.MEMBER.itemsize * candidates.MEMBER_FIELDS, 0
-    for (index, band, _), members in buckets.items():
-        combine = candidates._MembersFn(copies_once=True)
-        gathered = combine.create_accumulator()
-        for start in range(0, len(members), size):
-            gathered = combine.add_input(gathered, bytes(members[start:start + size]))
-        once = combine.extract_output(gathered)
-        assert once == candidates.first_of_each_picture(members)
-        shrunk += len(once) < len(members)
-        if (index, band) != (0, 0):
-            assert sorted(pairs_in_bucket(band, unpacked(once), THRESHOLD, index)) == \
-                sorted(pairs_in_bucket(band, unpacked(members), THRESHOLD, index))
-    assert shrunk
-
-
-def test_identical_hashes_are_linked_to_the_first_of_them():
-    """Members whose hashes are all identical (copies of one picture) are linked in a star, not pair by pair."""
-    members = [(7, 'c.jpg'), (7, 'a.jpg'), (7, 'b.jpg'), (7 ^ 1, 'd.jpg')]
-    links = sorted(pairs_in_bucket(0, members, THRESHOLD))
-    assert links == [('a.jpg', 'b.jpg', 0), ('a.jpg', 'c.jpg', 0), ('a.jpg', 'd.jpg', 1)]
-    assert list(pairs_in_bucket(1, members, THRESHOLD)) == []  # found again in band 1: kept from band 0 only
-
-
-def test_images_alike_in_one_hash_only_are_compared_pair_by_pair():
-    """Smooth pictures' centres often hash alike while the pictures differ: a star from the first of them
-    would never propose the pair of the other two (a copy and its original)."""
-    far = (1 << THRESHOLD + 1) - 1
-    members = [((0, 5), 'a.jpg'), ((far, 5), 'b.jpg'), ((far << THRESHOLD + 1, 5), 'c.jpg')]
-    assert sorted(pairs_in_bucket(0, members, THRESHOLD, 1)) == [
-        ('a.jpg', 'b.jpg', 0), ('a.jpg', 'c.jpg', 0), ('b.jpg', 'c.jpg', 0)]
-
-
-def test_a_pair_is_found_in_the_first_hash_that_has_it_within_the_threshold():
-    """Members carry (whole, centre): a pair within the threshold on both is found in the whole hash's
-    bucket only; a pair within it on the centre alone, in the centre's, with the smaller distance."""
-    far = (1 << THRESHOLD + 1) - 1  # THRESHOLD + 1 bits apart
-    both = [((0, 0), 'a.jpg'), ((1, 3), 'b.jpg')]
-    centre_only = [((0, 0), 'a.jpg'), ((far, 1), 'c.jpg')]
-    assert list(pairs_in_bucket(0, both, THRESHOLD, 0)) == [('a.jpg', 'b.jpg', 1)]
-    assert list(pairs_in_bucket(0, both, THRESHOLD, 1)) == []
-    assert list(pairs_in_bucket(0, centre_only, THRESHOLD, 1)) == [('a.jpg', 'c.jpg', 1)]
-    assert all(list(pairs_in_bucket(band, centre_only, THRESHOLD, 0)) == [] for band in range(len(EDGES)))
-
-
 def test_copies_linked_in_a_star_start_with_one_label():
-    """The band buckets link copies of one picture to the copy with the smallest member id; labels order by it
+    """The candidates link copies of one picture to the copy with the smallest member id; labels order by it
     (``label_of``), so every copy starts with the centre's label, settled before any round, whatever the names'
     own order."""
     sources = [f'copy-{i}.jpg' for i in range(12)]
@@ -370,17 +299,15 @@ def _decoded_corpus(root, names):
     return hashes, pictures
 
 
-def _confirmed_pairs(hashes, pictures, threshold):
-    """(i, j, distance) of every pair within ``threshold`` whose pictures agree: both checks, by brute force."""
-    return [(i, j, d) for i, j, d in _candidates(hashes, threshold)
-            if picture_check.same_picture(pictures[i], pictures[j])]
+def _confirmed_pairs(hashes, pictures):
+    """(i, j, distance) of every candidate whose pictures agree: both checks."""
+    return [(i, j, d) for i, j, d in _candidates(hashes) if picture_check.same_picture(pictures[i], pictures[j])]
 
 
-def _candidates(hashes, threshold):
-    """(i, j, distance) of every pair within ``threshold`` on either hash, by brute force."""
-    within = {(i, j) for index in range(ph.HASHES)
-              for i, j, _ in ph.pairs_within([values[index] for values in hashes], threshold)}
-    return [(i, j, ph.nearest_distance(hashes[i], hashes[j])) for i, j in sorted(within)]
+def _candidates(hashes):
+    """(i, j, distance) of every candidate: each image's NEIGHBOURS nearest within the threshold."""
+    return [tuple(pair) for pair in hash_neighbours.nearest_pairs(
+        np.array(hashes, dtype=np.uint64), THRESHOLD, candidates.NEIGHBOURS).tolist()]
 
 
 @pytest.fixture(scope='module')
@@ -407,13 +334,13 @@ def _with_candidates(pairs):
 
 def test_planted_pairs_of_every_kind_are_found_by_both_checks(planted):
     pairs, index, hashes, thumbnails = planted
-    threshold = ph.threshold_for(len(hashes))
+    proposed = {(i, j) for i, j, _ in _candidates(hashes)}
     found, confirmed = collections.Counter(), 0
     for pair in pairs:
         a, b = index[pair['original']], index[pair['twin']]
         same = picture_check.same_picture(thumbnails[a], thumbnails[b])
         confirmed += same
-        found[pair['transform']] += same and ph.nearest_distance(hashes[a], hashes[b]) <= threshold
+        found[pair['transform']] += same and (min(a, b), max(a, b)) in proposed
     assert sum(found.values()) >= 0.95 * len(pairs), found
     assert all(found[kind] >= 8 for kind in TRANSFORMS), found  # no kind of copy is lost
     assert confirmed >= len(pairs) - 1  # the check refuses at most one copy the hash may have found
@@ -422,7 +349,7 @@ def test_planted_pairs_of_every_kind_are_found_by_both_checks(planted):
 def test_planted_corpus_strangers_are_not_confirmed(planted):
     pairs, index, hashes, thumbnails = planted
     twins = {frozenset((index[pair['original']], index[pair['twin']])) for pair in pairs}
-    strangers = [(i, j, d) for i, j, d in _confirmed_pairs(hashes, thumbnails, ph.threshold_for(len(hashes)))
+    strangers = [(i, j, d) for i, j, d in _confirmed_pairs(hashes, thumbnails)
                  if frozenset((i, j)) not in twins]
     assert len(_with_candidates(strangers)) < 0.01 * len(hashes)
 
@@ -431,11 +358,10 @@ def test_distinct_images_almost_never_have_a_confirmed_candidate(distinct):
     """The hash alone gives many of these images a candidate (one style shares a layout); the check
     leaves fewer than 1% of them with one."""
     style, hashes, thumbnails = distinct
-    threshold = ph.threshold_for(len(hashes))
-    candidates = _candidates(hashes, threshold)
-    confirmed = _confirmed_pairs(hashes, thumbnails, threshold)
+    proposed = _candidates(hashes)
+    confirmed = _confirmed_pairs(hashes, thumbnails)
     if style == 'one-style':
-        assert len(_with_candidates(candidates)) >= 0.2 * len(hashes)  # what the check is there for
+        assert len(_with_candidates(proposed)) >= 0.2 * len(hashes)  # what the check is there for
     assert len(_with_candidates(confirmed)) < 0.01 * len(hashes), confirmed
 
 
@@ -554,20 +480,3 @@ def test_the_distinct_corpora_are_the_same_however_many_processes_draw_them(tmp_
         written.append([(name, (root / name).read_bytes()) for name in names])
     assert written[0] == written[1]
     assert len({data for _, data in written[0]}) == 6
-
-
-def test_band_buckets_find_every_pair_within_the_threshold_once():
-    rng = random.Random(3)
-    for threshold in (4, 12, THRESHOLD):
-        edges = ph.band_edges(ph.bands_for(threshold))
-        base = [rng.getrandbits(64) for _ in range(60)]
-        hashes = base + [value ^ sum(1 << bit for bit in rng.sample(range(64), rng.randint(0, threshold)))
-                         for value in base[:30]]
-        sources = [f'{i:03d}.jpg' for i in range(len(hashes))]
-        buckets = collections.defaultdict(list)
-        for value, source in zip(hashes, sources):
-            for band, band_value in enumerate(ph.band_values(value, edges)):
-                buckets[band, band_value].append((value, source))
-        found = [pair for (band, _), members in buckets.items() for pair in pairs_in_bucket(band, members, threshold)]
-        expected = [(sources[i], sources[j], distance) for i, j, distance in ph.pairs_within(hashes, threshold)]
-        assert len(found) == len(set(found)) and sorted(found) == sorted(expected)

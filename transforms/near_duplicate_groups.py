@@ -23,7 +23,6 @@ import apache_beam as beam
 import numpy as np
 
 from imgrec.contract.hashing import order_key, stable_hash_pair
-from imgrec.imaging import perceptual_hash as ph
 from imgrec.transforms.elements import GroupedImage
 from imgrec.transforms.near_duplicate_candidates import EXACT, NearestHashes, SameHashes, SurveyHashed, member_id
 from imgrec.transforms.near_duplicate_confirm import ConfirmCandidates, SamePictures

@@ -313,7 +313,7 @@ def resize(image, target, mode='crop'):
 def encode_jpeg(image, quality):
     """Baseline JPEG bytes with no metadata, so equal pixels give equal bytes."""
     out = io.BytesIO()
-    image.save(out, 'JPEG', quality=quality)
+    image.save(out, 'JPEG', quality=quality, comment=b'')  # not the source's comment (Pillow keeps info)
     return out.getvalue()
 
 

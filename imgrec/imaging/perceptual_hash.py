@@ -27,22 +27,17 @@ whole picture's lowest waves, but not its centre's (on the zoo, the union finds 
 cropped gradients and 4 more of 50 tiny images, docs/near-duplicates.md). A pair is a candidate when
 either hash is within the threshold.
 
-Two hashes are near-duplicates when their Hamming distance is at most a threshold. The threshold
-depends on how many images there are (``threshold_for``): unrelated hashes agree by chance more often
-among more images, so it is the largest (up to ``MAX_THRESHOLD``) that keeps the pairs expected by
-chance under ``CHANCE_PAIRS_PER_IMAGE``. Candidate pairs are found by banding: the 64 bits are cut into
-threshold + 1 bands, and two hashes that differ in at most the threshold agree exactly on at least
-one band (pigeonhole), so comparing only the hashes that share a band's value finds every pair within
-the threshold.
+Two images are candidates when one of them is among the other's few nearest by hash distance, within
+``MAX_THRESHOLD`` (``imgrec.imaging.hash_neighbours``): how far a crop or caption moves a hash, measured on the
+zoo, bounds the distance, and the nearest-first rule bounds the candidates an image, whatever the collection
+looks like (a collection of one kind puts most pairs of a class within any threshold that finds crops).
 
 A candidate is only a near-duplicate if the images' own pixels agree (``imgrec.imaging.picture_check``,
 read by reference from the records as written): the hash keeps the coarse layout of the lowest waves and
 nothing else, so on a plain background with one small subject it sees "a blob about here",
 whatever the blob is. Candidates are cheap; decisions are made on the pictures.
 """
-import functools
 import hashlib
-import math
 
 import numpy as np
 from PIL import Image
@@ -69,19 +64,10 @@ ALGORITHM = (f'dct-sign-64-whole+centre{round(100 * (1 - 2 * CENTRE_MARGIN))}'
 # Names of the same hashes: versions hashed by another ALGORITHM are hashed again on refresh. /5 differs from /6
 # only where a bit was rounding noise (flat grey pictures), which no two machines were sure to agree on.
 SAME_HASH = frozenset((ALGORITHM, ALGORITHM.replace('-noise/6', '/5')))
-# The threshold for small collections: crops and captions move the hash most (up to 20 bits and more on the
-# zoo's styles, docs/near-duplicates.md); the strangers it lets in are for the pixel check to refuse. It
-# falls as the collection grows (``threshold_for``).
+# The farthest apart two hashes may be and still be candidates: crops and captions move the hash most (up to 20
+# bits and more on the zoo's styles, docs/near-duplicates.md); the strangers it lets in are for the nearest-first
+# rule to bound and the pixel check to refuse.
 MAX_THRESHOLD = 20
-# Pairs of unrelated images expected within the threshold, per image, by chance alone (hash bits as
-# independent coin flips: the measured spread of unrelated photos' distances matches). Ten times what
-# the hash alone could afford (0.005): these are only candidates, for the pixel check to refuse;
-# what bounds it is the cost of the band buckets, which a looser threshold fills.
-CHANCE_PAIRS_PER_IMAGE = 0.05
-# Chance candidates in the whole collection the pixel check may be given, a hash (HASHES hashes: up to twice as
-# many; 0.1-0.4 ms each with the pictures decoded, a second or two of CPU in all): what lets a small collection
-# use a looser threshold than the per-image budget would.
-CHANCE_CHECKS = 5_000
 _HEX_DIGITS = BITS // 4
 # An image is first shrunk by a whole factor (``Image.reduce``: one fast pass of box averages) while
 # its short side stays at least this long: each cell of the colour grid (``_GRID``) still averages a pixel or more.
@@ -204,59 +190,3 @@ def nearest_distance(a, b):
     """The distance of two images' hashes (tuples, ``perceptual_hashes``): the smallest of their hashes'
     distances, as a pair within the threshold on either hash is a candidate."""
     return min(distance(x, y) for x, y in zip(a, b))
-
-
-def chance(threshold):
-    """The chance that two unrelated hashes (independent fair bits) are within ``threshold``."""
-    return sum(math.comb(BITS, k) for k in range(threshold + 1)) / 2 ** BITS
-
-
-def threshold_for(images):
-    """The threshold for ``images`` hashes: the largest up to MAX_THRESHOLD whose chance candidates stay
-    within one of two budgets: CHANCE_PAIRS_PER_IMAGE an image ((images - 1) x chance), or CHANCE_CHECKS in
-    all (images x (images - 1) / 2 x chance): a small collection can afford a few thousand pixel checks,
-    and a looser threshold finds the crops and captions whose hashes move most. 20 up to about 2,000
-    images, 19 at 2,400, 16 at 10,000, 13 at 100,000, 10 at 1.28 M."""
-    found = 0
-    pairs = images * (images - 1) / 2
-    for threshold in range(MAX_THRESHOLD + 1):
-        if ((images - 1) * chance(threshold) <= CHANCE_PAIRS_PER_IMAGE
-                or pairs * chance(threshold) <= CHANCE_CHECKS):
-            found = threshold
-    return found
-
-
-@functools.cache
-def band_edges(bands, bits=BITS):
-    """(start, stop) bit positions of each band, counted from the most significant bit: as equal as
-    ``bits`` allows, the first ``bits % bands`` bands one bit wider."""
-    base, wider = divmod(bits, bands)
-    edges, start = [], 0
-    for band in range(bands):
-        stop = start + base + (band < wider)
-        edges.append((start, stop))
-        start = stop
-    return tuple(edges)
-
-
-def bands_for(threshold):
-    """Bands for ``threshold``: one more than it, so a pair within it shares one (pigeonhole)."""
-    return threshold + 1
-
-
-def band_values(value, edges, bits=BITS):
-    """The value of each band of ``value``: a hash's keys in the band index are (band, value)."""
-    return tuple((value >> (bits - stop)) & ((1 << (stop - start)) - 1) for start, stop in edges)
-
-
-def pairs_within(hashes, threshold, block_cells=1 << 18):
-    """(i, j, distance) for every i < j whose hashes (ints) are within ``threshold``: all pairs of one
-    band's bucket, vectorised, a block of rows at a time so memory stays bounded however big the bucket."""
-    values = np.asarray(hashes, dtype=np.uint64)
-    count = len(values)
-    rows = max(1, block_cells // max(count, 1))
-    for start in range(0, count, rows):
-        block = np.bitwise_count(values[start:start + rows, None] ^ values[None, start:])
-        for i, j in zip(*np.nonzero(block <= threshold)):
-            if j > i:  # columns start at ``start``: j > i is the upper triangle
-                yield start + int(i), start + int(j), int(block[i, j])
