@@ -46,21 +46,24 @@ def _take_kept_stderr():
 def describe(values, seconds, stage=None, decoding_seconds=None):
     """The progress line of counter ``values`` after ``seconds``: stage, counts, rate and ETA.
 
-    The rate is of images decoded (or refused by decoding) over ``decoding_seconds`` (default ``seconds``).
+    The rate is of images decoded (or refused by decoding) over ``decoding_seconds`` (default ``seconds``); the
+    images a rerun takes up from a stopped run of itself are counted apart (``resumed``), never decoded, and
+    left out of the time left.
     """
     values = collections.Counter(values)
     listed, decoded = values[counters.IMAGES_LISTED], values[counters.IMAGES_DECODED]
-    written = values[counters.RECORDS_WRITTEN]
+    written, resumed = values[counters.RECORDS_WRITTEN], values[counters.IMAGES_RESUMED]
     quarantined = sum(value for (namespace, _), value in values.items() if namespace == counters.QUARANTINE)
     processed = decoded + values[counters.IMAGES_REJECTED]
-    line = (f'build-dataset: {f"[{stage}] " if stage else ""}{seconds:.0f} s: listed {listed}, decoded {decoded}, '
-            f'quarantined {quarantined}, written {written}')
+    line = (f'build-dataset: {f"[{stage}] " if stage else ""}{seconds:.0f} s: listed {listed}, '
+            + (f'resumed {resumed}, ' if resumed else '')
+            + f'decoded {decoded}, quarantined {quarantined}, written {written}')
     decoding_seconds = seconds if decoding_seconds is None else decoding_seconds
     if processed and decoding_seconds > 0:
         rate = processed / decoding_seconds
         line += f'; {rate:.1f} images/s'
-        if listed > processed:
-            line += f', ETA {(listed - processed) / rate:.0f} s'
+        if listed > processed + resumed:
+            line += f', ETA {(listed - processed - resumed) / rate:.0f} s'
     return line
 
 

@@ -1,5 +1,6 @@
 """What a build takes from the version LATEST names, decided before the job runs (``imgrec.pipelines.refresh.plan``)."""
 import dataclasses
+import typing
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,9 +33,9 @@ class RefreshPlan:
 
     def describe(self) -> dict:
         """The ``refresh`` object of dataset.json, less the counts the job adds."""
-        described = {'previous': self.previous, 'mode': 'incremental' if self.incremental else 'full',
-                     'full_reason': self.full_reason}
+        mode = 'incremental' if self.incremental else 'full'
+        described: dict[str, typing.Any] = {'previous': self.previous, 'mode': mode, 'full_reason': self.full_reason}
         if self.stopped:  # the job adds its counts ('images', 'refused')
-            described['resumed'] = {'stopped_at': self.stopped_at, 'from': [path.rstrip('/').rsplit('/', 1)[-1]
-                                                                           for path in self.stopped]}
+            described['resumed'] = {'stopped_at': self.stopped_at,
+                                    'from': [path.rstrip('/').rsplit('/', 1)[-1] for path in self.stopped]}
         return described

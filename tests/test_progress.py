@@ -71,6 +71,14 @@ def test_describe_gives_rate_and_eta_once_decoding_started():
     assert 'ETA' not in progress.describe({counters.IMAGES_LISTED: 100}, 3, counters.LIST_IMAGES)
 
 
+def test_a_rerun_counts_the_images_it_took_up_apart_and_leaves_them_out_of_the_time_left():
+    values = {counters.IMAGES_LISTED: 100, counters.IMAGES_RESUMED: 70, counters.IMAGES_DECODED: 10,
+              counters.RECORDS_WRITTEN: 0}
+    assert progress.describe(values, 12, 'DecodeResize', decoding_seconds=4) == (
+        'build-dataset: [DecodeResize] 12 s: listed 100, resumed 70, decoded 10, quarantined 0, written 0; '
+        '2.5 images/s, ETA 8 s')
+
+
 class _Terminal(io.StringIO):
     def isatty(self):
         return True

@@ -123,6 +123,8 @@ def test_sigkill_mid_decoding_then_the_same_command_takes_up_what_was_spilled(im
     assert document['refresh']['resumed']['images'] == taken
     assert document['refresh']['resumed']['from'] == [stopped]
     assert document['refresh']['decoded'] == 120 - taken
+    page = (output / 'v1' / layout.REPORT_HTML).read_text()
+    assert f'Resumed: {taken} of 120 images taken up from the build stopped at ' in page
     assert _published(output / 'v1') == uninterrupted
     assert _left(output) == []
     assert verify.main([str(output)]) == 0

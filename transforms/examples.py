@@ -61,7 +61,7 @@ class _ToExampleFn(beam.DoFn):
         record = RecordRef(
             source=ref.source, path=ref.path, label_text=ref.label, split=ref.split, label=index,
             sha256=image.sha256, source_size=image.source_bytes, mtime_ns=ref.mtime_ns, generation=ref.generation,
-            decisions=image.decisions, payload_file=None, payload_offset=0, payload_length=0,
+            decisions=image.decisions, payload_file='', payload_offset=0, payload_length=0,
             perceptual_hash=image.perceptual_hash, source_width=image.source_width,
             source_height=image.source_height, upscaled=image.upscaled, ctime_ns=ref.ctime_ns, inode=ref.inode)
         # The facts follow the frame: a rerun of a build stopped part way takes the record up from them.

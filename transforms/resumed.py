@@ -17,8 +17,9 @@ import struct
 import typing
 
 import apache_beam as beam
+from apache_beam.metrics import Metrics
 
-from imgrec.contract import features as F
+from imgrec.contract import counters, features as F
 from imgrec.contract.example import decode_example
 from imgrec.contract.tfrecord import _masked_crc  # pylint: disable=protected-access  # the framing's own checksum
 from imgrec.storage.spill import FACTS_KEY
@@ -147,6 +148,7 @@ class ReadStopped(beam.PTransform):
 class _TakeUpFn(beam.DoFn):
     def __init__(self, storage):
         self._storage = storage  # reads a source whose stamp moved (its sha256 decides)
+        self.resumed = Metrics.counter(*counters.IMAGES_RESUMED)
         self._labels = self._index_of = None
 
     def process(self, grouped, labels):
@@ -171,6 +173,7 @@ class _TakeUpFn(beam.DoFn):
             yield ref
             return
         path, offset, length = found.payload
+        self.resumed.inc()
         yield beam.pvalue.TaggedOutput(RESUMED, RecordRef(
             source=ref.source, path=ref.path, label_text=ref.label, split=ref.split, label=found.label,
             sha256=facts['sha256'], source_size=facts['source_size'], mtime_ns=ref.mtime_ns,

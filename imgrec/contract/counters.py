@@ -33,6 +33,8 @@ IMAGES_REUSED = Counter('refresh', 'images_reused')
 IMAGES_TO_DECODE = Counter('refresh', 'images_to_decode')
 REUSE_DAMAGED = Counter('refresh', 'reuse_damaged')  # copied frames found damaged, decoded again (WriteShards)
 FACTS_DAMAGED = Counter('refresh', 'facts_damaged')  # index rows whose copied facts did not check: decoded again
+# Taking up a stopped run's spilled records (a rerun of the same build).
+IMAGES_RESUMED = Counter('resume', 'images_resumed')
 # Decoding and encoding. Each decision an image's encoding took is also counted as DECODE/<decision>.
 DECODE = 'decode'
 IMAGES_DECODED = Counter(DECODE, 'images_decoded')

@@ -401,6 +401,19 @@ def class_table_section(document, labels):
 _CHANGE_KINDS = ('new', 'changed', 'removed')
 
 
+def _resumed_note(document):
+    """'Resumed: N of M images taken up from the build stopped at T' (refresh.resumed), when the build took up a
+    stopped run of itself (docs/build.md), with the spilled records it refused and why."""
+    resumed = (document.get('refresh') or {}).get('resumed')
+    if not resumed:
+        return []
+    refused = resumed.get('refused') or {}
+    why = ', '.join(f'{count} {reason}' for reason, count in sorted(refused.items()))
+    return [f'<p>Resumed: {resumed.get("images", 0)} of {(document.get("counts") or {}).get("inputs")} images taken '
+            f'up from the build stopped at {escape(str(resumed.get("stopped_at")))}'
+            + (f'; spilled records refused: {escape(why)}' if why else '') + '.</p>']
+
+
 def changes_section(version, storage=None):
     """Changes since the previous version: new, changed and removed per class, of the written images, beside
     the build's own counts of the input files it listed.
@@ -412,7 +425,7 @@ def changes_section(version, storage=None):
     """
     document = version.document
     refresh = document.get('refresh') or {}
-    parts = ['<h2 id="changes">Changes since the previous version</h2>']
+    parts = ['<h2 id="changes">Changes since the previous version</h2>', *_resumed_note(document)]
     previous = refresh.get('previous')
     if not previous:
         return parts + ['<p class="muted">The first version: no previous version to compare with.</p>']
