@@ -160,8 +160,9 @@ def _reduced(image, target, resize_mode):
     """``image`` shrunk by the integer factor that still leaves ``REDUCING_GAP`` times the detail ``target``
     needs, as ``resize`` would reduce it first anyway: a profile is then converted on 1/factor^2 of the pixels
     (a 12 MP HEIC for 224x224: 1/16)."""
-    factor = int(min(a / b for a, b in zip(image.size, _decode_size_needed(*image.size, target, resize_mode)))
-                 / REDUCING_GAP)
+    width, height = image.size
+    needed_width, needed_height = _decode_size_needed(width, height, target, resize_mode)
+    factor = int(min(width / needed_width, height / needed_height) / REDUCING_GAP)
     return image.reduce(factor) if factor > 1 else image
 
 
