@@ -132,7 +132,8 @@ def _steps(where):
         ('account', lambda _: next(account.process(None, shard_stats, tallies, [], [], False))),
         ('write metadata', lambda started: next(write.process(
             started, labels, document['decoding']['decisions'], index_parts,
-            {'new': None, 'changed': None, 'removed': None, 'reused': 0}, [], near_summary))),
+            {'new': None, 'changed': None, 'removed': None, 'reused': 0}, [], near_summary,
+            document['ignored_files']))),
         ('promote', promotion.promote),
         ('move LATEST', promotion.move_latest),
         ('prune', promotion.prune),
