@@ -59,7 +59,8 @@ def test_the_project_package_is_staged_with_worker_requirements_only(template):
     assert {'setup.py', 'requirements/worker.txt', 'imgrec/pipelines/build_dataset.py', 'imgrec/transforms/listing.py',
             'imgrec/storage/gcs_storage.py', 'imgrec/contract/example.py', 'imgrec/versions/report/page.py'} <= names
     assert sorted(r.split('==')[0] for r in install_requires) == ['apache-beam[gcp]', 'array_record',
-                                                                  'google-cloud-storage', 'matplotlib', 'pillow']
+                                                                  'google-cloud-storage', 'matplotlib', 'pillow',
+                                                                  'pillow-heif', 'pillow-jxl-plugin']
 
 
 def test_the_job_graph_holds_the_build_steps(template):
