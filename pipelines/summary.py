@@ -137,8 +137,8 @@ def _ignored_lines(ignored_files):
     named = ', '.join(f"{table['count']} {key} (e.g. {table['example']})" for key, table in ranked[:TOP_IGNORED])
     more = len(ranked) - TOP_IGNORED
     return [f'  ignored, not images by name or bytes: {named}'
-            + (f" and {sum(table['count'] for _, table in ranked[TOP_IGNORED:])} more of {more} other kind(s)"
-               if more > 0 else '')]
+            + (f" and {sum(table['count'] for _, table in ranked[TOP_IGNORED:])} more under "
+               f"{_count(more, 'other extension')}" if more > 0 else '')]
 
 
 def resumed_lines(resumed, inputs):
