@@ -1,6 +1,7 @@
 """A build killed part way, then the same command again, against a build that never stopped, in the same run.
 
     python benchmarks/resume.py [--images 20000] [--at 0.7] [--whole]
+    python benchmarks/resume.py --images 2000 --moments 10     # killed at 10 random moments, each rerun checked
 
 Builds the corpus (``harness.corpus``) once without stopping (the baseline), then the same command into another
 output, killed (SIGKILL to its whole process group) once its spill files hold ``--at`` of the bytes the baseline's
@@ -10,10 +11,14 @@ image spilled) and its rerun: what a rerun costs when it decodes nothing (start-
 and the checks, the steps after decoding). Every build runs as a user runs it (``python -m
 imgrec.pipelines.build_dataset``, DirectRunner with a worker per core), timed from process start to exit, with the
 peak memory of the process tree; the rerun's shards and index are compared byte for byte with the baseline's.
+With ``--moments N``, the build is killed at N random moments instead (a share of the shards' bytes spilled, drawn
+from 0 to 1 with a fixed seed), and each rerun is checked: the same bytes, ``verify-dataset`` passes, no staging
+folder and no lease left.
 """
 import argparse
 import json
 import os
+import random
 import shutil
 import signal
 import subprocess
@@ -74,12 +79,36 @@ def resumed(output):
         return json.load(stream)['refresh']['resumed']
 
 
+def moments(options, baseline_out, shards, count, work):
+    """Kills a build at ``count`` random moments; checks each rerun; returns the lines to print."""
+    from imgrec.versions import verify  # pylint: disable=import-outside-toplevel  # TensorFlow: only here
+    lines, draw = [], random.Random(49)
+    expected = published(os.path.join(baseline_out, 'v1'))
+    for moment in range(count):
+        share = draw.random()
+        output = os.path.join(work, f'moment-{moment}')
+        ran = killed_at(options(output), output, share * shards)
+        rerun = job(options(output))
+        same = published(os.path.join(output, 'v1')) == expected
+        verified = verify.main([output]) == 0
+        left = [name for name in os.listdir(output) if layout.is_staging_name(name) or name == layout.LEASES_DIR]
+        taken = resumed(output)
+        lines.append(f'killed at {share:4.0%} of the bytes ({ran:5.1f} s): rerun {rerun["seconds"]:5.1f} s, took up '
+                     f"{taken['images']}, refused {taken['refused'] or 'none'}; same bytes {same}, verify-dataset "
+                     f"{'passes' if verified else 'FAILS'}, left {left or 'nothing'}")
+        if not (same and verified and not left):
+            raise SystemExit('\n'.join(lines))
+        shutil.rmtree(output)
+    return lines
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--images', type=int, default=20000)
     parser.add_argument('--at', type=float, default=0.7, help='share of the images encoded when the build is killed')
     parser.add_argument('--image_size', default='224')
     parser.add_argument('--whole', action='store_true', help='also a rerun after a kill just before promotion')
+    parser.add_argument('--moments', type=int, help='kill at this many random moments, each rerun checked')
     args = parser.parse_args()
     images = corpus(args.images)
     work = tempfile.mkdtemp(prefix='resume-bench-')
@@ -90,6 +119,10 @@ def main():
         baseline_out, stopped_out, whole_out = (os.path.join(work, name) for name in ('baseline', 'stopped', 'whole'))
         baseline = job(options(baseline_out))
         shards = _bytes_below(os.path.join(baseline_out, 'v1'), lambda name: name.endswith('.tfrecord'))
+        if args.moments:
+            print(f"{args.images} photos -> {args.image_size}; uninterrupted: {baseline['seconds']:.1f} s")
+            print('\n'.join(moments(options, baseline_out, shards, args.moments, work)))
+            return
         ran = killed_at(options(stopped_out), stopped_out, args.at * shards)
         rerun = job(options(stopped_out))
         taken = resumed(stopped_out)

@@ -104,21 +104,20 @@ def launch(config: BuildConfig, facts: RunFacts,
             return config, facts, NothingChanged(prune(config, output))
         plan, claims = resume.take_up(config, facts, options)
         facts = dataclasses.replace(facts, refresh=plan)
-        with (internals.local_run(local_worker_count(options), config.progress) if local
-              else contextlib.nullcontext()) as run:
+        with resume.held(claims, output), (internals.local_run(local_worker_count(options), config.progress)
+                                            if local else contextlib.nullcontext()) as run:
             try:
                 pipeline = beam.Pipeline(runner=run.runner if run else None, options=options)
             except ValueError as error:  # Beam's own checks of the options (runner name, project id...)
                 raise UserError(' '.join(str(error).split())) from None
-            with resume.held(claims, output):
-                build_pipeline(pipeline, config, facts)
-                with build_lease(config, facts, options), shedding(config, facts, options), \
-                        failure_report(config, facts, options), \
-                        progress.Progress(pipeline, options, config.progress, config.progress_interval) as watch:
-                    resume.mark(config, facts, options)
-                    result = pipeline.run()
-                    if not options.view_as(StandardOptions).no_wait_until_finish:
-                        watch.wait(result)
+            build_pipeline(pipeline, config, facts)
+            with build_lease(config, facts, options), shedding(config, facts, options), \
+                    failure_report(config, facts, options), \
+                    progress.Progress(pipeline, options, config.progress, config.progress_interval) as watch:
+                resume.mark(config, facts, options)
+                result = pipeline.run()
+                if not options.view_as(StandardOptions).no_wait_until_finish:
+                    watch.wait(result)
     return config, facts, result
 
 
@@ -158,7 +157,7 @@ def shedding(config, facts, options):
     except BaseException as error:
         if isinstance(error, KeyboardInterrupt) or was_interrupted(error) or terminated():
             raise
-        message, full = None, out_of_space(error)
+        full, message = out_of_space(error), None
         if not full:
             raise
         try:
