@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 
+import psutil
 import pytest
 from PIL import Image
 
@@ -141,6 +142,27 @@ def test_sigterm_to_the_process_group_mid_decoding_says_terminated_and_the_rerun
     assert err.startswith('build-dataset: terminated: nothing was published (LATEST is as it was); left the staging '
                           'folder '), err
     assert 'failed' not in err
+
+    status, out, err = _run(argv)
+    assert status == 0, err
+    assert int(_resumed(out)[len(RESUMED):].split()[0]) > 0
+    assert _published(output / 'v1') == uninterrupted and _left(output) == []
+
+
+def test_a_worker_killed_for_memory_fails_the_build_and_the_rerun_takes_up_what_was_spilled(images, uninterrupted,
+                                                                                            tmp_path):
+    output = tmp_path / 'out'
+    argv = _argv(images, output, '--direct_running_mode', 'multi_processing', '--direct_num_workers', '2')
+    build = _start(argv)
+    deadline = time.monotonic() + GIVE_UP_S
+    while _spilled_bytes(output) < 40_000:
+        assert build.poll() is None and time.monotonic() < deadline, build.stderr.read()[-3000:]
+        time.sleep(0.01)
+    workers = [process for process in psutil.Process(build.pid).children(recursive=True)
+               if 'warm_worker' in ' '.join(process.cmdline()) or 'sdk_worker_main' in ' '.join(process.cmdline())]
+    workers[0].send_signal(signal.SIGKILL)  # what the kernel's out-of-memory killer does
+    _, err = build.communicate(timeout=GIVE_UP_S)
+    assert build.returncode == 1 and 'a local Beam worker process was killed (SIGKILL' in err, err
 
     status, out, err = _run(argv)
     assert status == 0, err
