@@ -13,8 +13,7 @@ from imgrec.samples import torture
 from tests.torture_fixtures import colour_errors
 
 OPTIONS = RecordOptions(torture.IMAGE_SIZE)
-# Colours a wide gamut moves far: each is a different colour in sRGB, by up to 90 a channel.
-COLOURS = ((40, 160, 60), (200, 60, 160), (90, 200, 200), (150, 40, 40))
+COLOURS = torture.WIDE_GAMUT_QUADRANTS
 # Max difference per channel from LittleCMS's own conversion of the colour (JPEG in, JPEG out).
 CLOSE = 12
 wide_gamut = pytest.mark.skipif(torture.profile('AdobeRGB1998') is None,

@@ -49,6 +49,8 @@ WRITTEN, QUARANTINED, DUPLICATE, IGNORED = 'written', 'quarantined', 'duplicate'
 # Where Debian's colord-data keeps its ICC profiles, and the wide-gamut ones the corpus embeds.
 PROFILES = '/usr/share/color/icc/colord'
 WIDE_GAMUT = ('AdobeRGB1998', 'ProPhotoRGB')
+# Quadrant colours such profiles move far: read as sRGB, each is another colour, by up to 90 a channel.
+WIDE_GAMUT_QUADRANTS = ((40, 160, 60), (200, 60, 160), (90, 200, 200), (150, 40, 40))
 
 
 class Expected(typing.NamedTuple):
@@ -280,12 +282,13 @@ def corpus():
     srgb = bytearray(ImageCms.ImageCmsProfile(ImageCms.createProfile('sRGB')).tobytes())
     srgb[24:36] = bytes(12)  # the profile's creation time: the corpus is the same bytes every time
     add('alpha/srgb_profile.png', _encode(upright, 'PNG', icc_profile=bytes(srgb)), written('format=PNG', 'mode=RGB', 'icc_srgb'))
-    for name, fmt, suffix in (('AdobeRGB1998', 'JPEG', 'jpg'), ('ProPhotoRGB', 'TIFF', 'tif')):
+    wide = quadrants(96, 64, WIDE_GAMUT_QUADRANTS)
+    for name, fmt, suffix in zip(WIDE_GAMUT, ('JPEG', 'TIFF'), ('jpg', 'tif')):
         icc = profile(name)
         if icc is not None:
             options = {'quality': 95} if fmt == 'JPEG' else {}
-            add(f'alpha/{name}.{suffix}', _encode(upright, fmt, icc_profile=icc, **options),
-                written(f'format={fmt}', 'mode=RGB', 'icc_to_srgb', colours=checks(in_srgb(QUADRANTS, icc))))
+            add(f'alpha/{name}.{suffix}', _encode(wide, fmt, icc_profile=icc, **options), written(
+                f'format={fmt}', 'mode=RGB', 'icc_to_srgb', colours=checks(in_srgb(WIDE_GAMUT_QUADRANTS, icc))))
     # Names and shapes.
     add('alpha/UPPER CASE.JPG', _encode(large, 'JPEG', quality=94), written('format=JPEG', 'mode=RGB'))
     add('alpha/naïve café 猫.png', _encode(upright, 'PNG', compress_level=1), written('format=PNG', 'mode=RGB'))
