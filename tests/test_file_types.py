@@ -1,10 +1,16 @@
-"""What a file is, by its name or its first bytes (imgrec.imaging.file_types), and how the files a build left
-out are named: by extension, with a count and an example each, in the summary and the report."""
+"""What a file is, by its name or its first bytes (imgrec.imaging.file_types), what a listing reads to tell
+(the heads of files whose name says nothing, no other byte), and how the files a build left out are named:
+by extension, with a count and an example each, in the summary and the report."""
+import concurrent.futures
+
 import pytest
 
 from imgrec.imaging import file_types
 from imgrec.pipelines.summary import _ignored_lines
 from imgrec.samples import torture
+from imgrec.storage import storage
+from imgrec.transforms import listing
+from imgrec.transforms.elements import ImageRef
 from imgrec.versions.report.sections import inputs_section
 
 CORPUS = torture.corpus()
@@ -60,3 +66,38 @@ def test_the_report_shows_the_formats_written_and_the_files_ignored():
                                    'ignored_files': TABLE}))
     assert html.index('JPEG') < html.index('HEIF') and 'mode=RGB' not in html
     assert html.index('.heic') < html.index('.txt') < html.index('(none)') and 'a/IMG_1.heic' in html
+
+
+class RecordedReads:
+    """A real storage that records the ranged reads made through it."""
+
+    def __init__(self, store):
+        self._store = store
+        self.ranges = []
+
+    def __getattr__(self, name):
+        return getattr(self._store, name)
+
+    def read_range(self, path, start, end):
+        self.ranges.append((path.rsplit('/', 1)[-1], start, end))
+        return self._store.read_range(path, start, end)
+
+
+@pytest.mark.parametrize('threads', [0, 2])
+def test_a_listing_reads_the_heads_of_files_whose_name_says_nothing_and_no_other(tmp_path, threads):
+    jpeg = CORPUS['alpha/IMG_0002'][0]
+    files = {'a.jpg': jpeg, 'b.txt': b'text', 'IMG_0003': jpeg, 'LICENSE': b'Permission is hereby granted',
+             'untitled': b'', 'clip.MOV': jpeg, '._a.jpg': jpeg, 'scan.img': CORPUS['alpha/scan.jp2'][0]}
+    for name, data in files.items():
+        (tmp_path / 'cats' / name).parent.mkdir(exist_ok=True)
+        (tmp_path / 'cats' / name).write_bytes(data)
+    recorded = RecordedReads(storage.storage_for(str(tmp_path)))
+    with concurrent.futures.ThreadPoolExecutor(threads or 1) as pool:
+        found = list(listing.class_folder_listing(str(tmp_path), str(tmp_path / 'cats'), recorded,
+                                                  pool if threads else None))
+    assert sorted(ref.source for ref in found if isinstance(ref, ImageRef)) == [
+        'cats/IMG_0003', 'cats/a.jpg', 'cats/scan.img']
+    assert sorted(name for name in found if isinstance(name, str)) == [
+        'cats/._a.jpg', 'cats/LICENSE', 'cats/b.txt', 'cats/clip.MOV', 'cats/untitled']
+    assert sorted(recorded.ranges) == [('IMG_0003', 0, file_types.SNIFF_BYTES), ('LICENSE', 0, 28),
+                                       ('scan.img', 0, file_types.SNIFF_BYTES)]
