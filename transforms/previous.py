@@ -141,7 +141,7 @@ class ReadPrevious(beam.PTransform):
         return (written, quarantined, duplicates) | 'AllFates' >> beam.Flatten()
 
 
-def _unchanged(ref, facts, digest=None):
+def unchanged(ref, facts, digest=None):
     """Whether listed ``ref`` is the input its previous fate (``facts``) was decided for: the same size and
     class, and the same stamp or, where the stamp moved (a file written again with the same bytes, a
     copy, a checkout), the same sha256 as its record, read and hashed only then (``digest(ref)``, None when
@@ -195,7 +195,7 @@ class _MatchFn(beam.DoFn):
         self.reused = Metrics.counter(*counters.IMAGES_REUSED)
         self.to_decode = Metrics.counter(*counters.IMAGES_TO_DECODE)
         self._labels = self._index_of = None
-        self._storage = storage  # reads a source whose stamp moved (``_unchanged``); None: a moved stamp is a change
+        self._storage = storage  # reads a source whose stamp moved (``unchanged``); None: a moved stamp is a change
 
     def _digest(self, ref):
         return source_sha256(self._storage, ref.path)
@@ -210,7 +210,7 @@ class _MatchFn(beam.DoFn):
             return
         # One listing of the source and one previous fate: the usual case. A manifest that lists a path
         # twice is simply decoded again.
-        if len(listed) == 1 and len(previous) == 1 and _unchanged(
+        if len(listed) == 1 and len(previous) == 1 and unchanged(
                 listed[0], previous[0].facts, self._digest if self._storage is not None else None):
             ref, (fate, facts) = listed[0], previous[0]
             self.reused.inc()
@@ -373,6 +373,6 @@ def nothing_new_changed_or_removed(listed, fates, digest=None):
         previous[source] = fate
     for ref in listed:
         fate = previous.pop(ref.source, None)
-        if fate is None or not _unchanged(ref, fate.facts, digest):  # new, listed twice, or changed
+        if fate is None or not unchanged(ref, fate.facts, digest):  # new, listed twice, or changed
             return False
     return not previous  # else removed

@@ -1,9 +1,9 @@
 """A rerun of a build stopped part way takes up the records its spill files hold, checked, instead of decoding
 their images again (docs/build.md, "A stopped build").
 
-Every record a build encodes is spilled as two TFRecord frames: its Example, then its facts (``facts_of``: the
-source, its size and stamp, and what decoding found that the Example does not hold). A stopped build's spill
-files are read whole, frame by frame (``scan``): a record is taken up only when both of its frames pass their
+Every record a build encodes is spilled as two TFRecord frames: its Example, then its facts (the source, its size
+and stamp, and what decoding found that the Example does not hold: ``imgrec.storage.spill.facts_of``). A stopped
+build's spill files are read whole, frame by frame (``scan``): a record is taken up only when both of its frames pass their
 checksums, its facts name its Example (the same source, sha256 and class) and its Example has this build's image
 size; then only when the image is listed now as it was (the same size and class, and the same stamp or, where
 the stamp moved, the same sha256: ``imgrec.transforms.previous``'s rule) under the same label number. Every other
@@ -24,7 +24,7 @@ from imgrec.contract.example import decode_example
 from imgrec.contract.tfrecord import _masked_crc  # pylint: disable=protected-access  # the framing's own checksum
 from imgrec.storage.spill import FACTS_KEY
 from imgrec.transforms.elements import RecordRef
-from imgrec.transforms.previous import _unchanged, source_sha256  # pylint: disable=protected-access  # the one rule
+from imgrec.transforms.previous import source_sha256, unchanged
 
 RESUMED, REFUSED, TO_DECODE = 'resumed', 'refused', 'to_decode'
 # Why a spilled record was not taken up (dataset.json's refresh.resumed.refused, the summary).
@@ -33,7 +33,8 @@ DAMAGED = 'damaged'                # a checksum fails, or its Example does not p
 MISMATCHED = 'mismatched'          # its facts do not name its Example, or its size is not this build's
 SOURCE_CHANGED = 'source_changed'  # its image is listed now with another size, stamp and sha256
 LABEL_CHANGED = 'label_changed'    # its class has another label number now
-UNREADABLE = 'unreadable'          # the spill file could not be read
+UNREADABLE = 'unreadable'          # a spill file could not be read (counted once a file)
+
 
 class Spilled(typing.NamedTuple):
     """A record a stopped build spilled and ``scan`` found whole: its facts, the label number its Example holds,
@@ -168,7 +169,7 @@ class _TakeUpFn(beam.DoFn):
             return
         was = {'size': facts['source_size'], 'label': facts['label_text'], 'sha256': facts['sha256'],
                'stamp': (facts['mtime_ns'], facts['ctime_ns'], facts['inode'], facts['generation'])}
-        if not _unchanged(ref, was, lambda ref: source_sha256(self._storage, ref.path)):
+        if not unchanged(ref, was, lambda ref: source_sha256(self._storage, ref.path)):
             yield beam.pvalue.TaggedOutput(REFUSED, SOURCE_CHANGED)
             yield ref
             return
