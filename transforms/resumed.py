@@ -3,14 +3,14 @@ their images again (docs/build.md, "A stopped build").
 
 Every record a build encodes is spilled as two TFRecord frames: its Example, then its facts (the source, its size
 and stamp, and what decoding found that the Example does not hold: ``imgrec.storage.spill.facts_of``). A stopped
-build's spill files are read whole, frame by frame (``scan``): a record is taken up only when both of its frames pass their
-checksums, its facts name its Example (the same source, sha256 and class) and its Example has this build's image
-size; then only when the image is listed now as it was (the same size and class, and the same stamp or, where
-the stamp moved, the same sha256: ``imgrec.transforms.previous``'s rule) under the same label number. Every other
-image is decoded. A frame cut short by the stop, or damaged, loses only its own record (a damaged length loses
-the rest of its file: where the next frame starts is unknown). What is taken up is byte for byte what decoding
-would give: the Example bytes depend only on the source's bytes, the record options (the same, or no resume)
-and the label.
+build's spill files are read whole, frame by frame (``scan``): a record is taken up only when both of its frames
+pass their checksums, its facts name its Example (the same source, sha256 and class) and its Example has this
+build's image size; then only when the image is listed now as it was (the same size and class, and the same stamp
+or, where the stamp moved, the same sha256: ``imgrec.transforms.previous.unchanged``) under the same label number.
+Every other image is decoded. A frame cut short by the stop, or damaged, loses only its own record (a damaged
+length loses the rest of its file: where the next frame starts is unknown). What is taken up is byte for byte what
+decoding would give: the Example bytes depend only on the source's bytes, the record options (the same, or no
+resume) and the label.
 """
 import json
 import struct
