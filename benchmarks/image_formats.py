@@ -13,7 +13,6 @@ ICC: ``image_ops.decode_resize_encode`` at 224x224 of 12 MP JPEGs (decoded at 1/
 without, interleaved; medians of 5 rounds, milliseconds an image on one core.
 """
 import argparse
-import concurrent.futures
 import io
 import os
 import statistics
@@ -82,9 +81,9 @@ def _write_folder(root, count, named):
     return folder
 
 
-def _timed_listing(root, folder, store, pool=None):
+def _timed_listing(root, folder, store):
     start = time.perf_counter()
-    found = list(listing.class_folder_listing(root, folder, store, pool))
+    found = list(listing.class_folder_listing(root, folder, store))
     return time.perf_counter() - start, len(found)
 
 
@@ -115,14 +114,13 @@ def remote_sniffing(files, delay_ms):
         store = storage.storage_for(bucket)
         times = {True: [], False: []}
         ranged = {}
-        with concurrent.futures.ThreadPoolExecutor(listing.SNIFF_THREADS) as pool:
-            for _ in range(ROUNDS):
-                for named in (True, False):
-                    root = f"{bucket}/{'named' if named else 'bare'}"
-                    before = request_counts.made()
-                    elapsed, _ = _timed_listing(root, f'{root}/cats', store, pool)
-                    times[named].append(elapsed)
-                    ranged[named] = (request_counts.made() - before)[counters.RANGED_READS]
+        for _ in range(ROUNDS):
+            for named in (True, False):
+                root = f"{bucket}/{'named' if named else 'bare'}"
+                before = request_counts.made()
+                elapsed, _ = _timed_listing(root, f'{root}/cats', store)
+                times[named].append(elapsed)
+                ranged[named] = (request_counts.made() - before)[counters.RANGED_READS]
     named, bare = statistics.median(times[True]), statistics.median(times[False])
     print(f'gs:// ({delay_ms} ms a request), {files} files: named .jpg {named * 1000:.0f} ms '
           f'({ranged[True]} ranged reads), no extension {bare * 1000:.0f} ms ({ranged[False]} ranged reads, '

@@ -1,8 +1,6 @@
 """What a file is, by its name or its first bytes (imgrec.imaging.file_types), what a listing reads to tell
-(the heads of files whose name says nothing, no other byte), and how the files a build left out are named:
+(the heads of files whose name says nothing, no other byte; on gs://, tests/test_gcs_sniffing.py), and how the files a build left out are named:
 by extension, with a count and an example each, in the summary and the report."""
-import concurrent.futures
-
 import pytest
 
 from imgrec.imaging import file_types
@@ -83,8 +81,7 @@ class RecordedReads:
         return self._store.read_range(path, start, end)
 
 
-@pytest.mark.parametrize('threads', [0, 2])
-def test_a_listing_reads_the_heads_of_files_whose_name_says_nothing_and_no_other(tmp_path, threads):
+def test_a_listing_reads_the_heads_of_files_whose_name_says_nothing_and_no_other(tmp_path):
     jpeg = CORPUS['alpha/IMG_0002'][0]
     files = {'a.jpg': jpeg, 'b.txt': b'text', 'IMG_0003': jpeg, 'LICENSE': b'Permission is hereby granted',
              'untitled': b'', 'clip.MOV': jpeg, '._a.jpg': jpeg, 'scan.img': CORPUS['alpha/scan.jp2'][0]}
@@ -92,9 +89,7 @@ def test_a_listing_reads_the_heads_of_files_whose_name_says_nothing_and_no_other
         (tmp_path / 'cats' / name).parent.mkdir(exist_ok=True)
         (tmp_path / 'cats' / name).write_bytes(data)
     recorded = RecordedReads(storage.storage_for(str(tmp_path)))
-    with concurrent.futures.ThreadPoolExecutor(threads or 1) as pool:
-        found = list(listing.class_folder_listing(str(tmp_path), str(tmp_path / 'cats'), recorded,
-                                                  pool if threads else None))
+    found = list(listing.class_folder_listing(str(tmp_path), str(tmp_path / 'cats'), recorded))
     assert sorted(ref.source for ref in found if isinstance(ref, ImageRef)) == [
         'cats/IMG_0003', 'cats/a.jpg', 'cats/scan.img']
     assert sorted(name for name in found if isinstance(name, str)) == [

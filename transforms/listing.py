@@ -113,26 +113,27 @@ def _shows_an_image(listed, storage):
     return file_types.sniffed_format(head) is not None
 
 
-def _images_among(files, storage, pool):
+def _images_among(files, storage):
     """(ListedFile, whether it is an image) of ``files``, in order: by name, else by its first bytes, read
-    on ``pool``'s threads when given."""
-    for window in iter(lambda: list(itertools.islice(files, SNIFF_WINDOW)), []):
-        kinds = [file_types.kind_by_name(listed.path) for listed in window]
-        unknown = [listed for listed, kind in zip(window, kinds) if kind == file_types.UNKNOWN]
-        if pool is not None and len(unknown) > 1:
-            shown = iter(retries.counted_map(pool, lambda listed: _shows_an_image(listed, storage), unknown))
-        else:
-            shown = (_shows_an_image(listed, storage) for listed in unknown)
-        for listed, kind in zip(window, kinds):
-            yield listed, kind == file_types.IMAGE or (kind == file_types.UNKNOWN and next(shown))
+    ``SNIFF_THREADS`` at a time where each read is a round trip (``storage.remote``)."""
+    with concurrent.futures.ThreadPoolExecutor(SNIFF_THREADS if storage.remote else 1,
+                                               thread_name_prefix='sniff') as pool:
+        for window in iter(lambda: list(itertools.islice(files, SNIFF_WINDOW)), []):
+            kinds = [file_types.kind_by_name(listed.path) for listed in window]
+            unknown = [listed for listed, kind in zip(window, kinds) if kind == file_types.UNKNOWN]
+            if storage.remote and len(unknown) > 1:
+                shown = iter(retries.counted_map(pool, lambda listed: _shows_an_image(listed, storage), unknown))
+            else:
+                shown = (_shows_an_image(listed, storage) for listed in unknown)
+            for listed, kind in zip(window, kinds):
+                yield listed, kind == file_types.IMAGE or (kind == file_types.UNKNOWN and next(shown))
 
 
-def class_folder_listing(root, folder, storage, pool=None):
+def class_folder_listing(root, folder, storage):
     """Yields an ImageRef for each image below the class folder ``folder`` and the source name (a str) of each
-    other file: the one walk the job's listing and a refresh's check before the job share. ``pool``: threads
-    that read the heads of files whose name says nothing."""
+    other file: the one walk the job's listing and a refresh's check before the job share."""
     label = relative_source(root, folder)
-    for listed, image in _images_among(iter_files(folder, storage), storage, pool):
+    for listed, image in _images_among(iter_files(folder, storage), storage):
         source = relative_source(root, listed.path)
         if image:
             yield ImageRef(path=listed.path, source=source, label=label, size=listed.size, mtime_ns=listed.mtime_ns,
@@ -172,22 +173,10 @@ class _ListTopLevel(_ListingFn):
 
 
 class _ListClassFolder(_ListingFn):
-    def __init__(self, root, storage):
-        super().__init__(root, storage)
-        self._pool = None
-
-    def setup(self):
-        self._pool = (concurrent.futures.ThreadPoolExecutor(SNIFF_THREADS, thread_name_prefix='sniff')
-                      if self._storage.remote else None)
-
-    def teardown(self):
-        if self._pool is not None:
-            self._pool.shutdown(cancel_futures=True)
-
     def process(self, keyed):
         folder, _ = keyed
         images = 0
-        for found in self.listing(folder, class_folder_listing(self._root, folder, self._storage, self._pool)):
+        for found in self.listing(folder, class_folder_listing(self._root, folder, self._storage)):
             if isinstance(found, ImageRef):
                 self.listed.inc()
                 images += 1
