@@ -71,6 +71,21 @@ def test_the_bomb_is_refused_at_any_cap_below_its_size_before_decoding():
     assert refused.value.reason == 'too_many_pixels' and '30000x30000' in refused.value.message
 
 
+def _jxl_header(side):
+    """A JPEG XL codestream whose header says side x side pixels (ISO 18181-1 SizeHeader, bits from the lowest:
+    not small, the 18-bit size, side - 1, and the 1:1 ratio), then bytes that are no image."""
+    bits = 0 | (2 << 1) | ((side - 1) << 3) | (1 << 21)
+    return b'\xff\x0a' + bits.to_bytes(3, 'little') + bytes(64)
+
+
+def test_a_jpeg_xl_is_refused_by_its_header_before_its_plugin_decodes_it():
+    assert image_ops.jxl_size(_jxl_header(30_000)) == (30_000, 30_000)
+    with pytest.raises(image_ops.ImageRejected) as refused:
+        image_ops.decode(_jxl_header(30_000), (32, 32))
+    assert refused.value.reason == 'too_many_pixels' and '30000x30000' in refused.value.message
+    assert image_ops.jxl_size(torture.corpus()['alpha/photo.jxl'][0]) == (96, 64)
+
+
 _MEASURE = '''
 import json, resource, sys
 from imgrec.imaging import image_ops

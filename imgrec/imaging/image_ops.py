@@ -34,7 +34,7 @@ RESIZE_MODES = ('crop', 'pad', 'stretch')
 # keeps Pillow's riskier plugins away from untrusted pixel data.
 ACCEPTED_FORMATS = ('JPEG', 'MPO', 'PNG', 'GIF', 'BMP', 'WEBP', 'TIFF', 'AVIF', 'HEIF', 'JXL', 'JPEG2000')
 # One decode thread each: the decode threads of a build (decoder_pool) use the cores; no thumbnails or depth
-# maps, which only cost memory. JPEG XL decodes as it opens, so --max_pixels checks it after its decode.
+# maps, which only cost memory. JPEG XL decodes as it opens: --max_pixels reads its header first (jxl_size).
 pillow_heif.register_heif_opener(thumbnails=False, depth_images=False, aux_images=False, decode_threads=1)
 pillow_jxl.JpegXLImagePlugin.DECODE_THREADS = 0
 # Transparent pixels are composited onto this colour (white, like a page or a browser would show them).
@@ -200,10 +200,66 @@ def _orientation(image, notes):
     return orientation if orientation in range(1, 9) else 1
 
 
+# JPEG XL's SizeHeader (ISO 18181-1, A.2): the width as a ratio of the height, by its 3-bit code (0: given).
+_JXL_RATIOS = ((0, 0), (1, 1), (12, 10), (4, 3), (3, 2), (16, 9), (5, 4), (2, 1))
+_JXL_SIGNATURE, _JXL_CONTAINER = b'\xff\x0a', b'\x00\x00\x00\x0cJXL \r\n\x87\n'
+
+
+def _jxl_codestream(data):
+    """The start of a JPEG XL file's codestream: the file itself, or the first 'jxlc' or 'jxlp' box of its
+    container; None when it cannot be found."""
+    if data.startswith(_JXL_SIGNATURE):
+        return data
+    start = 0
+    while start + 8 <= len(data):
+        size, kind = int.from_bytes(data[start:start + 4], 'big'), data[start + 4:start + 8]
+        if kind == b'jxlc':
+            return data[start + 8:]
+        if kind == b'jxlp':
+            return data[start + 12:]  # after the part's index
+        if size < 8:
+            return None
+        start += size
+    return None
+
+
+def jxl_size(data):
+    """(width, height) from a JPEG XL file's header, or None: the JPEG XL plugin decodes as it opens a file,
+    so ``--max_pixels`` is checked on this first."""
+    codestream = _jxl_codestream(data) if data.startswith((_JXL_SIGNATURE, _JXL_CONTAINER)) else None
+    if codestream is None or not codestream.startswith(_JXL_SIGNATURE) or len(codestream) < 12:
+        return None
+    bits, position = int.from_bytes(codestream[2:12], 'little'), 0
+
+    def read(count):
+        nonlocal position
+        value = (bits >> position) & ((1 << count) - 1)
+        position += count
+        return value
+
+    def side(small):
+        if small:
+            return (read(5) + 1) * 8
+        return 1 + read((9, 13, 18, 30)[read(2)])
+
+    small = read(1)
+    height = side(small)
+    ratio = read(3)
+    if ratio:
+        across, down = _JXL_RATIOS[ratio]
+        return height * across // down, height
+    return side(small), height
+
+
 def _open(data, max_pixels, min_side):
     """Opens ``data`` and checks what the header says, before any pixel is decoded."""
     if not data:
         raise ImageRejected(EMPTY, 'file is empty')
+    declared = jxl_size(data)
+    if declared is not None and declared[0] * declared[1] > max_pixels:
+        width, height = declared
+        raise ImageRejected(TOO_MANY_PIXELS,
+                            f'{width}x{height} = {width * height} pixels exceeds --max_pixels {max_pixels}')
     try:
         image = Image.open(io.BytesIO(data))
     except UnidentifiedImageError:
