@@ -56,3 +56,15 @@ def test_an_image_without_a_usable_profile_keeps_its_numbers(icc_profile, decisi
     image, notes = image_ops.decode(data, torture.IMAGE_SIZE)
     assert notes.get('icc') == decision
     assert image.tobytes() == Image.open(io.BytesIO(data)).convert('RGB').tobytes()
+
+
+def test_a_grey_profile_converts_grey_pixels():
+    """JPEG XL's decoder gives a grey image a grey profile of its own (sRGB's curve): converted, the same greys."""
+    greys = (0, 85, 170, 255)
+    out = io.BytesIO()
+    torture.quadrants(96, 64, greys, 'L').save(out, 'JXL', lossless=True)
+    image, notes = image_ops.decode(out.getvalue(), torture.IMAGE_SIZE)
+    assert (notes['mode'], notes['icc']) == ('L', image_ops.ICC_CONVERTED)
+    for (fx, fy), grey in torture.checks(greys):
+        pixel = image.getpixel((int(fx * image.width), int(fy * image.height)))
+        assert max(abs(value - grey) for value in pixel) <= 2, (pixel, grey)
