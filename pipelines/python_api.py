@@ -53,7 +53,7 @@ def _writes_to_fd2(stream):
 
 
 def build(input: str | None = None, output: str | None = None, *,  # pylint: disable=redefined-builtin
-          beam_options: typing.Sequence[str] | None = None, **options: typing.Any) -> dict | None:
+          beam_options: typing.Sequence[str] | None = None, **options: typing.Any) -> BuildResult | None:
     """Builds a dataset from Python, as ``build-dataset`` does; returns the published dataset.json (a dict).
 
     Takes the command line's options as keyword arguments, by the same names and with the same defaults,
