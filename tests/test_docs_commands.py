@@ -229,7 +229,7 @@ def _module_file(module):
 def _defined(dotted):
     """Whether ``package.module[.name]`` is a module of the repository, or a name its module defines."""
     parts = dotted.split('.')
-    for end in range(len(parts), 1, -1):
+    for end in range(len(parts), 0, -1):  # down to imgrec alone: imgrec.build is a name its __init__ defines
         module = _module_file('.'.join(parts[:end]))
         if module:
             return end == len(parts) or (end == len(parts) - 1 and re.search(
