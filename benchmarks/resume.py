@@ -150,7 +150,8 @@ def main():
             status = subprocess.run([sys.executable, '-m', 'imgrec.pipelines.build_dataset', *options(whole_out)],
                                     cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False,
                                     env=dict(os.environ, **{crash_points.CRASH_AT: 'publish:before_promote'}))
-            assert status.returncode == 137, status
+            # Locally the step runs in a worker process (its end fails the build, 1) or in this one (137).
+            assert status.returncode in (1, 137), status
             nothing_left = job(options(whole_out))
             print(f"rerun with every image spilled (decodes none): {nothing_left['seconds']:7.1f} s = "
                   f"{nothing_left['seconds'] / baseline['seconds']:.2f} of the uninterrupted build; took up "
