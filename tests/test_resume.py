@@ -338,21 +338,8 @@ def test_a_scan_takes_each_whole_record_and_names_why_each_other_is_refused():
     assert [item if isinstance(item, str) else item[0] for item in found] == ['circle/1.jpg', resumed.DAMAGED]
 
 
-def test_gcs_a_build_killed_before_promotion_is_taken_up_whole(gcs_emulator, images, uninterrupted, tmp_path):
-    bucket = gcs_emulator.create_bucket('resume-out')
-    output = f'{bucket}/datasets/shapes'
-    status, _, err = _run(_argv(images, output), **{crash_points.CRASH_AT: 'publish:before_promote'})
-    assert status == 137, err
-    assert any('/spill/' in name for name in gcs_emulator.list(output))
-    status, out, err = _run(_argv(images, output))
-    assert status == 0, err
-    assert _resumed(out).startswith('  resumed: 120 of 120 images from the build stopped at '), out
-    downloaded = gcs_emulator.download_folder(output, tmp_path / 'out')
-    assert _published(os.path.join(downloaded, 'v1')) == uninterrupted
-    assert not [name for name in gcs_emulator.list(output) if '.incomplete-' in name or '/_leases/' in name]
-
-
-def test_gcs_sigkill_while_paused_after_the_metadata_then_resumed(gcs_emulator, images, uninterrupted, tmp_path):
+def test_gcs_sigkill_after_the_metadata_then_the_rerun_takes_up_every_image(gcs_emulator, images, uninterrupted,
+                                                                           tmp_path):
     bucket = gcs_emulator.create_bucket('resume-killed')
     output = f'{bucket}/datasets/shapes'
     build = _start(_argv(images, output), **{crash_points.PAUSE_AT: 'metadata:after_files'})
@@ -367,3 +354,4 @@ def test_gcs_sigkill_while_paused_after_the_metadata_then_resumed(gcs_emulator, 
     assert _resumed(out).startswith('  resumed: 120 of 120 images'), out
     downloaded = gcs_emulator.download_folder(output, tmp_path / 'out')
     assert _published(os.path.join(downloaded, 'v1')) == uninterrupted
+    assert not [name for name in gcs_emulator.list(output) if '.incomplete-' in name or '/_leases/' in name]
