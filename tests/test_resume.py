@@ -116,7 +116,7 @@ def test_sigkill_mid_decoding_then_the_same_command_takes_up_what_was_spilled(im
 
     status, out, err = _run(_argv(images, output))
     assert status == 0, err
-    assert f'build-dataset: resuming the build stopped at ' in out and stopped in out, out
+    assert 'build-dataset: resuming the build stopped at ' in out and stopped in out, out
     line = _resumed(out)
     taken = int(line[len(RESUMED):].split()[0])
     assert 0 < taken < 120 and ' of 120 images from the build stopped at ' in line, line
@@ -220,7 +220,7 @@ def test_other_options_start_from_zero_saying_why_in_one_line(images, stopped_wh
     status, out, err = _run(_argv(images, output, '--jpeg_quality', '80'))
     assert status == 0, err
     [line] = [line for line in out.splitlines() if 'not resuming' in line]
-    assert line.startswith(f'build-dataset: not resuming the build stopped at ') and stopped in line
+    assert line.startswith('build-dataset: not resuming the build stopped at ') and stopped in line
     assert line.endswith(': --jpeg_quality was 90, now 80; starting from zero'), line
     assert RESUMED not in out and _left(output) == []
 
