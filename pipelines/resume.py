@@ -23,14 +23,15 @@ def _waits(options):
 
 
 def _why_from_zero(config):
-    return next((f'--{name}' for name, given in (('no_resume', not config.resume), ('full', config.full),
-                                                ('clean', config.clean)) if given), None)
+    return next((f'--{name}' for name, given in (('no_resume', not config.resume), ('full', config.full)) if given),
+                None)
 
 
 def take_up(config, facts, options):
     """(RefreshPlan with the stopped runs it takes up, their claimed leases): also cleans up every other stopped
     run the cleanup before the build left (``Output.tidy`` without ``resumable``), saying why in one line each."""
     output, plan = facts.destination, facts.refresh
+    # With --clean the cleanup before the build removed every stopped run already.
     stopped = resumption.stopped_builds(output.root, output.storage) if not config.clean else []
     from_zero = _why_from_zero(config) or (None if _waits(options) else 'a job this process does not wait for')
     previous = facts.previous.version if facts.previous else None
