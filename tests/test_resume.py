@@ -253,6 +253,26 @@ def test_a_stopped_build_a_live_lease_holds_is_neither_taken_up_nor_deleted(imag
         paused.communicate(timeout=GIVE_UP_S)
 
 
+def test_a_stopped_refresh_is_taken_up_beside_the_previous_versions_records(tmp_path):
+    """The rerun reuses the previous version's records, takes up the stopped refresh's, decodes none."""
+    images, output, reference = tmp_path / 'images', tmp_path / 'out', tmp_path / 'reference'
+    write_images(str(images), 6, min_side=40, max_side=80)
+    for folder in (output, reference):
+        assert _run(_argv(images, folder))[0] == 0
+    write_images(str(tmp_path / 'more'), 4, min_side=40, max_side=80, seed=7)
+    for path in sorted((tmp_path / 'more').rglob('*.*')):
+        os.rename(path, images / path.parent.name / f'new-{path.name}')
+    status, _, err = _run(_argv(images, output, '--version', 'v2'), **{crash_points.CRASH_AT: 'publish:before_promote'})
+    assert status == 137, err
+
+    status, out, err = _run(_argv(images, output, '--version', 'v2'))
+    assert status == 0, err
+    assert '  refresh of v1: 24 reused, 0 decoded (16 new, 0 changed), 0 removed' in out.splitlines(), out
+    assert _resumed(out).startswith('  resumed: 16 of 40 images from the build stopped at '), out
+    assert _run(_argv(images, reference, '--version', 'v2'))[0] == 0
+    assert _published(output / 'v2') == _published(reference / 'v2') and _left(output) == []
+
+
 def _spill_files(output):
     [stopped] = [name for name in os.listdir(output) if layout.is_staging_name(name)]
     folder = output / stopped / layout.SPILL_DIR
