@@ -32,7 +32,8 @@ from imgrec.transforms.labels import ResolveLabels, unmatched_labels_message
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LABELS = ['beach', 'empty', 'forest', 'lonely', 'notes']  # sorted: the empty classes in their place
 OPTIONS = ('--image_size', '32', '--splits', 'train=50,validation=50', '--max_error_rate', '1',
-           '--min_size', '12', '--progress', 'off', '--direct_running_mode', 'in_memory')
+           '--min_size', '12', '--progress', 'off', '--direct_running_mode', 'in_memory',
+           '--near_duplicate_check', 'perceptual')  # the planted pair is an edited copy
 
 
 def _photo(path, seed, size=(200, 150)):

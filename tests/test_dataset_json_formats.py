@@ -25,7 +25,7 @@ def _format_1():
 
 # Options added to dataset.json after the release that wrote format 1 (a reader of either format ignores an
 # option it does not know, so adding one needs no new format).
-OPTIONS_SINCE_FORMAT_1 = {'near_duplicate_conflicts'}
+OPTIONS_SINCE_FORMAT_1 = {'near_duplicate_conflicts', 'near_duplicate_check'}
 # Fields added the same way: a reader of either format ignores one it does not know.
 FIELDS_SINCE_FORMAT_1 = {'ignored_files'}
 
@@ -58,8 +58,9 @@ def test_a_format_1_document_reads_as_the_current_format():
     assert read['image'] == {'channels': 3, 'format': 'JPEG'}
     assert read['record_options'] == old['record_options']
     assert not set(read['options']) & set(read['record_options'])
+    # Built before --near_duplicate_check: read as what it was, the pixel check (imgrec.contract.metadata.current).
     assert read['options'] == {name: value for name, value in old['options'].items()
-                               if name not in RECORD_OPTION_NAMES}
+                               if name not in RECORD_OPTION_NAMES} | {'near_duplicate_check': 'perceptual'}
     unchanged = set(old) - {'options', 'image', 'record_options'}
     assert {name: read[name] for name in unchanged} == {name: old[name] for name in unchanged}
     assert metadata.loads(FORMAT_1.read_text()) == read

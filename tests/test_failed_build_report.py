@@ -36,6 +36,10 @@ def _main(capsys, images, output, *extra):
     return status, captured.out.splitlines(), captured.err.splitlines()
 
 
+# The twins below are JPEGs saved again at other qualities: edited copies, which the perceptual check finds.
+PERCEPTUAL = ('--near_duplicate_check', 'perceptual')
+
+
 @pytest.fixture(scope='module')
 def grouped(tmp_path_factory):
     """Two classes of one photo each, and TWINS re-saves of a third photo in the first class."""
@@ -79,7 +83,7 @@ def _text(page):
 
 def test_missed_shares_write_a_report_into_the_staging_folder_and_name_it(grouped, tmp_path, capsys):
     output = tmp_path / 'out'
-    status, out, err = _main(capsys, grouped, output)
+    status, out, err = _main(capsys, grouped, output, *PERCEPTUAL)
     assert status == 1 and out == [] and len(err) == 1, err
     missed = re.match(r'build-dataset: failed: split (\w+) would hold (\d+) of (\d+) images', err[0])
     assert missed, err
@@ -117,7 +121,7 @@ def test_too_many_quarantined_show_the_counts_and_the_quarantine(damaged, tmp_pa
 
 @requires_chromium
 def test_the_failed_report_opens_in_chromium_and_says_why(grouped, tmp_path, capsys):
-    _, _, err = _main(capsys, grouped, tmp_path / 'out')
+    _, _, err = _main(capsys, grouped, tmp_path / 'out', *PERCEPTUAL)
     staging = _report_named(err[0], tmp_path / 'out')
     page = open_page(os.path.join(staging, layout.REPORT_HTML), TEXT, str(tmp_path / 'profile'))
     assert page.errors == [] and page.requests == []
@@ -131,26 +135,26 @@ def test_the_failed_report_opens_in_chromium_and_says_why(grouped, tmp_path, cap
 
 def test_builds_name_the_staging_folders_left_and_what_clean_removes(grouped, tmp_path, capsys):
     output = tmp_path / 'out'
-    _, _, err = _main(capsys, grouped, output)
+    _, _, err = _main(capsys, grouped, output, *PERCEPTUAL)
     failed = os.path.basename(_report_named(err[0], output))
     # A build that holds its lease now: a running build's staging folder, never offered for removal.
     running = layout.staging_name('v9', 'running0001')
     os.makedirs(output / running)
     with staging.build_lease(str(output), str(output / running)):
         # --no_resume: this build (another --split_tolerance, a run option) would take up the failed one's records
-        status, out, _ = _main(capsys, grouped, output, '--split_tolerance', '50', '--version', 'v1', '--no_resume')
+        status, out, _ = _main(capsys, grouped, output, *PERCEPTUAL, '--split_tolerance', '50', '--version', 'v1', '--no_resume')
         assert status == 0
         assert (f'build-dataset: 1 staging folder(s) of failed or killed builds in {output}: {failed} '
                 f'(report: {output / failed / layout.REPORT_HTML}); --clean removes it') in out, out
         assert (f'build-dataset: 1 staging folder(s) of running builds (a live lease holds it; --clean never '
                 f'removes one): {running}') in out, out
-        status, out, _ = _main(capsys, grouped, output, '--split_tolerance', '50', '--version', 'v2', '--clean')
+        status, out, _ = _main(capsys, grouped, output, *PERCEPTUAL, '--split_tolerance', '50', '--version', 'v2', '--clean')
         assert status == 0
         assert f'build-dataset: removed 1 staging folder(s) of failed or killed builds: {failed}' in out, out
         assert not (output / failed).exists() and (output / running).is_dir()
         assert not any(f'of failed or killed builds in {output}' in line for line in out), out
     # Its lease gone, the folder is one a build left: removed, as v1 was published after it was last written.
-    status, out, _ = _main(capsys, grouped, output, '--split_tolerance', '50', '--version', 'v3')
+    status, out, _ = _main(capsys, grouped, output, *PERCEPTUAL, '--split_tolerance', '50', '--version', 'v3')
     assert status == 0 and f'build-dataset: removed 1 staging folder(s) of failed or killed builds: {running}' in out
 
 
@@ -177,7 +181,8 @@ def test_a_report_that_cannot_be_written_leaves_the_failure_line_as_it_was(tmp_p
 def test_build_from_python_raises_the_same_line_with_its_report(grouped, tmp_path):
     with pytest.raises(BuildFailed) as raised:
         python_api.build(str(grouped), str(tmp_path / 'out'), image_size=32, splits={'train': 50, 'validation': 50},
-                            progress=False, beam_options=['--direct_running_mode=in_memory'])
+                         near_duplicate_check='perceptual', progress=False,
+                         beam_options=['--direct_running_mode=in_memory'])
     _report_named(f'build-dataset: failed: {raised.value}', tmp_path / 'out')
 
 

@@ -24,7 +24,9 @@ from tests.conftest import SMALL, listing
 from tests.contract_checks import check_version, load_version
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-OPTIONS = ('--splits', 'train=80,validation=20', '--num_shards', 'train=2,validation=1')
+# The near-duplicates these builds plant are edited copies: the perceptual check finds them.
+OPTIONS = ('--splits', 'train=80,validation=20', '--num_shards', 'train=2,validation=1', '--near_duplicate_check',
+           'perceptual')
 
 
 def _images(tmp_path, name='images', per_class=6):

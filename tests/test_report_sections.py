@@ -28,7 +28,7 @@ from tests.conftest import build
 # A class name that is markup: it must show as text, and nothing in it may run.
 MARKUP = '<i>x'
 CLASSES = ('beach', MARKUP)
-OPTIONS = ('--splits', 'train=50,validation=50', '--progress', 'off')
+OPTIONS = ('--splits', 'train=50,validation=50', '--progress', 'off', '--near_duplicate_check', 'perceptual')
 
 
 def _text(page):

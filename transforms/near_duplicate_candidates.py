@@ -38,7 +38,7 @@ _MEMBER_SALT = 'near-duplicate member'
 # The checks (``--near_duplicate_check``): the same picture written (exact) or the pixel check (perceptual).
 EXACT, PERCEPTUAL = CHECKS
 # Each image's nearest proposed for the pixel check (``hash_neighbours``), and the images a task compares with all.
-NEIGHBOURS = 3
+NEIGHBOURS = 4
 TASK_ROWS = 4096
 
 

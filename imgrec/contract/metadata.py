@@ -54,7 +54,8 @@ def build_metadata(*, name: str, version: str, created: str, options: dict, reco
     duplicates, and ignored (non-image files). ``quarantine`` = {'file', 'by_reason'}, ``duplicates`` =
     {'file', 'count'}, ``decoding`` = {'background': [r, g, b], 'decisions': {decision: images},
     'upscaled': written images enlarged to reach the target}; ``near_duplicates`` = {'mode', 'file', 'hash',
-    'threshold', 'bands', 'check', 'conflicts', 'groups', 'images', 'pairs', 'pairs_across_splits',
+    'threshold' (0: identical hashes), 'neighbours' (each image's nearest proposed, the perceptual check), 'check',
+    'conflicts', 'groups', 'images', 'pairs', 'pairs_across_splits',
     'pairs_across_labels', 'label_conflict_pairs' ([{'source', 'label', 'split', 'other', 'other_label', 'other_split'}], the
     first LISTED_CONFLICT_PAIRS), 'label_conflicts', 'images_moved', 'largest_group', 'links_cut',
     'conflicts_written_again'} (docs/near-duplicates.md);

@@ -157,6 +157,17 @@ def _what_was_done(mode, first, second):
     return done + (f'<br><span class="muted">{"; ".join(moved)}</span>' if moved else '')
 
 
+def _near_duplicate_check(summary):
+    """How the near-duplicates were found, in words: the same picture written, or each image's nearest by hash
+    confirmed by the pixel check (a version built before the neighbours were recorded: every pair within the
+    threshold)."""
+    if summary.get('threshold') == 0:
+        return 'the same picture written (identical hashes and JPEGs)'
+    nearest = f'each image\'s {escape(summary["neighbours"])} nearest' if summary.get('neighbours') else 'pairs'
+    return (f'{nearest} by {escape(summary.get("hash"))} hash within {escape(summary.get("threshold"))} of 64 bits, '
+            'confirmed by their pixels')
+
+
 def near_duplicates_section(version, facts, near, storage=None):
     """Near-duplicates: what the build counted, and thumbnail pairs of the extremes (``near``, as
     ``near_duplicate_pairs`` gives them)."""
@@ -167,8 +178,7 @@ def near_duplicates_section(version, facts, near, storage=None):
                         '(or before near-duplicates were looked for).</p>']
     listed, shown = near
     parts.append(
-        f'<p>Mode <code>{escape(summary.get("mode"))}</code>, {escape(summary.get("hash"))} hash, within '
-        f'{escape(summary.get("threshold"))} of 64 bits ({escape(summary.get("bands"))} bands): '
+        f'<p>Mode <code>{escape(summary.get("mode"))}</code>, {_near_duplicate_check(summary)}: '
         f'<span id="near-groups">{escape(summary.get("groups", 0))}</span> groups of '
         f'{escape(summary.get("images", 0))} written images, {escape(summary.get("pairs", 0))} pairs found '
         f'(largest group {escape(summary.get("largest_group", 0))}); {escape(summary.get("pairs_across_splits", 0))} '
