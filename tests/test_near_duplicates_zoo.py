@@ -10,7 +10,9 @@ import glob
 import json
 import os
 
+import numpy as np
 import pytest
+from PIL import Image
 
 from imgrec.pipelines import build_dataset, launcher
 from imgrec.samples import zoo, zoo_scores
@@ -81,6 +83,30 @@ def test_the_targets_per_style(built, style):
         assert score.pairs_across_splits <= sum(score.missed.values())
     else:
         assert score.failures() == []
+
+
+def test_the_default_links_no_distinct_glyph_nor_noise_and_finds_the_same_picture_saved_again(tmp_path):
+    """The default check (exact) on distinct digits of ten classes, a copy of each saved again as PNG (the same
+    pixels) planted under another class, and random-noise images of two classes (one flat grey at the output
+    size, where the pixel check links them): only the pictures saved again are linked, and listed as pairs
+    under two labels."""
+    root = tmp_path / 'in'
+    corpus = zoo.write_corpus('digits', str(root), per_class=8, planted=0, combined=0, cross_label=8)
+    rng = np.random.default_rng(3)
+    for label in ('noise_a', 'noise_b'):
+        (root / label).mkdir()
+        for i in range(6):
+            Image.fromarray(rng.integers(0, 256, (256, 256, 3), dtype=np.uint8)).save(root / label / f'{i}.png')
+    launcher.run(['--input', str(root), '--output', str(tmp_path / 'out'), '--image_size', SIZE,
+                  '--direct_running_mode', 'in_memory', '--no_progress'])
+    version = zoo_scores.latest_version(str(tmp_path / 'out'))
+    score = zoo_scores.score(corpus, version)
+    document = json.load(open(os.path.join(version, 'dataset.json'), encoding='utf-8'))
+    near = document['near_duplicates']
+    resaved = {frozenset((pair['original'], pair['copy'])) for pair in corpus.pairs if pair['edit'] == 'png'}
+    assert resaved and score.grouped == 0
+    assert {frozenset((pair['source'], pair['other'])) for pair in near['label_conflict_pairs']} == resaved
+    assert near['pairs'] == near['pairs_across_labels'] == len(resaved) and near['groups'] == len(resaved)
 
 
 def test_cross_label_pairs_are_kept_listed_and_quarantined_only_when_asked(built, tmp_path):
