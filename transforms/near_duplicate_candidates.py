@@ -30,7 +30,7 @@ from imgrec.contract.hashing import stable_hash
 from imgrec.contract.metadata import NEAR_DUPLICATE_CHECKS as CHECKS
 from imgrec.imaging import hash_neighbours, perceptual_hash as ph
 
-# A bucket member's numbers (``band_keys``): its hashes, its member id, its frame's offset, and its frame file's
+# A member's numbers (``packed_member``): its hashes, its member id, its frame's offset, and its frame file's
 # number and frame length in one (32 bits each).
 MEMBER = np.dtype('<i8')
 MEMBER_FIELDS = ph.HASHES + 3
@@ -48,9 +48,9 @@ def _signed(value):
 
 
 def member_id(source):
-    """A source's number in the band buckets: a stable 64-bit hash of its name, signed as Beam's integer coder
-    wants it: the order a bucket's members are taken in (so which of several copies a star starts from does not
-    depend on where their frames are). Two names with one number (about one chance in 10^7 among a million)
+    """A source's number among the candidates: a stable 64-bit hash of its name, signed as Beam's integer coder
+    wants it: the order members are taken in and ties broken by (so which of several copies a star starts from
+    does not depend on where their frames are). Two names with one number (about one chance in 10^7 among a million)
     leave their order to their frames."""
     return _signed(stable_hash(_MEMBER_SALT, source))
 
@@ -100,9 +100,8 @@ def unpacked_candidates(packed):
 
 
 class Hashed(typing.NamedTuple):
-    """What the band buckets need to know of all the hashed records at once (``SurveyHashed``): how many there
-    are (the threshold follows from it: ``perceptual_hash.threshold_for``) and the sorted paths of the files
-    their frames are in (a few hundred spill files, or a previous version's shards): a member names its file
+    """What the candidates need to know of all the hashed records at once (``SurveyHashed``): how many there
+    are and the sorted paths of the files their frames are in (a few hundred spill files, or a previous version's shards): a member names its file
     by its number in ``files`` (4 bytes, not a path), and the confirmation reads it back."""
     images: int
     files: tuple
@@ -168,8 +167,8 @@ def in_member_order(members):
 
 
 def unpacked(members):
-    """The (hashes, (member id, Frame)) of packed members (``band_keys``), as Python ints."""
-    rows = np.frombuffer(members, dtype=MEMBER).reshape(-1, MEMBER_FIELDS)
+    """The (hashes, (member id, Frame)) of packed members (``packed_member``), as Python ints."""
+    rows = _rows(members)
     return [(tuple(row[:ph.HASHES]), (row[-3], Frame.unpacked(*row[-2:]))) for row in rows.tolist()]
 
 

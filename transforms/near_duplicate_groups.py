@@ -182,7 +182,7 @@ def bounded_groups(links, max_group=MAX_GROUP):
 
 
 def label_of(source):
-    """A source's label in the rounds: (its member id, itself), so labels order as a band bucket orders its
+    """A source's label in the rounds: (its member id, itself), so labels order as the candidates order their
     members (``near_duplicate_candidates.member_id``) and the copy a star of copies is linked to is the
     smallest."""
     return member_id(source), source

@@ -1,5 +1,5 @@
-"""Two 64-bit perceptual hashes of a decoded image (the whole and its centre), and the banding that finds near-duplicates without
-comparing every pair: plain functions (Pillow and numpy, which Beam brings; no TensorFlow).
+"""Two 64-bit perceptual hashes of a decoded image (the whole and its centre), from which near-duplicate candidates
+are found: plain functions (Pillow and numpy, which Beam brings; no TensorFlow).
 
 The hash is a DCT hash (pHash): the image, in grey, is averaged down to 32x32 pixels and transformed
 with a 2-D DCT-II; of its 8x8 lowest frequencies but the constant ones (rows and columns 1-8), each
