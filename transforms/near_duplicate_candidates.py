@@ -9,7 +9,8 @@ Two checks (``CHECKS``), each a short chain of steps:
   (``imgrec.imaging.hash_neighbours``), and a pair either image proposes is a candidate for the pixel check. The
   hashes are gathered into one byte string (40 bytes an image) read by every worker as a side input, and the
   rows are cut into tasks of ``TASK_ROWS`` images, each comparing its rows with every hash: the popcounts grow with
-  the square of the images (~1 ns a pair), the pixel checks with the images times ``NEIGHBOURS``.
+  the square of the images (~6 ns a pair: 2-3 s of one core at 20,000), the pixel checks with the images times
+  ``NEIGHBOURS``.
 
 A member is numbers only, packed in 40 bytes (``MEMBER``): its hashes, a number for its name (the order ties are
 broken in) and where its frame is (``Frame``: the frame file's number in the build's table of them,

@@ -8,9 +8,10 @@ and a pair is a candidate when either image proposes the other: at most ``k`` pr
 pixel checks grow with the number of images, whatever the collection looks like. A copy is nearer its
 original than the other images of its kind (its hash moved a few bits), so it stays among the nearest.
 
-The distances are computed for every pair, a block of rows at a time (numpy popcounts: ~1 ns a pair, and
-memory bounded by the block): band buckets only save work when bands are wide, and at the thresholds that
-find crops (about 20 of 64 bits) a band is 3 bits, so the buckets compared more pairs than there are.
+The distances are computed for every pair, a block of rows at a time (numpy popcounts and the choice of the
+nearest: ~6 ns a pair, and memory bounded by the block): band buckets only save work when bands are wide, and at
+the thresholds that find crops (about 20 of 64 bits) a band is 3 bits, so the buckets compared more pairs than
+there are.
 Plain functions of numbers: no Beam, no Pillow.
 """
 import numpy as np
