@@ -176,16 +176,9 @@ class _KeptPictures:
         heapq.heappush(self._farthest, (-position, frame))
 
 
-class _ConfirmFn(beam.DoFn):
-    """Candidates of one frame file (its number, their ``near_duplicate_candidates.packed_candidate`` bytes
-    concatenated) -> links (source, source, distance, similarity), the smaller source first: those whose pictures
-    agree (``picture_check.judge``), read by reference (``hashed.files``: the table of frame files,
-    ``near_duplicate_candidates.Hashed``), ``PAIRS_AT_ONCE`` candidates' frames in one coalesced read, those of a
-    slice whose correlation bound refuses them (``picture_check.surely_refused``) refused first; two records whose
-    JPEGs are the same bytes (pixel-identical sources: the encoder is deterministic) are confirmed without decoding.
-    A key's candidates are taken in ``visiting_order`` when their images are more than a worker keeps
-    (``PICTURES_KEPT``; which it keeps: ``_KeptPictures``), so each picture is decoded about once. Counts the
-    candidates confirmed and refused."""
+class _FrameReadingFn(beam.DoFn):
+    """A DoFn that reads records' frames (``imgrec.storage.frames``) through ``storage`` (the job's, or the default
+    for the path) and counts the candidates it confirms and refuses."""
 
     def __init__(self, storage=None):
         self._storage = storage
@@ -194,7 +187,6 @@ class _ConfirmFn(beam.DoFn):
 
     def setup(self):
         self._reader = None
-        self._kept = _KeptPictures()
 
     def teardown(self):
         if self._reader is not None:
@@ -207,6 +199,22 @@ class _ConfirmFn(beam.DoFn):
         refs = {frame: (files[frame.file], frame.offset, frame.length) for frame in frames}
         read = self._reader.read(list(set(refs.values())), failures=True)
         return {frame: _source_and_jpeg(read.get(ref)) for frame, ref in refs.items()}
+
+
+class _ConfirmFn(_FrameReadingFn):
+    """Candidates of one frame file (its number, their ``near_duplicate_candidates.packed_candidate`` bytes
+    concatenated) -> links (source, source, distance, similarity), the smaller source first: those whose pictures
+    agree (``picture_check.judge``), read by reference (``hashed.files``: the table of frame files,
+    ``near_duplicate_candidates.Hashed``), ``PAIRS_AT_ONCE`` candidates' frames in one coalesced read, those of a
+    slice whose correlation bound refuses them (``picture_check.surely_refused``) refused first; two records whose
+    JPEGs are the same bytes (pixel-identical sources: the encoder is deterministic) are confirmed without decoding.
+    A key's candidates are taken in ``visiting_order`` when their images are more than a worker keeps
+    (``PICTURES_KEPT``; which it keeps: ``_KeptPictures``), so each picture is decoded about once. Counts the
+    candidates confirmed and refused."""
+
+    def setup(self):
+        super().setup()
+        self._kept = _KeptPictures()
 
     def process(self, keyed, hashed):
         candidates = unpacked_candidates(keyed[1])
@@ -285,41 +293,23 @@ class ConfirmCandidates(beam.PTransform):
                 | 'Confirm' >> beam.ParDo(_ConfirmFn(self._storage), self._hashed))
 
 
-class _SamePicturesFn(beam.DoFn):
+class _SamePicturesFn(_FrameReadingFn):
     """Images whose hashes are all identical (their hashes, packed members: ``near_duplicate_candidates.SameHashes``)
     -> links (source, source, 0, 1.0) of those whose written JPEGs are the same bytes (the encoder is deterministic:
     the same picture at the output size), each to the first of its picture by member id: a star, which the groups
     join whole. Frames are read PAIRS_AT_ONCE at a time and only their digests kept, however many share a hash
     (plain pictures of one colour may be thousands). Unreadable frames link nothing."""
 
-    def __init__(self, storage=None):
-        self._storage = storage
-        self.confirmed = Metrics.counter(*counters.PAIRS_CONFIRMED)
-        self.refused = Metrics.counter(*counters.PAIRS_REFUSED)
-
-    def setup(self):
-        self._reader = None
-
-    def teardown(self):
-        if self._reader is not None:
-            self._reader.close()
-
     def process(self, keyed, hashed):
-        members = sorted(unpacked(keyed[1]), key=lambda member: member[1])  # by member id, then frame
-        frames = [frame for _, (_, frame) in members]
-        first_of: dict[bytes, str] = {}
+        frames = [frame for _, (_, frame) in sorted(unpacked(keyed[1]), key=lambda member: member[1])]
+        first_of: dict[bytes, str] = {}  # a picture's digest -> its first source, by member id
         confirmed = 0
         for start in range(0, len(frames), PAIRS_AT_ONCE):
-            chunk = frames[start:start + PAIRS_AT_ONCE]
-            if self._reader is None:
-                self._reader = FrameReader(given_or_default(hashed.files[0], self._storage))
-            refs = [(hashed.files[frame.file], frame.offset, frame.length) for frame in chunk]
-            read = self._reader.read(list(set(refs)), failures=True)
-            for ref in refs:
-                found = _source_and_jpeg(read.get(ref))
-                if found is None:
+            read = self._read(frames[start:start + PAIRS_AT_ONCE], hashed.files)
+            for frame in frames[start:start + PAIRS_AT_ONCE]:
+                if read[frame] is None:
                     continue
-                source, jpeg = found
+                source, jpeg = read[frame]
                 first = first_of.setdefault(hashlib.sha256(jpeg).digest(), source)
                 if first != source:
                     confirmed += 1
