@@ -4,7 +4,8 @@
 Two checks (``CHECKS``), each a short chain of steps:
 - ``exact`` (the default): images whose hashes are all identical meet on one worker (a bucket a hash value,
   ``SameHashes``); ``imgrec.transforms.near_duplicate_confirm`` links those whose written JPEGs are the same bytes.
-  One shuffle of a packed member an image: the cost grows with the images, whatever they look like.
+  One shuffle of one small element an image (its hashes and its frame): the cost grows with the images, whatever
+  they look like.
 - ``perceptual``: each image proposes its ``NEIGHBOURS`` nearest within ``perceptual_hash.MAX_THRESHOLD``
   (``imgrec.imaging.hash_neighbours``), and a pair either image proposes is a candidate for the pixel check. The
   hashes are gathered into one byte string (40 bytes an image) read by every worker as a side input, and the
@@ -262,23 +263,31 @@ class NearestHashes(beam.PTransform):
                                           beam.pvalue.AsSingleton(members)))
 
 
-def _same_hash_keyed(record, hashed):
-    member = packed_member(record, hashed)
-    if member is not None:
-        yield member[:ph.HASHES * MEMBER.itemsize], member
+# A frame as the exact check carries it: its offset and length, then its file's path (no table of files: the few
+# images that share their hashes read their frames by path).
+FRAME_REF = struct.Struct('<qq')
+
+
+def same_hash_keyed(record):
+    """(the record's hashes, its frame: FRAME_REF then its file's path), or nothing without hashes or a frame."""
+    if record.perceptual_hash is not None and record.payload_file:
+        yield (bytes.fromhex(record.perceptual_hash),
+               FRAME_REF.pack(record.payload_offset, record.payload_length) + record.payload_file.encode())
+
+
+def frame_ref(packed):
+    """(path, offset, length) of a ``same_hash_keyed`` frame."""
+    offset, length = FRAME_REF.unpack_from(packed)
+    return packed[FRAME_REF.size:].decode(), offset, length
 
 
 class SameHashes(beam.PTransform):
-    """RecordRef -> (their hashes, their packed members) of the images whose hashes are all identical, two or more:
-    the pictures that may be the same (``near_duplicate_confirm.SamePictures`` reads which are); ``hashed``: the
-    side input of the records' ``Hashed``."""
-
-    def __init__(self, hashed):
-        super().__init__()
-        self._hashed = hashed
+    """RecordRef -> (their hashes, [their frames]) of the images whose hashes are all identical, two or more: the
+    pictures that may be the same (``near_duplicate_confirm.SamePictures`` reads which are). No side input: the
+    records' path does not wait for a survey of them all."""
 
     def expand(self, records):
         return (records
-                | 'HashKeys' >> beam.FlatMap(_same_hash_keyed, self._hashed)
-                | 'SameHash' >> beam.CombinePerKey(Concatenated())
-                | 'TwoOrMore' >> beam.Filter(lambda keyed: len(keyed[1]) > MEMBER.itemsize * MEMBER_FIELDS))
+                | 'HashKeys' >> beam.FlatMap(same_hash_keyed)
+                | 'SameHash' >> beam.CombinePerKey(beam.combiners.ToListCombineFn())
+                | 'TwoOrMore' >> beam.Filter(lambda keyed: len(keyed[1]) > 1))

@@ -25,7 +25,7 @@ from imgrec.contract.example import decode_example
 from imgrec.imaging import picture_check
 from imgrec.storage.frames import FrameReader
 from imgrec.storage.storage import given_or_default
-from imgrec.transforms.near_duplicate_candidates import Concatenated, unpacked, unpacked_candidates
+from imgrec.transforms.near_duplicate_candidates import Concatenated, frame_ref, member_id, unpacked_candidates
 
 # Pictures (decoded for the check) a worker keeps, 12-19 kB each (records of 64 to 224 pixels: the grey zooms'
 # levels and the JPEG), so an image in several candidates is decoded about once; and the candidates whose frames
@@ -194,11 +194,16 @@ class _FrameReadingFn(beam.DoFn):
 
     def _read(self, frames, files):
         """{Frame: (source, JPEG) or None} of ``frames``: one coalesced read."""
-        if self._reader is None:
-            self._reader = FrameReader(given_or_default(files[0], self._storage))
         refs = {frame: (files[frame.file], frame.offset, frame.length) for frame in frames}
-        read = self._reader.read(list(set(refs.values())), failures=True)
-        return {frame: _source_and_jpeg(read.get(ref)) for frame, ref in refs.items()}
+        read = self._read_refs(list(refs.values()))
+        return {frame: read[ref] for frame, ref in refs.items()}
+
+    def _read_refs(self, refs):
+        """{(path, offset, length): (source, JPEG) or None} of ``refs``: one coalesced read."""
+        if self._reader is None:
+            self._reader = FrameReader(given_or_default(refs[0][0], self._storage))
+        read = self._reader.read(list(set(refs)), failures=True)
+        return {ref: _source_and_jpeg(read.get(ref)) for ref in refs}
 
 
 class _ConfirmFn(_FrameReadingFn):
@@ -294,39 +299,36 @@ class ConfirmCandidates(beam.PTransform):
 
 
 class _SamePicturesFn(_FrameReadingFn):
-    """Images whose hashes are all identical (their hashes, packed members: ``near_duplicate_candidates.SameHashes``)
+    """Images whose hashes are all identical (their hashes, [their frames]: ``near_duplicate_candidates.SameHashes``)
     -> links (source, source, 0, 1.0) of those whose written JPEGs are the same bytes (the encoder is deterministic:
     the same picture at the output size), each to the first of its picture by member id: a star, which the groups
     join whole. Frames are read PAIRS_AT_ONCE at a time and only their digests kept, however many share a hash
     (plain pictures of one colour may be thousands). Unreadable frames link nothing."""
 
-    def process(self, keyed, hashed):
-        frames = [frame for _, (_, frame) in sorted(unpacked(keyed[1]), key=lambda member: member[1])]
-        first_of: dict[bytes, str] = {}  # a picture's digest -> its first source, by member id
+    def process(self, keyed):
+        refs = sorted(frame_ref(packed) for packed in keyed[1])
+        pictures: dict[bytes, list] = collections.defaultdict(list)  # a picture's digest -> its sources
+        for start in range(0, len(refs), PAIRS_AT_ONCE):
+            for found in self._read_refs(refs[start:start + PAIRS_AT_ONCE]).values():
+                if found is not None:
+                    pictures[hashlib.sha256(found[1]).digest()].append(found[0])
         confirmed = 0
-        for start in range(0, len(frames), PAIRS_AT_ONCE):
-            read = self._read(frames[start:start + PAIRS_AT_ONCE], hashed.files)
-            for frame in frames[start:start + PAIRS_AT_ONCE]:
-                if read[frame] is None:
-                    continue
-                source, jpeg = read[frame]
-                first = first_of.setdefault(hashlib.sha256(jpeg).digest(), source)
-                if first != source:
-                    confirmed += 1
-                    yield (*sorted((first, source)), 0, 1.0)
+        for sources in pictures.values():
+            first = min(sources, key=lambda source: (member_id(source), source))
+            for source in sorted(set(sources) - {first}):
+                confirmed += 1
+                yield (*sorted((first, source)), 0, 1.0)
         self.confirmed.inc(confirmed)
-        self.refused.inc(max(0, len(frames) - 1 - confirmed))
+        self.refused.inc(max(0, len(refs) - 1 - confirmed))
 
 
 class SamePictures(beam.PTransform):
-    """(hashes, packed members) of images whose hashes are all identical -> links (source, source, 0, 1.0) of those
-    that wrote the same picture (``_SamePicturesFn``). ``hashed``: the side input of the records'
-    ``near_duplicate_candidates.Hashed``; ``storage``: as ``ConfirmCandidates``'s."""
+    """(hashes, [frames]) of images whose hashes are all identical -> links (source, source, 0, 1.0) of those that
+    wrote the same picture (``_SamePicturesFn``). ``storage``: as ``ConfirmCandidates``'s."""
 
-    def __init__(self, hashed, storage=None):
+    def __init__(self, storage=None):
         super().__init__()
-        self._hashed = hashed
         self._storage = storage
 
     def expand(self, buckets):
-        return buckets | 'SamePictures' >> beam.ParDo(_SamePicturesFn(self._storage), self._hashed)
+        return buckets | 'SamePictures' >> beam.ParDo(_SamePicturesFn(self._storage))

@@ -260,8 +260,8 @@ def _groups(keyed):
 class FindGroups(beam.PTransform):
     """RecordRef -> {'nodes': (group name, Linked) for every image with a confirmed near-duplicate, NAMES: (None,
     (source, group name)) of each}; ``check``: ``exact`` or ``perceptual`` (``near_duplicate_candidates.CHECKS``);
-    ``hashed``: the one-element PCollection of the records' ``Hashed`` (``near_duplicate_candidates.SurveyHashed``),
-    or None to survey them here. ``storage``: the storage the records' frames are read through for the confirmation
+    ``hashed``: for ``perceptual``, the one-element PCollection of the records' ``Hashed``
+    (``near_duplicate_candidates.SurveyHashed``), or None to survey them here. ``storage``: the storage the records' frames are read through for the confirmation
     (the job's, with its options), or the default for the path."""
 
     def __init__(self, check=EXACT, hashed=None, rounds=ROUNDS, storage=None):
@@ -272,12 +272,12 @@ class FindGroups(beam.PTransform):
         self._storage = storage  # the storage the records' frames are read through (the job's), or the default
 
     def expand(self, records):
-        hashed = beam.pvalue.AsSingleton(self._hashed or records | 'SurveyHashed' >> SurveyHashed())
         if self._check == EXACT:
             links = (records
-                     | 'SameHashes' >> SameHashes(hashed)
-                     | 'SamePictures' >> SamePictures(hashed, self._storage))
+                     | 'SameHashes' >> SameHashes()
+                     | 'SamePictures' >> SamePictures(self._storage))
         else:
+            hashed = beam.pvalue.AsSingleton(self._hashed or records | 'SurveyHashed' >> SurveyHashed())
             links = (records
                      | 'NearestHashes' >> NearestHashes(hashed)
                      | 'Confirm' >> ConfirmCandidates(hashed, self._storage))

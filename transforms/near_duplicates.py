@@ -425,8 +425,10 @@ class NearDuplicates(beam.PTransform):
 
     def expand(self, records):
         pipeline, weights = records.pipeline, self._weights
-        hashed = None if self._mode == OFF else records | 'SurveyHashed' >> SurveyHashed()
-        if hashed is None:
+        # The perceptual check's candidates number each frame file by a survey of the records; the exact one needs none.
+        perceptual = self._mode != OFF and self._check != EXACT
+        hashed = records | 'SurveyHashed' >> SurveyHashed() if perceptual else None
+        if self._mode == OFF:
             groups, rejected = pipeline | 'NoGroups' >> Empty(), pipeline | 'NoConflicts' >> Empty()
             group_of, conflict_stats = None, []
         else:
