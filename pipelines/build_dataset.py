@@ -28,7 +28,10 @@ def main(argv: typing.Sequence[str] | None = None) -> int:
         parse_args(argv)  # --help exits here, and a mistake is one line
     if command.status:
         return command.status
-    from imgrec.pipelines import launcher  # pylint: disable=import-outside-toplevel  # Beam, once it is needed
+    with Command(PROG) as loading:  # Beam's imports can fail too (a memory limit): one line, not a traceback
+        from imgrec.pipelines import launcher  # pylint: disable=import-outside-toplevel  # Beam, once it is needed
+    if loading.status:
+        return loading.status
     return launcher.main(argv)
 
 
