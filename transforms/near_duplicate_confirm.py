@@ -300,31 +300,35 @@ class ConfirmCandidates(beam.PTransform):
 
 class _SamePicturesFn(_FrameReadingFn):
     """Images whose hashes are all identical (their hashes, [their frames]: ``near_duplicate_candidates.SameHashes``)
-    -> links (source, source, 0, 1.0) of those whose written JPEGs are the same bytes (the encoder is deterministic:
-    the same picture at the output size), each to the first of its picture by member id: a star, which the groups
-    join whole. Frames are read PAIRS_AT_ONCE at a time and only their digests kept, however many share a hash
-    (plain pictures of one colour may be thousands). Unreadable frames link nothing."""
+    -> the components of those whose written JPEGs are the same bytes (the encoder is deterministic: the same
+    picture at the output size): (the first by member id, [(source, ((neighbour, 0, 1.0), ...)), ...]), each copy
+    linked to the first, a star. Copies of one picture share their hashes, so a picture's component is whole here:
+    no label round is needed. Frames are read PAIRS_AT_ONCE at a time and only their digests kept, however many
+    share a hash (plain pictures of one colour may be thousands). Unreadable frames link nothing."""
 
     def process(self, keyed):
         refs = sorted(frame_ref(packed) for packed in keyed[1])
-        pictures: dict[bytes, list] = collections.defaultdict(list)  # a picture's digest -> its sources
+        pictures: dict[bytes, set] = collections.defaultdict(set)  # a picture's digest -> its sources
         for start in range(0, len(refs), PAIRS_AT_ONCE):
             for found in self._read_refs(refs[start:start + PAIRS_AT_ONCE]).values():
                 if found is not None:
-                    pictures[hashlib.sha256(found[1]).digest()].append(found[0])
+                    pictures[hashlib.sha256(found[1]).digest()].add(found[0])
         confirmed = 0
         for sources in pictures.values():
+            if len(sources) < 2:
+                continue
             first = min(sources, key=lambda source: (member_id(source), source))
-            for source in sorted(set(sources) - {first}):
-                confirmed += 1
-                yield (*sorted((first, source)), 0, 1.0)
+            others = sorted(sources - {first})
+            confirmed += len(others)
+            yield first, [(first, tuple((other, 0, 1.0) for other in others)),
+                          *((other, ((first, 0, 1.0),)) for other in others)]
         self.confirmed.inc(confirmed)
         self.refused.inc(max(0, len(refs) - 1 - confirmed))
 
 
 class SamePictures(beam.PTransform):
-    """(hashes, [frames]) of images whose hashes are all identical -> links (source, source, 0, 1.0) of those that
-    wrote the same picture (``_SamePicturesFn``). ``storage``: as ``ConfirmCandidates``'s."""
+    """(hashes, [frames]) of images whose hashes are all identical -> the components of those that wrote the same
+    picture (``_SamePicturesFn``), as the groups' step takes them. ``storage``: as ``ConfirmCandidates``'s."""
 
     def __init__(self, storage=None):
         super().__init__()

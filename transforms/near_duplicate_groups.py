@@ -261,8 +261,8 @@ class FindGroups(beam.PTransform):
     """RecordRef -> {'nodes': (group name, Linked) for every image with a confirmed near-duplicate, NAMES: (None,
     (source, group name)) of each}; ``check``: ``exact`` or ``perceptual`` (``near_duplicate_candidates.CHECKS``);
     ``hashed``: for ``perceptual``, the one-element PCollection of the records' ``Hashed``
-    (``near_duplicate_candidates.SurveyHashed``), or None to survey them here. ``storage``: the storage the records' frames are read through for the confirmation
-    (the job's, with its options), or the default for the path."""
+    (``near_duplicate_candidates.SurveyHashed``), or None to survey them here. ``storage``: the storage the
+    records' frames are read through for the confirmation (the job's, with its options), or the default."""
 
     def __init__(self, check=EXACT, hashed=None, rounds=ROUNDS, storage=None):
         super().__init__()
@@ -272,15 +272,23 @@ class FindGroups(beam.PTransform):
         self._storage = storage  # the storage the records' frames are read through (the job's), or the default
 
     def expand(self, records):
-        if self._check == EXACT:
-            links = (records
-                     | 'SameHashes' >> SameHashes()
-                     | 'SamePictures' >> SamePictures(self._storage))
+        if self._check == EXACT:  # each picture's copies are one component already (``SamePictures``)
+            components = (records
+                          | 'SameHashes' >> SameHashes()
+                          | 'SamePictures' >> SamePictures(self._storage))
         else:
-            hashed = beam.pvalue.AsSingleton(self._hashed or records | 'SurveyHashed' >> SurveyHashed())
-            links = (records
-                     | 'NearestHashes' >> NearestHashes(hashed)
-                     | 'Confirm' >> ConfirmCandidates(hashed, self._storage))
+            components = self._components(records)
+        # Beam would infer the tagged output into the main output's type: it is a (name, Linked) pair.
+        groups = components | 'Groups' >> beam.FlatMap(_groups).with_output_types(
+            typing.Tuple[str, Linked]).with_outputs(NAMES, main='nodes')
+        return {'nodes': groups.nodes, NAMES: groups[NAMES]}
+
+    def _components(self, records):
+        """The perceptual check's components: candidates, confirmed, joined by label rounds."""
+        hashed = beam.pvalue.AsSingleton(self._hashed or records | 'SurveyHashed' >> SurveyHashed())
+        links = (records
+                 | 'NearestHashes' >> NearestHashes(hashed)
+                 | 'Confirm' >> ConfirmCandidates(hashed, self._storage))
         state = (links
                  | 'BothEnds' >> beam.FlatMap(lambda e: [(e[0], (e[1], e[2], e[3])), (e[1], (e[0], e[2], e[3]))])
                  | 'Neighbours' >> beam.GroupByKey()
@@ -296,10 +304,6 @@ class FindGroups(beam.PTransform):
         relabel = (records.pipeline
                    | 'Once' >> beam.Impulse()
                    | 'JoinLabels' >> beam.Map(lambda _, pairs: join_labels(pairs), beam.pvalue.AsList(unsettled)))
-        # Beam would infer the tagged output into the main output's type: it is a (name, Linked) pair.
-        groups = (state
-                  | 'KeyByComponent' >> beam.Map(_component, beam.pvalue.AsSingleton(relabel))
-                  | 'Components' >> beam.GroupByKey()
-                  | 'Groups' >> beam.FlatMap(_groups).with_output_types(typing.Tuple[str, Linked]).with_outputs(
-                      NAMES, main='nodes'))
-        return {'nodes': groups.nodes, NAMES: groups[NAMES]}
+        return (state
+                | 'KeyByComponent' >> beam.Map(_component, beam.pvalue.AsSingleton(relabel))
+                | 'Components' >> beam.GroupByKey())
