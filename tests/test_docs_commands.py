@@ -30,7 +30,7 @@ README = REPO / 'README.md'
 PAGES = [README] + sorted((REPO / 'docs').glob('*.md'))
 RUNNABLE = '<!-- runnable -->'
 SHELL_LANGUAGES = {'sh', 'console', 'bash', 'shell'}
-README_MAX_LINES = 300
+README_MAX_LINES = 150
 
 SKIPPED = [
     (r'gs://', 'reads or writes Google Cloud Storage'),
