@@ -31,6 +31,7 @@ PAGES = [README] + sorted((REPO / 'docs').glob('*.md'))
 RUNNABLE = '<!-- runnable -->'
 SHELL_LANGUAGES = {'sh', 'console', 'bash', 'shell'}
 README_MAX_LINES = 150
+PAGE_MAX_LINES = 300  # a reference page: a longer one holds history, which git keeps
 
 SKIPPED = [
     (r'gs://', 'reads or writes Google Cloud Storage'),
@@ -203,6 +204,11 @@ def test_the_readme_is_a_front_door_that_leads_with_two_makefile_targets():
     assert [shlex.split(command, comments=True) for command in _commands(text)] == [['make', 'demo'],
                                                                                      ['make', 'test']]
     assert {'demo', 'test'} <= _makefile_targets()
+
+
+def test_every_page_is_a_reference_within_its_size():
+    long = {page.name: lines for page in PAGES[1:] if (lines := len(page.read_text().splitlines())) > PAGE_MAX_LINES}
+    assert not long, long
 
 
 def test_every_make_command_shown_is_a_makefile_target():
