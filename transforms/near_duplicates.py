@@ -25,7 +25,7 @@ from imgrec.imaging import picture_check
 from imgrec.versions import failed_build
 from imgrec.transforms.constants import Empty
 from imgrec.transforms.elements import GroupedImage, Rejected
-from imgrec.transforms.near_duplicate_candidates import CHECKS, EXACT, NEIGHBOURS, SurveyHashed
+from imgrec.transforms.near_duplicate_candidates import CHECKS, EXACT, NEIGHBOURS
 from imgrec.transforms.near_duplicate_groups import MAX_GROUP, NAMES, FindGroups, IndexGroups, Linked, Member, group_name
 from imgrec.transforms.splits import GROUPS, MOVES, DealSplits, split_for
 
@@ -401,11 +401,11 @@ class NearDuplicates(beam.PTransform):
             raise BuildFailed(reason)
         return self._describe(totals, pairs)
 
-    def _groups(self, records, hashed):
+    def _groups(self, records):
         """(records to deal, groups (name, [Member]), the GroupIndex side input of their images, rejected, [their
         stats]) before dealing."""
         quarantine = self._mode == GROUP and self._conflicts == QUARANTINE
-        found = records | 'FindGroups' >> FindGroups(self._check, hashed, storage=self._storage)
+        found = records | 'FindGroups' >> FindGroups(self._check, storage=self._storage)
         group_of = beam.pvalue.AsDict(found[NAMES] | 'IndexGroups' >> beam.CombinePerKey(IndexGroups()))
         # Nothing goes to REJECTED from here: the empty collection keep and report return.
         routed = records | 'Route' >> beam.FlatMap(_route, group_of).with_outputs(MEMBERS, REJECTED, main='records')
@@ -425,14 +425,11 @@ class NearDuplicates(beam.PTransform):
 
     def expand(self, records):
         pipeline, weights = records.pipeline, self._weights
-        # The perceptual check's candidates number each frame file by a survey of the records; the exact one needs none.
-        perceptual = self._mode != OFF and self._check != EXACT
-        hashed = records | 'SurveyHashed' >> SurveyHashed() if perceptual else None
         if self._mode == OFF:
             groups, rejected = pipeline | 'NoGroups' >> Empty(), pipeline | 'NoConflicts' >> Empty()
             group_of, conflict_stats = None, []
         else:
-            records, groups, group_of, rejected, conflict_stats = self._groups(records, hashed)
+            records, groups, group_of, rejected, conflict_stats = self._groups(records)
         if self._mode == REPORT:  # listed, not kept together: every image is dealt on its own
             dealt = {'records': records, 'groups': pipeline | 'NoneTogether' >> Empty()} | 'DealSplits' >> (
                 DealSplits(weights, self._stratify, self._keep_published))
