@@ -117,6 +117,10 @@ def test_a_refresh_from_a_format_1_version_reuses_its_records(published_as_forma
     output, previous = published_as_format_1
     write_images(str(images / 'extra'), 1, seed=99, **SMALL)  # a new class, of images unlike the others
     added = sum(len(files) for _, _, files in os.walk(images / 'extra'))
+    published = output / 'v1' / layout.DATASET_JSON  # as a release before --near_duplicate_check wrote it
+    document = json.loads(published.read_text())
+    assert document['options'].pop('near_duplicate_check') == 'exact'
+    published.write_text(json.dumps(document))
     build(str(images), output, '--version', 'v2', '--image_size', '24x32', '--resize', 'pad')
     written = json.loads((output / 'v2' / layout.DATASET_JSON).read_text())
     assert written['format_version'] == metadata.FORMAT_VERSION
@@ -125,3 +129,5 @@ def test_a_refresh_from_a_format_1_version_reuses_its_records(published_as_forma
     assert written['refresh']['new'] == written['refresh']['decoded'] == added
     assert (output / layout.LATEST).read_text().strip() == 'v2'
     assert os.path.exists(output / 'v2' / layout.LABELS_TXT)
+    # Built before --near_duplicate_check, by the pixel check: the refresh keeps it, not the new default.
+    assert written['options']['near_duplicate_check'] == 'perceptual'

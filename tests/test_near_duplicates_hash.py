@@ -201,7 +201,7 @@ def test_a_member_carries_its_hashes_name_number_and_frame():
     hashes = (0x8000_0000_0000_0001, 0x7FFF_FFFF_FFFF_FFFE)
     record = RecordRef('a/1.jpg', 'a/1.jpg', 'a', 'train', 0, 'sha', 1, None, None, (), 'spill/b', 5 << 32, 70_000,
                        perceptual_hash=ph.to_hex(hashes))
-    hashed = Hashed(1, ('spill/a', 'spill/b', 'spill/c'))
+    hashed = Hashed(('spill/a', 'spill/b', 'spill/c'))
     member = candidates.packed_member(record, hashed)
     assert unpacked(member) == [(tuple(value - (1 << 64) if value >> 63 else value for value in hashes),
                                  (member_id('a/1.jpg'), Frame(1, 5 << 32, 70_000)))]

@@ -339,7 +339,7 @@ def test_the_confirmation_decodes_each_picture_once_and_its_links_do_not_depend_
     from imgrec.transforms import near_duplicate_confirm as confirm  # pylint: disable=import-outside-toplevel
     rng = random.Random(8)
     sources = [f'c{i:02d}' for i in range(40)]
-    hashed = candidates.Hashed(40, (_SPILL,))
+    hashed = candidates.Hashed((_SPILL,))
     places = {source: candidates.Frame(0, *_frame(source, f'look{i % 10}')[1:]) for i, source in enumerate(sources)}
     pairs = {tuple(sorted(rng.sample(sources, 2))) for _ in range(150)}
     keys = [[candidates.Candidate(places[a], places[b], 3) for a, b in sorted(pairs) if hash_of(a) % 2 == key]

@@ -102,34 +102,28 @@ def unpacked_candidates(packed):
 
 
 class Hashed(typing.NamedTuple):
-    """What the candidates need to know of all the hashed records at once (``SurveyHashed``): how many there
-    are and the sorted paths of the files their frames are in (a few hundred spill files, or a previous version's shards): a member names its file
-    by its number in ``files`` (4 bytes, not a path), and the confirmation reads it back."""
-    images: int
+    """What the perceptual check's candidates need to know of all the hashed records at once (``SurveyHashed``):
+    the sorted paths of the files their frames are in (a few hundred spill files, or a previous version's shards):
+    a member names its file by its number in ``files`` (4 bytes, not a path), and the confirmation reads it back."""
     files: tuple
 
 
 class _HashedFn(beam.CombineFn):
-    """Records -> (how many are hashed, the set of their frame files): one small accumulator a bundle."""
+    """Records -> the set of the hashed ones' frame files: one small accumulator a bundle."""
 
     def create_accumulator(self):
-        return 0, set()
+        return set()
 
-    def add_input(self, accumulator, record):
-        count, files = accumulator
-        if record.perceptual_hash is None:
-            return accumulator
-        if record.payload_file:
+    def add_input(self, files, record):
+        if record.perceptual_hash is not None and record.payload_file:
             files.add(record.payload_file)
-        return count + 1, files
+        return files
 
     def merge_accumulators(self, accumulators):
-        counts, sets = zip(*accumulators)
-        return sum(counts), set().union(*sets)
+        return set().union(*accumulators)
 
-    def extract_output(self, accumulator):
-        count, files = accumulator
-        return Hashed(count, tuple(sorted(files)))
+    def extract_output(self, files):
+        return Hashed(tuple(sorted(files)))
 
 
 class SurveyHashed(beam.PTransform):
@@ -142,7 +136,7 @@ class SurveyHashed(beam.PTransform):
         # Read as a side input by one element: a CombineGlobally costs five steps more than this.
         return (records.pipeline
                 | 'Once' >> beam.Impulse()
-                | 'Hashed' >> beam.Map(lambda _, found: found.get(None, Hashed(0, ())), beam.pvalue.AsDict(surveyed)))
+                | 'Hashed' >> beam.Map(lambda _, found: found.get(None, Hashed(())), beam.pvalue.AsDict(surveyed)))
 
 
 def packed_member(record, hashed):
@@ -196,8 +190,6 @@ class Concatenated(beam.CombineFn):
         return bytes(accumulator)
 
 
-
-
 class _MembersInOrder(Concatenated):
     """Packed members, concatenated, then sorted (``in_member_order``)."""
 
@@ -232,10 +224,9 @@ class _NearestFn(beam.DoFn):
         hashes = rows[:, :ph.HASHES].view(np.uint64)
         near = hash_neighbours.nearest_of(hashes, self._threshold, self._neighbours, start, stop)
         self.compared.inc((stop - start) * (len(rows) - 1))
-        frames = [Frame.unpacked(offset, file_and_length) for offset, file_and_length in rows[:, -2:].tolist()]
         for i, j, distance in near.tolist():
-            first, second = (i, j) if i < j else (j, i)  # rows are in member order
-            yield frames[first].file, packed_candidate((frames[first], frames[second], distance))
+            first, second = (Frame.unpacked(*rows[k, -2:].tolist()) for k in sorted((i, j)))  # rows: member order
+            yield first.file, packed_candidate((first, second, distance))
 
 
 class NearestHashes(beam.PTransform):

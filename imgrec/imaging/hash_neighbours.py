@@ -27,9 +27,13 @@ def distances(rows: np.ndarray, columns: np.ndarray, out: np.ndarray | None = No
     """The len(rows) x len(columns) distances (uint8) of images given as arrays of their hashes (n x hashes,
     uint64): each pair's smallest Hamming distance over its hashes, as a pair near on either hash is a
     candidate (``perceptual_hash.nearest_distance``). ``out``: where to write them."""
-    out = np.empty((len(rows), len(columns)), dtype=np.uint8) if out is None else out
-    by_hash = np.ascontiguousarray(columns.T)
-    xor = np.empty((min(_PASS_ROWS, len(rows)), len(columns)), dtype=np.uint64)
+    return _distances(rows, np.ascontiguousarray(columns.T), out)
+
+
+def _distances(rows: np.ndarray, by_hash: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """``distances`` with the columns given hash by hash (hashes x n, contiguous: made once, not a block)."""
+    out = np.empty((len(rows), by_hash.shape[1]), dtype=np.uint8) if out is None else out
+    xor = np.empty((min(_PASS_ROWS, len(rows)), by_hash.shape[1]), dtype=np.uint64)
     bits = np.empty(xor.shape, dtype=np.uint8)
     for start in range(0, len(rows), _PASS_ROWS):
         part = rows[start:start + _PASS_ROWS]
@@ -76,9 +80,10 @@ def nearest_of(hashes: np.ndarray, threshold: int, k: int, start: int = 0, stop:
     if count < 2 or k < 1 or start >= stop:
         return found[0]
     block = np.empty((min(BLOCK_ROWS, stop - start), count), dtype=np.uint8)
+    by_hash = np.ascontiguousarray(hashes.T)
     for first in range(start, stop, BLOCK_ROWS):
         rows = hashes[first:min(stop, first + BLOCK_ROWS)]
-        part = distances(rows, hashes, out=block[:len(rows)])
+        part = _distances(rows, by_hash, out=block[:len(rows)])
         part[part > threshold] = _FAR
         part[np.arange(len(rows)), np.arange(first, first + len(rows))] = _FAR  # not itself
         near_rows, near_columns = _nearest_in_rows(part, k)
