@@ -119,7 +119,9 @@ def test_sigkill_mid_decoding_then_the_same_command_takes_up_what_was_spilled(im
     assert 'build-dataset: resuming the build stopped at ' in out and stopped in out, out
     line = _resumed(out)
     taken = int(line[len(RESUMED):].split()[0])
-    assert 0 < taken < 120 and ' of 120 images from the build stopped at ' in line, line
+    # in_memory, the spill files fill a bundle at a time: on a loaded machine the kill can land after the last
+    # one, and the rerun then decodes nothing (the other tests stop builds with images left to decode)
+    assert 0 < taken <= 120 and ' of 120 images from the build stopped at ' in line, line
     document = json.loads((output / 'v1' / layout.DATASET_JSON).read_text())
     assert document['refresh']['resumed']['images'] == taken
     assert document['refresh']['resumed']['from'] == [stopped]
