@@ -55,6 +55,21 @@ icc-profiles:
 clean:
 	rm -rf $(VENV) data *.egg-info
 
+# The Ray Data peer of benchmarks/build_throughput.py --peers ray (docs/benchmarks.md), in a venv of its own,
+# .venv-peers: Ray Data (pinned: the measured version), TensorFlow for its write_tfrecords, crc32c, and aiohttp,
+# without which ray[data]'s fsspec cannot resolve a local path. Ray fits Beam's pins (pyarrow, protobuf, grpcio),
+# but brings pandas and more: none of it goes into .venv, nor is a dependency of the project or its tests.
+PEERS_VENV ?= .venv-peers
+
+.PHONY: bench-peers
+bench-peers: $(PEERS_VENV)/.installed
+
+$(PEERS_VENV)/.installed: constraints.txt
+	test -x $(PEERS_VENV)/bin/python || $(PYTHON) -m venv $(PEERS_VENV)
+	$(PEERS_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(PEERS_VENV)/bin/python -m pip install --quiet -c constraints.txt 'ray[data]==2.60.0' tensorflow-cpu crc32c aiohttp pillow
+	touch $@
+
 # Flex Template: builds the image (launcher + workers' SDK container, Dockerfile) with Cloud Build and
 # writes the template spec with templates/metadata.json. Needs gcloud and an Artifact Registry Docker
 # repository: make template PROJECT=my-project REGION=europe-west4 BUCKET=my-bucket REPOSITORY=dataflow

@@ -1,11 +1,13 @@
-"""The build job against its peers, in the same run: a hand-written 2-process Pillow script (the bar) and
-the naive one-process Pillow loop. Throughput, CPU per image and peak memory of each, as whole processes.
+"""The build job against its peers, in the same run: a hand-written 2-process Pillow script (the bar), the
+naive one-process Pillow loop and, with ``--peers``, a Ray Data script and the TF codelab's loop. Throughput,
+CPU per image and peak memory of each, as whole processes.
 
     python benchmarks/build_throughput.py                   # 3 rounds at 2,400 photos, 1 at 20,000 and at 100,000
     python benchmarks/build_throughput.py --plan 2400x3,20000x1 [--modes default,in_memory] [--startup]
     python benchmarks/build_throughput.py --images 2400 --rounds 3   # one size (above 2,400: pixel variants of 2,400)
+    python benchmarks/build_throughput.py --plan 2400x3,20000x1 --peers ray,codelab   # also Ray Data, the codelab loop
 
-The peer is ``benchmarks/pool_script.py``: a ``multiprocessing.Pool`` of 2 processes that decodes with
+The bar is ``benchmarks/pool_script.py``: a ``multiprocessing.Pool`` of 2 processes that decodes with
 Pillow's ``draft``, fits to the size, encodes JPEG and frames TFRecords by hand into 16 shards (no dedupe,
 checks, splits, index or atomic publication). The build runs as a user runs it (``build-dataset`` with its
 defaults and progress lines on, in a process of its own), once per round for each mode ``--modes`` names,
@@ -21,6 +23,25 @@ image.
 Once a round, the pool script also runs with ``--guarantees``: the same, plus each image's sha256 and
 perceptual fingerprint, with the build's own functions. What no build that keeps exact- and
 near-duplicate detection can beat on these cores: its ratio is the ceiling of the build's.
+
+With ``--peers ray,codelab`` (either or both) two more peers a user would pick instead run every round, each
+timed and measured as the pool script is, paired with the round's last pool script run, and checked: every
+record of its files read back (both checksums), as many a label as the folders hold, the first image of each
+file decoded at the size. Each runs on the pool's 2 cores, alone as ``python benchmarks/X.py INPUT OUTPUT
+--size 224 --workers 2``:
+
+- ``benchmarks/ray_data_script.py``: Ray Data as a Ray user writes it: ``ray.init(num_cpus=2)`` (its start-up
+  counts), ``ray.data.read_images`` (a full Pillow decode; the class from the folder by a ``dir``
+  partitioning), a ``map`` fitting to the size with Pillow and encoding a JPEG at quality 90, and Ray's
+  ``write_tfrecords`` into about 16 files. Ray's writer builds ``tf.train.Example`` with TensorFlow, so it runs
+  in a venv of its own, ``.venv-peers`` (``make bench-peers``: Ray Data, TensorFlow, crc32c, aiohttp), never
+  the project's; ``--ray_python`` names another interpreter. Ray's worker processes are killed, not reaped,
+  so a peer's CPU is the sampled CPU of its process tree where that is more than its reaped children's; its
+  memory, RSS summed over the tree, counts the object store's shared pages in each process mapping them.
+- ``benchmarks/codelab_loop.py``: the loop of the "TFRecords for TPU" codelab style, in TF ops: ``tf.data``
+  over the paths, ``tf.io.read_file`` -> ``tf.image.decode_jpeg`` -> ``tf.image.resize`` (the shorter side
+  to the size) -> centre crop -> ``tf.image.encode_jpeg`` (quality 90) on 2 parallel calls, ``.batch(shard
+  size)``, one file a batch written by ``tf.io.TFRecordWriter``: 16 files. It runs in this venv.
 
 The naive loop does, for each file: Image.open -> convert('RGB') -> ImageOps.fit(size, BILINEAR) -> JPEG
 save at quality 90 (a full decode), in this process, on up to ``--naive_images`` of the images, once before
@@ -63,6 +84,11 @@ DEFAULT_PLAN = '2400x3,20000x1,100000x1'
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 POOL_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'pool_script.py')
 POOL_PROCESSES = 2
+HERE = os.path.dirname(os.path.abspath(__file__))
+# The optional peers (--peers): name -> (script, its row's label). Each runs on POOL_PROCESSES cores.
+PEERS = {'ray': (os.path.join(HERE, 'ray_data_script.py'), 'Ray Data script'),
+         'codelab': (os.path.join(HERE, 'codelab_loop.py'), 'TF codelab loop, tf.data ops')}
+PEERS_PYTHON = os.path.join(ROOT, '.venv-peers', 'bin', 'python')  # made by `make bench-peers`
 PATCHES_OFF = {'IMGREC_BEAM_PATCHES': 'off'}  # stock Beam: no warm workers, no live progress (docs/beam-internals.md)
 
 
@@ -107,6 +133,37 @@ def pool_script(root, size, output, guarantees=False):
                                 '--processes', str(POOL_PROCESSES), *(['--guarantees'] if guarantees else [])])
     measured['written'] = int(stdout.split()[0])
     return measured
+
+
+def peer(name, root, size, output, ray_python):
+    """One run of peer ``name`` (``PEERS``) as a user runs it, its output checked; its measurements
+    (``harness.measure``) with ``written`` (records in its TFRecord files), ``files`` and ``labels``
+    ({label: records}). The Ray script runs on ``ray_python`` (the peers' venv), the codelab loop on this one."""
+    script, _ = PEERS[name]
+    python = ray_python if name == 'ray' else sys.executable
+    _, measured = measure([python, script, root, output, '--size', str(size), '--workers', str(POOL_PROCESSES)])
+    # Ray's worker processes end killed, not waited for, so the CPU of the reaped children misses theirs: the
+    # sampled CPU of every process of the tree, when more.
+    sampled = measured['root_cpu'] + sum(cpu for _, cpu in measured['workers'])
+    return dict(measured, cpu_seconds=max(measured['cpu_seconds'], sampled), **peer_output(output, size))
+
+
+def peer_output(folder, size):
+    """What a peer wrote: the records of every file in ``folder`` (both checksums checked), by label; the
+    first image of each file must decode at ``size`` x ``size``."""
+    written, labels, files = 0, {}, sorted(os.listdir(folder))
+    for name in files:
+        with open(os.path.join(folder, name), 'rb') as stream:
+            for index, record in enumerate(read_records(stream)):
+                example = decode_example(record)
+                label = example['image/class/label']
+                labels[label] = labels.get(label, 0) + 1
+                written += 1
+                if index == 0:
+                    with Image.open(io.BytesIO(example['image/encoded'])) as image:
+                        image.load()
+                        assert image.size == (size, size), f'{name}: an image of {image.size}, not {size}'
+    return dict(written=written, files=len(files), labels=labels)
 
 
 def written_images(version_dir, sources):
@@ -322,6 +379,11 @@ def main():
     parser.add_argument('--memory_reference', type=int,
                         help='at sizes of 5x this and more, also build this many photos once (the first mode) and '
                         'compare the peak memory')
+    parser.add_argument('--peers', default='',
+                        help=f"comma-separated peers also run every round: {', '.join(PEERS)} (none by default)")
+    parser.add_argument('--ray_python', default=PEERS_PYTHON,
+                        help='the Python that runs the Ray script, with Ray Data and TensorFlow (default '
+                        '.venv-peers/bin/python: make bench-peers)')
     parser.add_argument('--formats_ratio', action='store_true',
                         help='measure only the cost of --formats tfrecord,array_record against tfrecord alone')
     args = parser.parse_args()
@@ -333,6 +395,12 @@ def main():
     chosen = [name.strip() for name in args.modes.split(',') if name.strip()]
     if not chosen or any(name not in known for name in chosen):
         parser.error(f"--modes: choose from {', '.join(known)}")
+    args.peers = [name.strip() for name in args.peers.split(',') if name.strip()]
+    if any(name not in PEERS for name in args.peers):
+        parser.error(f"--peers: choose from {', '.join(PEERS)}")
+    if 'ray' in args.peers and not os.access(args.ray_python, os.X_OK):
+        parser.error(f'--peers ray: no Python at {args.ray_python}; make bench-peers makes the peers\' venv '
+                     '(or name one with Ray Data and TensorFlow: --ray_python)')
     size = parse_image_size(args.image_size)
     if size[0] != size[1]:
         parser.error('--image_size: the pool script makes square images; give one number')
@@ -356,13 +424,18 @@ def one_size(args, known, chosen, size, images, rounds):
     args = argparse.Namespace(**{**vars(args), 'rounds': rounds})
     cores = os.cpu_count()
     print(f"{len(names)} photos (640x480 to 1600x1200) -> {size[0]}x{size[1]}, {cores} core(s); build modes: "
-          f"{', '.join(chosen)}; {args.rounds} round(s), each mode and the pool script alternating")
+          f"{', '.join(chosen)}; {args.rounds} round(s), each mode and the pool script alternating"
+          + (f", then the ceiling and the peers ({', '.join(args.peers)})" if args.peers else ''))
     sample = spread(names, args.naive_images)
     naive, naive_before, naive_cpu_before = baseline(root, sample, size)
     output = tempfile.mkdtemp(prefix='build-bench-')
     small_root, _ = distinct_photos(SMALL_RUN)
     runs, pool_runs, small = {name: [] for name in chosen}, [], {name: [] for name in chosen}
     ceiling_runs = []  # the pool script with the guarantee work, once a round, paired with the pool run before it
+    peers = args.peers
+    peer_runs = {name: [] for name in peers}  # likewise
+    classes = sorted({os.path.dirname(name) for name in names})
+    per_label = {label: sum(os.path.dirname(name) == kind for name in names) for label, kind in enumerate(classes)}
     try:
         checked = None
         for round_ in range(args.rounds):
@@ -385,6 +458,15 @@ def one_size(args, known, chosen, size, images, rounds):
             ceiling_runs.append(ceiling)
             print(f"  round {round_ + 1}: pool script with the guarantee work {ceiling['seconds']:.1f} s", flush=True)
             shutil.rmtree(os.path.join(output, f'ceiling-{round_}'))
+            for name in peers:  # each paired, as the ceiling is, with the round's last pool script run
+                folder = os.path.join(output, f'{name}-{round_}')
+                done = peer(name, root, size[0], folder, args.ray_python)
+                assert done['written'] == len(names), f"{name} wrote {done['written']} of {len(names)} images"
+                assert done['labels'] == per_label, f"{name} wrote {done['labels']} images a label, not {per_label}"
+                peer_runs[name].append(done)
+                print(f"  round {round_ + 1}: {PEERS[name][1]} {done['seconds']:.1f} s ({done['written']} "
+                      f"records in {done['files']} files, checked)", flush=True)
+                shutil.rmtree(folder)
         for i in range(SMALL_RUNS):
             for name in chosen:
                 small[name].append(build(small_root, args.image_size, os.path.join(output, f'small-{name}-{i}'),
@@ -414,6 +496,9 @@ def one_size(args, known, chosen, size, images, rounds):
                    pool_runs[len(chosen) - 1::len(chosen)]))
     for index, name in enumerate(chosen):  # each build is paired with the pool script run right after it
         print(describe(f'build-dataset, {name}', runs[name], len(names), pool_runs[index::len(chosen)]))
+    for name in peers:
+        print(describe(f'{PEERS[name][1]}, {POOL_PROCESSES} cores', peer_runs[name], len(names),
+                       pool_runs[len(chosen) - 1::len(chosen)]))
     print(f"{f'naive loop (1 process, {len(naive)} images)':40s} {len(names) / naive_rate:7.1f} {naive_rate:9.1f} "
           f"{naive_cpu_ms:8.2f} {'':8s}   {naive_rate / pool_rate:6.2f}x   (before the rounds "
           f"{len(naive) / naive_before:.1f} images/s, after {len(naive) / naive_after:.1f}; wall scaled to "
