@@ -26,6 +26,7 @@ from imgrec.transforms.elements import DECODED, IGNORED, LISTED, UPSCALED, Image
 from imgrec.transforms.encode import Encode, batched
 from imgrec.transforms.labels import ResolveLabels
 from imgrec.transforms.listing import IgnoredByExtension, ListImages
+from imgrec.transforms.near_duplicate_candidates import PERCEPTUAL
 from imgrec.transforms.near_duplicates import OFF, NearDuplicates
 from imgrec.transforms.previous import (COUNTS, REJECTED, REUSED, TO_DECODE, MatchPrevious, PreviousConflicts,
                                         ReadPrevious, ReuseCheck, nothing_changed)
@@ -41,7 +42,8 @@ from imgrec.transforms.write_index import WriteIndex
 
 def _encode(config, facts, labels, staging_dir, storage):
     return Encode(config.record_options, labels, layout.join(staging_dir, layout.SPILL_DIR), storage,
-                  with_hash=config.near_duplicates != OFF, decoders=facts.decoders)
+                  with_hash=config.near_duplicates != OFF and config.near_duplicate_check == PERCEPTUAL,
+                  with_digest=config.near_duplicates != OFF, decoders=facts.decoders)
 
 
 def _image_ref(record):

@@ -315,11 +315,25 @@ def _why_not_reuse(config, document, labels):
     if not set(_STAMP_COLUMNS) <= set(document['index'].get('columns', ())):
         return (f"version {document['version']}'s index has no inode change times and inode numbers (built before "
                 f"they were recorded)")
-    hashed = (document.get('near_duplicates') or {}).get('hash')
-    if config.near_duplicates != 'off' and hashed not in perceptual_hash.SAME_HASH:
+    return _why_not_grouped_alike(config, document)
+
+
+def _why_not_grouped_alike(config, document):
+    """Why the reused records lack what this refresh's near-duplicate check keys them by (the sha256 of their JPEG,
+    or the perceptual hashes), or None."""
+    if config.near_duplicates == 'off':
+        return None
+    near = document.get('near_duplicates') or {}
+    if config.near_duplicate_check == metadata.NEAR_DUPLICATE_CHECKS[0]:  # exact
+        if index.ENCODED_SHA256 not in document['index'].get('columns', ()) or near.get('mode') in (None, 'off'):
+            return (f"version {document['version']} recorded no sha256 of its written pictures (built "
+                    f"{'with --near_duplicates off' if near.get('mode') == 'off' else 'before they were recorded'}), "
+                    f'which --near_duplicate_check exact needs')
+        return None
+    if near.get('hash') not in perceptual_hash.SAME_HASH:
         return (f"version {document['version']} has no perceptual hashes of this kind "
-                f"({hashed or 'built with --near_duplicates off'}), which --near_duplicates {config.near_duplicates} "
-                f'needs')
+                f"({near.get('hash') or 'built without the perceptual check'}), which --near_duplicate_check "
+                f'perceptual needs')
     return None
 
 

@@ -81,9 +81,11 @@ def images(tmp_path_factory):
 
 @pytest.fixture(scope='module')
 def published_as_format_1(images, tmp_path_factory):
-    """A build whose dataset.json was then rewritten as format 1's writer wrote it: (output, format-2 document)."""
+    """A build whose dataset.json was then rewritten as format 1's writer wrote it: (output, format-2 document).
+    Releases of format 1 hashed every image for the pixel check: so does this build."""
     output = tmp_path_factory.mktemp('format_1_output')
-    build(str(images), output, '--version', 'v1', '--image_size', '24x32', '--resize', 'pad')
+    build(str(images), output, '--version', 'v1', '--image_size', '24x32', '--resize', 'pad',
+          '--near_duplicate_check', 'perceptual')
     path = output / 'v1' / layout.DATASET_JSON
     current = json.loads(path.read_text())
     path.write_text(metadata.dumps(as_format_1(current)))
@@ -119,7 +121,7 @@ def test_a_refresh_from_a_format_1_version_reuses_its_records(published_as_forma
     added = sum(len(files) for _, _, files in os.walk(images / 'extra'))
     published = output / 'v1' / layout.DATASET_JSON  # as a release before --near_duplicate_check wrote it
     document = json.loads(published.read_text())
-    assert document['options'].pop('near_duplicate_check') == 'exact'
+    assert document['options'].pop('near_duplicate_check') == 'perceptual'
     published.write_text(json.dumps(document))
     build(str(images), output, '--version', 'v2', '--image_size', '24x32', '--resize', 'pad')
     written = json.loads((output / 'v2' / layout.DATASET_JSON).read_text())

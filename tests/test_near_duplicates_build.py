@@ -195,7 +195,7 @@ def test_off_changes_nothing_for_images_without_near_duplicates(planted, grouped
 
 
 def test_without_near_duplicates_the_default_writes_what_off_writes(tmp_path):
-    """Photos with no near-duplicate: the same shards, index (less the hashes) and metadata (less the
+    """Photos with no near-duplicate: the same shards, index (less the hashes and digests) and metadata (less the
     near-duplicate fields) as a build with --near_duplicates off."""
     root = tmp_path / 'photos'
     write_corpus(str(root), 24, 0, seed=5)
@@ -206,7 +206,7 @@ def test_without_near_duplicates_the_default_writes_what_off_writes(tmp_path):
     shards = {mode: {name: _read(os.path.join(path, name)) for name in os.listdir(path) if name.endswith('.tfrecord')}
               for mode, path in versions.items()}
     assert len(shards['group']) == 3 and shards['group'] == shards['off']
-    indexes = [{source: dict(row, perceptual_hash=None, facts_checksum=None)  # the hash's checksum
+    indexes = [{source: dict(row, perceptual_hash=None, encoded_sha256=None, facts_checksum=None)  # their checksum
                 for source, row in index_of(path).items()}
                for path in versions.values()]
     assert indexes[0] == indexes[1]
@@ -248,7 +248,8 @@ def test_the_default_groups_the_same_picture_saved_again_and_nothing_else(plante
     for members in groups:
         assert len({index[source]['split'] for source in members}) == 1
     summary = document['near_duplicates']
-    assert (summary['check'], summary['threshold'], summary['neighbours']) == (SAME_PICTURE, 0, None)
+    assert (summary['check'], summary['hash'], summary['threshold'], summary['neighbours']) == (SAME_PICTURE, None, None, None)
+    assert all(row['perceptual_hash'] is None and len(row['encoded_sha256']) == 64 for row in index.values())
     assert document['options']['near_duplicate_check'] == 'exact'
     _assert_shares_hold(document)
 

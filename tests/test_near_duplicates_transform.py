@@ -1,6 +1,7 @@
 """The grouping and dealing transforms on hand-made records: Beam's TestPipeline (DirectRunner) and
 assert_that."""
 import collections
+import hashlib
 import os
 import pickle
 import random
@@ -34,6 +35,7 @@ _IN_MEMORY = ['--direct_running_mode=in_memory']
 
 _SPILL = os.path.join(tempfile.mkdtemp(prefix='near-dup-frames-'), 'spill')
 _FRAMES = {}
+_DIGESTS = {}  # look -> the sha256 of its JPEG, as a build records it (encoded_sha256)
 
 
 def _frame(source, look):
@@ -52,6 +54,7 @@ def _frame(source, look):
             offset = out.tell()
             out.write(framed)
         _FRAMES[source, look] = (_SPILL, offset, len(framed))
+        _DIGESTS[look] = hashlib.sha256(data.getvalue()).hexdigest()
     return _FRAMES[source, look]
 
 
@@ -65,7 +68,7 @@ def _record(source, value, label=0, published=None, look=None):
     payload = _frame(source, look or source)
     return RecordRef(source, source, f'class{label}', split_for(source, WEIGHTS), label, 'sha-' + source, 1, None,
                      None, (), *payload, perceptual_hash=None if value is None else ph.to_hex(value if isinstance(value, tuple) else (value, value)),
-                     published_split=published)
+                     published_split=published, encoded_sha256=_DIGESTS[look or source])
 
 
 def _flip(value, *bits):
@@ -148,12 +151,18 @@ def test_groups_are_the_components_of_confirmed_candidates():
 
 
 def test_the_exact_check_links_only_images_that_wrote_the_same_picture():
-    """Identical hashes are not enough (flat pictures share them): the pictures written must be the same bytes."""
+    """The pictures written must be the same bytes, whatever their hashes: identical hashes are not enough (flat
+    pictures share them), and none are needed (the exact check computes none)."""
     records = _corpus() + [_record('flat/a.jpg', 7, look='flat-a'), _record('flat/b.jpg', 7, look='flat-b'),
-                           _record('flat/c.jpg', 7, look='flat-a')]
+                           _record('flat/c.jpg', None, look='flat-a')]
     nodes = _found(records, check=EXACT)
-    assert set(nodes) == {'same/x.jpg', 'same/y.jpg', 'flat/a.jpg', 'flat/c.jpg'}
+    looks = collections.defaultdict(set)
+    for record in records:
+        looks[record.encoded_sha256].add(record.source)
+    assert set(nodes) == set().union(*(sources for sources in looks.values() if len(sources) > 1))
+    assert 'flat/b.jpg' not in nodes and len(set(nodes) & {f'chain/{i}.jpg' for i in range(5)}) == 5
     assert nodes['flat/a.jpg'].group == nodes['flat/c.jpg'].group != nodes['same/x.jpg'].group
+    assert len({nodes[f'chain/{i}.jpg'].group for i in range(5)}) == 1
     assert (nodes['same/y.jpg'].distance, nodes['same/y.jpg'].similarity) == (0, 1.0)
 
 

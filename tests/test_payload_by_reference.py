@@ -143,9 +143,9 @@ def test_a_record_crosses_beam_and_pickle_unchanged():
                        sha256='0f' * 32, source_size=1534, mtime_ns=1733450000123456789, generation=None,
                        decisions=('format=PNG', 'mode=P'), payload_file='/out/spill/a.tfrecord', payload_offset=12,
                        payload_length=1500, perceptual_hash='0123456789abcdef' * 2, source_width=48, source_height=40,
-                       upscaled=False, ctime_ns=1733450000123456790, inode=1234567)
+                       upscaled=False, ctime_ns=1733450000123456790, inode=1234567, encoded_sha256='a0' * 32)
     # Packed where it can be (a path ending in its source, a lowercase hex sha256 and hash), as given where not.
-    variants = [record, record._replace(perceptual_hash=None), record._replace(perceptual_hash='000000000000000a'), record._replace(perceptual_hash='abc'),
+    variants = [record, record._replace(perceptual_hash=None, encoded_sha256=None), record._replace(encoded_sha256='A0'), record._replace(perceptual_hash='000000000000000a'), record._replace(perceptual_hash='abc'),
                 record._replace(path='gs://bucket/elsewhere.jpg', sha256='0F' * 32, generation=7),
                 record._replace(source='', path=''), record._replace(path='cats/001.jpg'),
                 record._replace(sha256='abc', perceptual_hash='XYZ', payload_file=None, published_split='train'),

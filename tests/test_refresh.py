@@ -655,3 +655,32 @@ def test_a_refresh_writes_the_near_duplicate_conflicts_an_earlier_version_quaran
     assert pair['split'] == pair['other_split']
     assert ('2 images the previous version quarantined as near-duplicate label conflicts were decided again '
             'and written') in printed.out + printed.err
+
+
+def test_the_exact_check_groups_a_picture_saved_again_with_its_reused_copy_from_the_index(tmp_path):
+    """The default check keys a reused record by the sha256 of its JPEG that its version recorded (the index's
+    encoded_sha256): a picture saved again after a build is grouped with the published copy, which is not decoded
+    again; a version that recorded none (built with --near_duplicates off) is rebuilt in full, and says why."""
+    from PIL import Image  # pylint: disable=import-outside-toplevel
+    images, output = _images(tmp_path), tmp_path / 'out'
+    exact = ('--near_duplicate_check', 'exact')
+    _refresh(images, output, '--version', 'v1', *exact)
+    original = sorted((images / 'circle').glob('*.png'))[0]  # decoded whole: its lossless copy writes the same JPEG
+    with Image.open(original) as image:
+        image.save(images / 'circle' / 'zz_again.bmp')
+    _refresh(images, output, '--version', 'v2', *exact)
+    document = json.loads((output / 'v2' / layout.DATASET_JSON).read_text())
+    assert (document['refresh']['mode'], document['refresh']['decoded']) == ('incremental', 1)
+    rows = [json.loads(line) for line in (output / 'v2' / layout.NEAR_DUPLICATES_JSONL).read_text().splitlines()]
+    source = str(original.relative_to(images))
+    assert {row['source'] for row in rows} == {source, 'circle/zz_again.bmp'} and len({row['group'] for row in rows}) == 1
+    assert document['near_duplicates']['check'] == 'same-jpeg-sha256/2'
+
+    unrecorded = tmp_path / 'unrecorded'
+    _refresh(images, unrecorded, '--version', 'v1', '--near_duplicates', 'off')
+    _refresh(images, unrecorded, '--version', 'v2', '--near_duplicates', 'group', *exact)
+    document = json.loads((unrecorded / 'v2' / layout.DATASET_JSON).read_text())
+    assert document['refresh']['mode'] == 'full'
+    assert 'recorded no sha256 of its written pictures (built with --near_duplicates off)' in (
+        document['refresh']['full_reason'])
+    assert len(document['near_duplicates']['label_conflict_pairs']) == 0 and document['near_duplicates']['pairs'] == 1

@@ -30,6 +30,7 @@ same function wherever it runs, so the bytes are too.
 """
 import collections
 import concurrent.futures
+import hashlib
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
@@ -49,9 +50,10 @@ READ_AHEAD = 8
 
 
 class _DecodeResizeEncodeFn(beam.DoFn):
-    def __init__(self, options, read, storage, with_hash=False, decoders=0):
+    def __init__(self, options, read, storage, with_hash=False, with_digest=False, decoders=0):
         self._options = options
         self._with_hash = with_hash
+        self._with_digest = with_digest
         self._decoders = decoders
         self._read = read
         self._storage = storage
@@ -188,7 +190,8 @@ class _DecodeResizeEncodeFn(beam.DoFn):
         return EncodedImage(ref=ref, sha256=sha256, jpeg=jpeg, height=height, width=width,
                             source_bytes=size, decisions=image_ops.decisions(notes),
                             perceptual_hash=notes.get('perceptual_hash'), source_width=notes['source_width'],
-                            source_height=notes['source_height'], upscaled=notes['upscaled'])
+                            source_height=notes['source_height'], upscaled=notes['upscaled'],
+                            encoded_sha256=hashlib.sha256(jpeg).hexdigest() if self._with_digest else None)
 
 
 def _split(outputs):
@@ -223,14 +226,16 @@ class DecodeResizeEncode(beam.PTransform):
 
     ``read`` (path -> bytes, one attempt; default ``Storage.read_once`` of the path's storage, which
     ``storage`` hands on) is the read boundary, retried under ``storage.retry``. Tests pass a reader whose
-    first reads fail. ``with_hash``: also the perceptual hash of each decoded image.
+    first reads fail. ``with_hash``: also the perceptual hash of each decoded image; ``with_digest``: the sha256
+    of each JPEG written (``EncodedImage.encoded_sha256``).
     ``decoders``: threads that do the pixel work (``imgrec.imaging.decoder_pool``; 0: the DoFn's own thread
     does it).
     """
 
-    def __init__(self, options, storage, *, read=None, with_hash=False, decoders=0):
+    def __init__(self, options, storage, *, read=None, with_hash=False, with_digest=False, decoders=0):
         super().__init__()
-        self._fn = _DecodeResizeEncodeFn(options, read or _ReadOnce(storage), storage, with_hash, decoders)
+        self._fn = _DecodeResizeEncodeFn(options, read or _ReadOnce(storage), storage, with_hash, with_digest,
+                                         decoders)
 
     def expand(self, refs):
         results = refs | 'Decode' >> beam.ParDo(self._fn).with_outputs(REJECTED, main='images')

@@ -37,6 +37,7 @@ class EncodedImage(typing.NamedTuple):
     source_width: int | None = None     # of the source, upright (after its EXIF orientation)
     source_height: int | None = None
     upscaled: bool | None = None        # the source was enlarged to reach the target size
+    encoded_sha256: str | None = None   # hex digest of ``jpeg``; None when not grouped (--near_duplicates off)
 
 
 class RecordRef(typing.NamedTuple):
@@ -66,6 +67,7 @@ class RecordRef(typing.NamedTuple):
     published_split: str | None = None  # the split the previous version wrote these bytes in (imgrec.transforms.published)
     ctime_ns: int | None = None         # of the source, as listed (local inputs), or None
     inode: int | None = None
+    encoded_sha256: str | None = None   # hex digest of the Example's JPEG; None when not grouped (--near_duplicates off)
 
     @property
     def order_key(self):
@@ -78,23 +80,24 @@ class RecordRef(typing.NamedTuple):
 
 
 def _packed(record):
-    """The fields of ``record`` with the sha256 and the perceptual hashes as bytes (32 and 16) and a path that
+    """The fields of ``record`` with the sha256s and the perceptual hashes as bytes (32 and 16) and a path that
     ends in the source as its prefix (as bytes, to tell it apart): a record crosses the local runner's data
     plane several times, and each worker keeps the buffer of each stage's largest output, so its size is the
     memory the build holds (docs/benchmarks.md, issue 39). Exact: ``_record_ref`` gives the same record back."""
     fields = list(record)
-    source, path, sha256, phash = record.source, record.path, record.sha256, record.perceptual_hash
+    source, path = record.source, record.path
     if isinstance(path, str) and isinstance(source, str) and source and path.endswith(source):
         fields[_PATH] = path[:-len(source)].encode('utf-8')
-    for index, text in ((_SHA256, sha256), (_PERCEPTUAL_HASH, phash)):
-        packed = _hex_bytes(text)
+    for index in _HEX:
+        packed = _hex_bytes(fields[index])
         if packed is not None:
             fields[index] = packed
     return tuple(fields)
 
 
-_SOURCE, _PATH, _SHA256, _PERCEPTUAL_HASH = (RecordRef._fields.index(name)
-                                             for name in ('source', 'path', 'sha256', 'perceptual_hash'))
+_SOURCE, _PATH = RecordRef._fields.index('source'), RecordRef._fields.index('path')
+# The fields held as hex digits, packed as their bytes.
+_HEX = tuple(RecordRef._fields.index(name) for name in ('sha256', 'perceptual_hash', 'encoded_sha256'))
 
 
 def _hex_bytes(text):
@@ -114,10 +117,9 @@ def _record_ref(*packed):
     fields = list(packed)
     if isinstance(fields[_PATH], bytes):
         fields[_PATH] = fields[_PATH].decode('utf-8') + fields[_SOURCE]
-    if isinstance(fields[_SHA256], bytes):
-        fields[_SHA256] = fields[_SHA256].hex()
-    if isinstance(fields[_PERCEPTUAL_HASH], bytes):
-        fields[_PERCEPTUAL_HASH] = fields[_PERCEPTUAL_HASH].hex()
+    for index in _HEX:
+        if isinstance(fields[index], bytes):
+            fields[index] = fields[index].hex()
     return RecordRef(*fields)
 
 

@@ -30,14 +30,15 @@ class Encode(beam.PTransform):
 
     ``options`` (a RecordOptions) shape each record; ``labels`` is the singleton side input of the class
     list; ``spill_dir`` where the frames go; ``with_hash``: each record also gets its perceptual hash (the
-    near-duplicate check reads the pixels back from the spilled frame); ``decoders``: threads each decoding DoFn decodes on (``imgrec.transforms.decode``; 0: its
-    own).
+    pixel check reads the pixels back from the spilled frame); ``with_digest``: its ``encoded_sha256`` (the exact
+    check's key); ``decoders``: threads each decoding DoFn decodes on (``imgrec.transforms.decode``; 0: its own).
     """
 
     def __init__(self, options, labels, spill_dir: str, storage: Storage, with_hash: bool = False,
-                 decoders: int = 0):
+                 with_digest: bool = False, decoders: int = 0):
         super().__init__()
-        self._decode = DecodeResizeEncode(options, storage, with_hash=with_hash, decoders=decoders)
+        self._decode = DecodeResizeEncode(options, storage, with_hash=with_hash, with_digest=with_digest,
+                                          decoders=decoders)
         self._to_example = ToExample(labels, spill_dir, storage)
 
     def expand(self, refs):

@@ -63,7 +63,8 @@ class _ToExampleFn(beam.DoFn):
             sha256=image.sha256, source_size=image.source_bytes, mtime_ns=ref.mtime_ns, generation=ref.generation,
             decisions=image.decisions, payload_file='', payload_offset=0, payload_length=0,
             perceptual_hash=image.perceptual_hash, source_width=image.source_width,
-            source_height=image.source_height, upscaled=image.upscaled, ctime_ns=ref.ctime_ns, inode=ref.inode)
+            source_height=image.source_height, upscaled=image.upscaled, ctime_ns=ref.ctime_ns, inode=ref.inode,
+            encoded_sha256=image.encoded_sha256)
         # The facts follow the frame: a rerun of a build stopped part way takes the record up from them.
         path, offset, length = self._spill.append(frame(example), spill.facts_of(record))
         record = record._replace(payload_file=path, payload_offset=offset, payload_length=length)

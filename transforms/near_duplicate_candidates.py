@@ -1,17 +1,13 @@
-"""Near-duplicate candidates: pairs of images to compare by their pixels, found from their perceptual hashes
-(``imgrec.imaging.perceptual_hash``: the whole image's and its centre's) without a pixel check per pair of a class.
+"""Near-duplicate candidates of the perceptual check (``--near_duplicate_check perceptual``): pairs of images to
+compare by their pixels, found from their perceptual hashes (``imgrec.imaging.perceptual_hash``: the whole image's
+and its centre's) without a pixel check per pair of a class. (The exact check, the default, needs no candidates:
+``imgrec.transforms.same_pictures``.)
 
-Two checks (``CHECKS``), each a short chain of steps:
-- ``exact`` (the default): images whose hashes are all identical meet on one worker (a bucket a hash value,
-  ``SameHashes``); ``imgrec.transforms.near_duplicate_confirm`` links those whose written JPEGs are the same bytes.
-  One shuffle of one small element an image (its hashes and its frame): the cost grows with the images, whatever
-  they look like.
-- ``perceptual``: each image proposes its ``NEIGHBOURS`` nearest within ``perceptual_hash.MAX_THRESHOLD``
-  (``imgrec.imaging.hash_neighbours``), and a pair either image proposes is a candidate for the pixel check. The
-  hashes are gathered into one byte string (40 bytes an image) read by every worker as a side input, and the
-  rows are cut into tasks of ``TASK_ROWS`` images, each comparing its rows with every hash: the popcounts grow with
-  the square of the images (~6 ns a pair: 2-3 s of one core at 20,000), the pixel checks with the images times
-  ``NEIGHBOURS``.
+Each image proposes its ``NEIGHBOURS`` nearest within ``perceptual_hash.MAX_THRESHOLD``
+(``imgrec.imaging.hash_neighbours``), and a pair either image proposes is a candidate for the pixel check. The
+hashes are gathered into one byte string (40 bytes an image) read by every worker as a side input, and the rows are
+cut into tasks of ``TASK_ROWS`` images, each comparing its rows with every hash: the popcounts grow with the square
+of the images (~6 ns a pair: 2-3 s of one core at 20,000), the pixel checks with the images times ``NEIGHBOURS``.
 
 A member is numbers only, packed in 40 bytes (``MEMBER``): its hashes, a number for its name (the order ties are
 broken in) and where its frame is (``Frame``: the frame file's number in the build's table of them,
@@ -252,33 +248,3 @@ class NearestHashes(beam.PTransform):
                 | 'SpreadTasks' >> beam.Reshuffle()
                 | 'Nearest' >> beam.ParDo(_NearestFn(self._threshold, self._neighbours),
                                           beam.pvalue.AsSingleton(members)))
-
-
-# A frame as the exact check carries it: its offset and length, then its file's path (no table of files: the few
-# images that share their hashes read their frames by path).
-FRAME_REF = struct.Struct('<qq')
-
-
-def same_hash_keyed(record):
-    """(the record's hashes, its frame: FRAME_REF then its file's path), or nothing without hashes or a frame."""
-    if record.perceptual_hash is not None and record.payload_file:
-        yield (bytes.fromhex(record.perceptual_hash),
-               FRAME_REF.pack(record.payload_offset, record.payload_length) + record.payload_file.encode())
-
-
-def frame_ref(packed):
-    """(path, offset, length) of a ``same_hash_keyed`` frame."""
-    offset, length = FRAME_REF.unpack_from(packed)
-    return packed[FRAME_REF.size:].decode(), offset, length
-
-
-class SameHashes(beam.PTransform):
-    """RecordRef -> (their hashes, [their frames]) of the images whose hashes are all identical, two or more: the
-    pictures that may be the same (``near_duplicate_confirm.SamePictures`` reads which are). No side input: the
-    records' path does not wait for a survey of them all."""
-
-    def expand(self, records):
-        return (records
-                | 'HashKeys' >> beam.FlatMap(same_hash_keyed)
-                | 'SameHash' >> beam.CombinePerKey(beam.combiners.ToListCombineFn())
-                | 'TwoOrMore' >> beam.Filter(lambda keyed: len(keyed[1]) > 1))

@@ -13,7 +13,6 @@ correlation, computed for a slice of candidates at once (``picture_check.surely_
 without the rest of the check, which ``picture_check.judge`` would refuse too.
 """
 import collections
-import hashlib
 import heapq
 
 import apache_beam as beam
@@ -25,7 +24,7 @@ from imgrec.contract.example import decode_example
 from imgrec.imaging import picture_check
 from imgrec.storage.frames import FrameReader
 from imgrec.storage.storage import given_or_default
-from imgrec.transforms.near_duplicate_candidates import Concatenated, frame_ref, member_id, unpacked_candidates
+from imgrec.transforms.near_duplicate_candidates import Concatenated, unpacked_candidates
 
 # Pictures (decoded for the check) a worker keeps, 12-19 kB each (records of 64 to 224 pixels: the grey zooms'
 # levels and the JPEG), so an image in several candidates is decoded about once; and the candidates whose frames
@@ -176,37 +175,7 @@ class _KeptPictures:
         heapq.heappush(self._farthest, (-position, frame))
 
 
-class _FrameReadingFn(beam.DoFn):
-    """A DoFn that reads records' frames (``imgrec.storage.frames``) through ``storage`` (the job's, or the default
-    for the path) and counts the candidates it confirms and refuses."""
-
-    def __init__(self, storage=None):
-        self._storage = storage
-        self.confirmed = Metrics.counter(*counters.PAIRS_CONFIRMED)
-        self.refused = Metrics.counter(*counters.PAIRS_REFUSED)
-
-    def setup(self):
-        self._reader = None
-
-    def teardown(self):
-        if self._reader is not None:
-            self._reader.close()
-
-    def _read(self, frames, files):
-        """{Frame: (source, JPEG) or None} of ``frames``: one coalesced read."""
-        refs = {frame: (files[frame.file], frame.offset, frame.length) for frame in frames}
-        read = self._read_refs(list(refs.values()))
-        return {frame: read[ref] for frame, ref in refs.items()}
-
-    def _read_refs(self, refs):
-        """{(path, offset, length): (source, JPEG) or None} of ``refs``: one coalesced read."""
-        if self._reader is None:
-            self._reader = FrameReader(given_or_default(refs[0][0], self._storage))
-        read = self._reader.read(list(set(refs)), failures=True)
-        return {ref: _source_and_jpeg(read.get(ref)) for ref in refs}
-
-
-class _ConfirmFn(_FrameReadingFn):
+class _ConfirmFn(beam.DoFn):
     """Candidates of one frame file (its number, their ``near_duplicate_candidates.packed_candidate`` bytes
     concatenated) -> links (source, source, distance, similarity), the smaller source first: those whose pictures
     agree (``picture_check.judge``), read by reference (``hashed.files``: the table of frame files,
@@ -217,9 +186,26 @@ class _ConfirmFn(_FrameReadingFn):
     (``PICTURES_KEPT``; which it keeps: ``_KeptPictures``), so each picture is decoded about once. Counts the
     candidates confirmed and refused."""
 
+    def __init__(self, storage=None):
+        self._storage = storage  # the job's, or None: the default for the path
+        self.confirmed = Metrics.counter(*counters.PAIRS_CONFIRMED)
+        self.refused = Metrics.counter(*counters.PAIRS_REFUSED)
+
     def setup(self):
-        super().setup()
+        self._reader = None
         self._kept = _KeptPictures()
+
+    def teardown(self):
+        if self._reader is not None:
+            self._reader.close()
+
+    def _read(self, frames, files):
+        """{Frame: (source, JPEG) or None} of ``frames``: one coalesced read."""
+        refs = {frame: (files[frame.file], frame.offset, frame.length) for frame in frames}
+        if self._reader is None:
+            self._reader = FrameReader(given_or_default(next(iter(refs.values()))[0], self._storage))
+        read = self._reader.read(list(set(refs.values())), failures=True)
+        return {frame: _source_and_jpeg(read.get(ref)) for frame, ref in refs.items()}
 
     def process(self, keyed, hashed):
         candidates = unpacked_candidates(keyed[1])
@@ -296,43 +282,3 @@ class ConfirmCandidates(beam.PTransform):
         return (candidates
                 | 'FramesTogether' >> beam.CombinePerKey(Concatenated())
                 | 'Confirm' >> beam.ParDo(_ConfirmFn(self._storage), self._hashed))
-
-
-class _SamePicturesFn(_FrameReadingFn):
-    """Images whose hashes are all identical (their hashes, [their frames]: ``near_duplicate_candidates.SameHashes``)
-    -> the components of those whose written JPEGs are the same bytes (the encoder is deterministic: the same
-    picture at the output size): (the first by member id, [(source, ((neighbour, 0, 1.0), ...)), ...]), each copy
-    linked to the first, a star. Copies of one picture share their hashes, so a picture's component is whole here:
-    no label round is needed. Frames are read PAIRS_AT_ONCE at a time and only their digests kept, however many
-    share a hash (plain pictures of one colour may be thousands). Unreadable frames link nothing."""
-
-    def process(self, keyed):
-        refs = sorted(frame_ref(packed) for packed in keyed[1])
-        pictures: dict[bytes, set] = collections.defaultdict(set)  # a picture's digest -> its sources
-        for start in range(0, len(refs), PAIRS_AT_ONCE):
-            for found in self._read_refs(refs[start:start + PAIRS_AT_ONCE]).values():
-                if found is not None:
-                    pictures[hashlib.sha256(found[1]).digest()].add(found[0])
-        confirmed = 0
-        for sources in pictures.values():
-            if len(sources) < 2:
-                continue
-            first = min(sources, key=lambda source: (member_id(source), source))
-            others = sorted(sources - {first})
-            confirmed += len(others)
-            yield first, [(first, tuple((other, 0, 1.0) for other in others)),
-                          *((other, ((first, 0, 1.0),)) for other in others)]
-        self.confirmed.inc(confirmed)
-        self.refused.inc(max(0, len(refs) - 1 - confirmed))
-
-
-class SamePictures(beam.PTransform):
-    """(hashes, [frames]) of images whose hashes are all identical -> the components of those that wrote the same
-    picture (``_SamePicturesFn``), as the groups' step takes them. ``storage``: as ``ConfirmCandidates``'s."""
-
-    def __init__(self, storage=None):
-        super().__init__()
-        self._storage = storage
-
-    def expand(self, buckets):
-        return buckets | 'SamePictures' >> beam.ParDo(_SamePicturesFn(self._storage))

@@ -24,8 +24,9 @@ import numpy as np
 
 from imgrec.contract.hashing import order_key, stable_hash_pair
 from imgrec.transforms.elements import GroupedImage
-from imgrec.transforms.near_duplicate_candidates import EXACT, NearestHashes, SameHashes, SurveyHashed, member_id
-from imgrec.transforms.near_duplicate_confirm import ConfirmCandidates, SamePictures
+from imgrec.transforms.near_duplicate_candidates import EXACT, NearestHashes, SurveyHashed, member_id
+from imgrec.transforms.near_duplicate_confirm import ConfirmCandidates
+from imgrec.transforms.same_pictures import SamePictures
 
 # Label rounds: each is a shuffle of the links (and every linked image's neighbours) and a stage of its own; what
 # they leave unsettled is joined on one worker, so fewer rounds cost a bigger (still small) gather, never a wrong
@@ -273,9 +274,7 @@ class FindGroups(beam.PTransform):
 
     def expand(self, records):
         if self._check == EXACT:  # each picture's copies are one component already (``SamePictures``)
-            components = (records
-                          | 'SameHashes' >> SameHashes()
-                          | 'SamePictures' >> SamePictures(self._storage))
+            components = records | 'SamePictures' >> SamePictures()
         else:
             components = self._components(records)
         # Beam would infer the tagged output into the main output's type: it is a (name, Linked) pair.

@@ -32,8 +32,8 @@ from imgrec.transforms.splits import GROUPS, MOVES, DealSplits, split_for
 GROUP, REPORT, OFF = MODES
 KEEP, QUARANTINE = NEAR_DUPLICATE_CONFLICTS
 MEMBERS, REJECTED = 'members', 'rejected'
-# dataset.json's near_duplicates.check for the exact check: identical hashes, then the same JPEG written.
-SAME_PICTURE = 'same-hashes+same-jpeg/1'
+# dataset.json's near_duplicates.check for the exact check: the same JPEG written (``same_pictures``).
+SAME_PICTURE = 'same-jpeg-sha256/2'
 _GROUP_STATS = ('groups', 'images', 'images_moved', 'label_conflicts', 'conflicts_written_again', 'links_cut')
 _PAIR_STATS = ('pairs', 'pairs_across_splits', 'pairs_across_labels')
 
@@ -386,8 +386,8 @@ class NearDuplicates(beam.PTransform):
         perceptual = hashed and self._check != EXACT
         listed = [dict(zip(('source', 'label', 'split', 'other', 'other_label', 'other_split'), pair)) for pair in pairs]
         totals = dict(totals, links_cut=totals.get('links_cut', 0) // 2)
-        return dict(totals, mode=self._mode, hash=ph.ALGORITHM if hashed else None,
-                    threshold=(ph.MAX_THRESHOLD if perceptual else 0) if hashed else None,
+        return dict(totals, mode=self._mode, hash=ph.ALGORITHM if perceptual else None,
+                    threshold=ph.MAX_THRESHOLD if perceptual else None,
                     neighbours=NEIGHBOURS if perceptual else None,
                     check=(picture_check.ALGORITHM if perceptual else SAME_PICTURE) if hashed else None,
                     max_group=MAX_GROUP if hashed else None, conflicts=self._conflicts, label_conflict_pairs=listed)

@@ -54,7 +54,7 @@ class Fate(typing.NamedTuple):
 
 # RecordRef field <- index column, for what a reused record keeps from the previous version.
 _IMAGE_FACTS = (('perceptual_hash', I.PERCEPTUAL_HASH), ('source_width', I.SOURCE_WIDTH),
-                ('source_height', I.SOURCE_HEIGHT), ('upscaled', I.UPSCALED))
+                ('source_height', I.SOURCE_HEIGHT), ('upscaled', I.UPSCALED), ('encoded_sha256', I.ENCODED_SHA256))
 
 
 def facts_check(row):

@@ -180,7 +180,8 @@ class _TakeUpFn(beam.DoFn):
             sha256=facts['sha256'], source_size=facts['source_size'], mtime_ns=ref.mtime_ns,
             generation=ref.generation, decisions=tuple(facts['decisions']), payload_file=path, payload_offset=offset,
             payload_length=length, perceptual_hash=facts['perceptual_hash'], source_width=facts['source_width'],
-            source_height=facts['source_height'], upscaled=facts['upscaled'], ctime_ns=ref.ctime_ns, inode=ref.inode))
+            source_height=facts['source_height'], upscaled=facts['upscaled'], ctime_ns=ref.ctime_ns, inode=ref.inode,
+            encoded_sha256=facts.get('encoded_sha256')))
 
 
 def _counted(found):

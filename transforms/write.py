@@ -51,6 +51,7 @@ def index_row(record, shard_file, offset, array_record_position=None):
                   I.SOURCE_INODE: record.inode, I.SOURCE_GENERATION: record.generation, I.SPLIT: record.split,
                   I.LABEL: record.label, I.SHARD: shard_file, I.OFFSET: offset, I.LENGTH: record.payload_length,
                   I.DECISIONS: ','.join(record.decisions), I.PERCEPTUAL_HASH: record.perceptual_hash,
+                  I.ENCODED_SHA256: record.encoded_sha256,
                   I.SOURCE_WIDTH: record.source_width, I.SOURCE_HEIGHT: record.source_height,
                   I.UPSCALED: record.upscaled, I.ARRAY_RECORD_POSITION: array_record_position})
 

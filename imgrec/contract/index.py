@@ -33,6 +33,7 @@ OFFSET = 'offset'                        # of the record's TFRecord frame in the
 LENGTH = 'length'                        # of the whole frame: 16 bytes of framing + the Example
 DECISIONS = 'decisions'                  # what decoding did, comma-separated (dataset.json decoding.decisions)
 PERCEPTUAL_HASH = 'perceptual_hash'      # two 64-bit hashes of the decoded image (whole, centre), 16 hex digits each (docs/near-duplicates.md)
+ENCODED_SHA256 = 'encoded_sha256'        # sha256 of the written JPEG (the Example's image/encoded): the exact check's key
 SOURCE_WIDTH = 'source_width'            # of the source image, upright (after its EXIF orientation), in pixels
 SOURCE_HEIGHT = 'source_height'
 UPSCALED = 'upscaled'                    # the source was enlarged to reach the target size
@@ -41,13 +42,16 @@ ARRAY_RECORD_POSITION = 'array_record_position'  # of the record in its ArrayRec
 # were damaged or copied from another row does not check, and its image is decoded again (docs/contract.md).
 FACTS_CHECKSUM = 'facts_checksum'
 FACTS = (SHA256, SOURCE_SIZE, LABEL, DECISIONS, PERCEPTUAL_HASH, SOURCE_WIDTH, SOURCE_HEIGHT, UPSCALED)
+# Facts recorded since the checksum was: they join it only where a row has them, so older rows still check.
+LATER_FACTS = (ENCODED_SHA256,)
 
-# Column -> type; the source stamps (mtime, ctime and inode; generation) are null where they do not apply, the hash where the build did
-# not hash (--near_duplicates off).
+# Column -> type; the source stamps (mtime, ctime and inode; generation) are null where they do not apply; the
+# perceptual hash where the build did not compute it (--near_duplicate_check exact, --near_duplicates off), the
+# encoded sha256 where it did not group (--near_duplicates off).
 COLUMNS = {
     SOURCE: 'string', SHA256: 'string', SOURCE_SIZE: 'int64', SOURCE_MTIME_NS: 'int64',
     SOURCE_CTIME_NS: 'int64', SOURCE_INODE: 'int64', SOURCE_GENERATION: 'int64', SPLIT: 'string', LABEL: 'int64', SHARD: 'string', OFFSET: 'int64',
-    LENGTH: 'int64', DECISIONS: 'string', PERCEPTUAL_HASH: 'string', SOURCE_WIDTH: 'int64',
+    LENGTH: 'int64', DECISIONS: 'string', PERCEPTUAL_HASH: 'string', ENCODED_SHA256: 'string', SOURCE_WIDTH: 'int64',
     SOURCE_HEIGHT: 'int64', UPSCALED: 'bool', ARRAY_RECORD_POSITION: 'int64', FACTS_CHECKSUM: 'int64',
 }
 
@@ -62,7 +66,9 @@ def row(values):
 def facts_checksum(values):
     """CRC-32 of the FACTS of a row (a mapping: a dict row, or ``row``'s values), in a fixed text form: what a
     refresh recomputes before it reuses them (``imgrec.transforms.previous``)."""
-    text = json.dumps([values.get(name) for name in FACTS], separators=(',', ':'), ensure_ascii=True,
+    facts = [values.get(name) for name in FACTS]
+    facts += [values[name] for name in LATER_FACTS if values.get(name) is not None]
+    text = json.dumps(facts, separators=(',', ':'), ensure_ascii=True,
                       default=lambda value: value.item())  # numpy's scalars, as their Python values
     return zlib.crc32(text.encode('ascii'))
 

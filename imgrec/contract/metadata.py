@@ -53,8 +53,9 @@ def build_metadata(*, name: str, version: str, created: str, options: dict, reco
     (``add_shard``); ``formats`` then lists both formats. ``counts`` holds inputs = written + quarantined +
     duplicates, and ignored (non-image files). ``quarantine`` = {'file', 'by_reason'}, ``duplicates`` =
     {'file', 'count'}, ``decoding`` = {'background': [r, g, b], 'decisions': {decision: images},
-    'upscaled': written images enlarged to reach the target}; ``near_duplicates`` = {'mode', 'file', 'hash',
-    'threshold' (0: identical hashes), 'neighbours' (each image's nearest proposed, the perceptual check), 'check',
+    'upscaled': written images enlarged to reach the target}; ``near_duplicates`` = {'mode', 'file', 'hash'
+    (the perceptual check's; null with the exact check), 'threshold' (bits; null with the exact check, 0 where it
+    also compared hashes), 'neighbours' (each image's nearest proposed, the perceptual check), 'check',
     'conflicts', 'groups', 'images', 'pairs', 'pairs_across_splits',
     'pairs_across_labels', 'label_conflict_pairs' ([{'source', 'label', 'split', 'other', 'other_label', 'other_split'}], the
     first LISTED_CONFLICT_PAIRS), 'label_conflicts', 'images_moved', 'largest_group', 'links_cut',

@@ -5,7 +5,7 @@ the version's staging folder (``layout.SPILL_DIR``), local or ``gs://``. A bundl
 orphan file that nothing refers to; publishing deletes the whole spill folder.
 
 Each record's frame is followed by a second frame, its facts (what the graph knows of the image besides its
-Example: its stamp, decisions, perceptual hash), so a build stopped part way leaves what a rerun of the same
+Example: its stamp, decisions, hashes), so a build stopped part way leaves what a rerun of the same
 command needs to take the record up again without decoding it (``imgrec.transforms.resumed``). Both frames
 carry TFRecord's checksums; a shard writer copies only the first.
 """
@@ -22,7 +22,7 @@ SUFFIX = '.spill'
 # What a record's facts frame keeps: the fields of its RecordRef but where its frame is, its split and label number
 # (the listing's and the labels' now). JSON under one key: an Example's bytes start with a protobuf tag, not '{'.
 FACTS = ('source', 'label_text', 'sha256', 'source_size', 'mtime_ns', 'generation', 'ctime_ns', 'inode', 'decisions',
-         'perceptual_hash', 'source_width', 'source_height', 'upscaled')
+         'perceptual_hash', 'source_width', 'source_height', 'upscaled', 'encoded_sha256')
 FACTS_KEY = 'spilled'
 
 

@@ -161,8 +161,8 @@ def _near_duplicate_check(summary):
     """How the near-duplicates were found, in words: the same picture written, or each image's nearest by hash
     confirmed by the pixel check (a version built before the neighbours were recorded: every pair within the
     threshold)."""
-    if summary.get('threshold') == 0:
-        return 'the same picture written (identical hashes and JPEGs)'
+    if summary.get('hash') is None or summary.get('threshold') == 0:  # 0: an exact check that compared hashes too
+        return 'the same picture written (the same JPEG bytes)'
     nearest = f'each image\'s {escape(summary["neighbours"])} nearest' if summary.get('neighbours') else 'pairs'
     return (f'{nearest} by {escape(summary.get("hash"))} hash within {escape(summary.get("threshold"))} of 64 bits, '
             'confirmed by their pixels')
