@@ -1,8 +1,9 @@
 """Finds groups of near-duplicate images at any scale: the pictures a confirmed link joins, together.
 
-Candidates (``imgrec.transforms.near_duplicate_candidates``): with the ``exact`` check, images whose hashes are
-identical, linked when they wrote the same picture; with ``perceptual``, each image's few nearest by hash, linked
-when their pixels agree (``imgrec.transforms.near_duplicate_confirm``, read back from the records as written).
+Links: with the ``exact`` check, images that wrote the same JPEG (``imgrec.transforms.same_pictures``), each
+picture's copies one component already; with ``perceptual``, each image's few nearest by hash
+(``imgrec.transforms.near_duplicate_candidates``), linked when their pixels agree
+(``imgrec.transforms.near_duplicate_confirm``, read back from the records as written).
 
 Groups: the links are joined into connected components without gathering them (label propagation: each image takes
 the smallest label it hears, ``ROUNDS`` rounds, what is left unsettled joined by a union-find on one worker), and
