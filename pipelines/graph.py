@@ -15,7 +15,7 @@ import collections
 import apache_beam as beam
 from apache_beam.transforms.window import GlobalWindows
 
-from imgrec.contract import counters, layout
+from imgrec.contract import counters, index as I, layout
 from imgrec.storage.latest import Latest
 from imgrec.pipelines.refresh import label_order
 from imgrec.pipelines.refresh_plan import RefreshPlan
@@ -44,6 +44,13 @@ def _encode(config, facts, labels, staging_dir, storage):
     return Encode(config.record_options, labels, layout.join(staging_dir, layout.SPILL_DIR), storage,
                   with_hash=config.near_duplicates != OFF and config.near_duplicate_check == PERCEPTUAL,
                   with_digest=config.near_duplicates != OFF, decoders=facts.decoders)
+
+
+def _keys(config):
+    """The index columns this build's near-duplicate check keys records by: a reused record must have them."""
+    if config.near_duplicates == OFF:
+        return ()
+    return (I.PERCEPTUAL_HASH,) if config.near_duplicate_check == PERCEPTUAL else (I.ENCODED_SHA256,)
 
 
 def _image_ref(record):
@@ -99,7 +106,7 @@ def build_pipeline(pipeline, config, facts):
     rejected = [listed['rejected'], resolved['rejected']]
     previous = None
     if refresh.incremental:
-        previous = pipeline | 'ReadPrevious' >> ReadPrevious(refresh.reuse_dir, refresh.document)
+        previous = pipeline | 'ReadPrevious' >> ReadPrevious(refresh.reuse_dir, refresh.document, _keys(config))
         matched = images | counters.MATCH_PREVIOUS >> MatchPrevious(previous, labels, storage)
         to_decode, reused, counts = matched[TO_DECODE], [matched[REUSED]], matched[COUNTS]
         rejected.append(matched[REJECTED])

@@ -660,20 +660,29 @@ def test_a_refresh_writes_the_near_duplicate_conflicts_an_earlier_version_quaran
 def test_the_exact_check_groups_a_picture_saved_again_with_its_reused_copy_from_the_index(tmp_path):
     """The default check keys a reused record by the sha256 of its JPEG that its version recorded (the index's
     encoded_sha256): a picture saved again after a build is grouped with the published copy, which is not decoded
-    again; a version that recorded none (built with --near_duplicates off) is rebuilt in full, and says why."""
+    again; a row without one is decoded again, and a version that recorded none (built with --near_duplicates off)
+    is rebuilt in full, and says why."""
     from PIL import Image  # pylint: disable=import-outside-toplevel
     images, output = _images(tmp_path), tmp_path / 'out'
     exact = ('--near_duplicate_check', 'exact')
     _refresh(images, output, '--version', 'v1', *exact)
-    original = sorted((images / 'circle').glob('*.png'))[0]  # decoded whole: its lossless copy writes the same JPEG
-    with Image.open(original) as image:
-        image.save(images / 'circle' / 'zz_again.bmp')
+    pngs = sorted(images.glob('*/*.png'))[:2]  # decoded whole: a lossless copy writes the same JPEG
+    copies = [str(png.parent.relative_to(images) / name) for png, name in zip(pngs, ('zz_again.bmp', 'zz_again.tif'))]
+    for original, copy in zip(pngs, copies):
+        with Image.open(original) as image:
+            image.save(images / copy)
+    # One of the originals as a version that recorded no digest left it (a record it reused from an older one).
+    unrecorded = str(pngs[1].relative_to(images))
+    _without_digest(output / 'v1', unrecorded)
     _refresh(images, output, '--version', 'v2', *exact)
     document = json.loads((output / 'v2' / layout.DATASET_JSON).read_text())
-    assert (document['refresh']['mode'], document['refresh']['decoded']) == ('incremental', 1)
+    assert (document['refresh']['mode'], document['refresh']['decoded']) == ('incremental', 3)  # that one again
     rows = [json.loads(line) for line in (output / 'v2' / layout.NEAR_DUPLICATES_JSONL).read_text().splitlines()]
-    source = str(original.relative_to(images))
-    assert {row['source'] for row in rows} == {source, 'circle/zz_again.bmp'} and len({row['group'] for row in rows}) == 1
+    groups = {}
+    for row in rows:
+        groups.setdefault(row['group'], set()).add(row['source'])
+    assert sorted(groups.values(), key=sorted) == sorted(
+        [{str(pngs[0].relative_to(images)), copies[0]}, {unrecorded, copies[1]}], key=sorted)
     assert document['near_duplicates']['check'] == 'same-jpeg-sha256/2'
 
     unrecorded = tmp_path / 'unrecorded'
@@ -683,4 +692,20 @@ def test_the_exact_check_groups_a_picture_saved_again_with_its_reused_copy_from_
     assert document['refresh']['mode'] == 'full'
     assert 'recorded no sha256 of its written pictures (built with --near_duplicates off)' in (
         document['refresh']['full_reason'])
-    assert len(document['near_duplicates']['label_conflict_pairs']) == 0 and document['near_duplicates']['pairs'] == 1
+    assert len(document['near_duplicates']['label_conflict_pairs']) == 0 and document['near_duplicates']['pairs'] == 2
+
+
+def _without_digest(version_dir, source):
+    """Rewrites the index row of ``source`` as a version that recorded no encoded_sha256 wrote it (its checksum
+    recomputed: the facts check, only the digest is missing)."""
+    for name in os.listdir(version_dir / 'index'):
+        path = version_dir / 'index' / name
+        table = pyarrow.parquet.read_table(path)
+        rows = table.to_pylist()
+        if all(row[index.SOURCE] != source for row in rows):
+            continue
+        for row in rows:
+            if row[index.SOURCE] == source:
+                row[index.ENCODED_SHA256] = None
+                row[index.FACTS_CHECKSUM] = index.facts_checksum(row)
+        pyarrow.parquet.write_table(pyarrow.Table.from_pylist(rows, schema=table.schema), path)

@@ -18,7 +18,7 @@ from PIL import Image
 from imgrec.contract import features as F, layout, tfrecord
 from imgrec.contract.example import encode_example
 from imgrec.samples.generate import write_images
-from imgrec.storage import crash_points, resumption
+from imgrec.storage import crash_points, resumption, spill
 from imgrec.storage.spill import FACTS_KEY
 from imgrec.transforms import resumed
 from imgrec.versions import verify
@@ -330,7 +330,7 @@ def _record(name):
     values = {F.IMAGE_ENCODED: b'jpeg', F.IMAGE_FORMAT: F.IMAGE_FORMAT_JPEG, F.IMAGE_CHANNELS: F.CHANNELS,
               F.IMAGE_HEIGHT: 32, F.IMAGE_WIDTH: 32, F.LABEL: 0, F.LABEL_TEXT: b'circle',
               F.SOURCE: name.encode(), F.SHA256: b'ab' * 32}
-    return values, {'source': name, 'sha256': 'ab' * 32, 'label_text': 'circle'}
+    return values, {**dict.fromkeys(spill.FACTS), 'source': name, 'sha256': 'ab' * 32, 'label_text': 'circle'}
 
 
 def test_a_scan_takes_each_whole_record_and_names_why_each_other_is_refused():
@@ -353,6 +353,10 @@ def test_a_scan_takes_each_whole_record_and_names_why_each_other_is_refused():
     found = list(resumed.scan(io.BytesIO(_spill([(values, dict(facts, source='circle/5.jpg'))])), 'f', (32, 32)))
     assert found == [resumed.MISMATCHED]
     assert list(resumed.scan(io.BytesIO(_spill([_record('circle/6.jpg')])), 'f', (48, 48))) == [resumed.MISMATCHED]
+    # Facts a version that recorded fewer wrote (no sha256 of the JPEG, the exact check's key): refused.
+    values, facts = _record('circle/7.jpg')
+    del facts['encoded_sha256']
+    assert list(resumed.scan(io.BytesIO(_spill([(values, facts)])), 'f', (32, 32))) == [resumed.MISMATCHED]
     # A damaged length: where the next frame starts is unknown, the rest of the file is lost.
     damaged = bytearray(whole)
     damaged[second + 2] ^= 1

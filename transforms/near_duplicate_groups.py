@@ -262,14 +262,12 @@ def _groups(keyed):
 class FindGroups(beam.PTransform):
     """RecordRef -> {'nodes': (group name, Linked) for every image with a confirmed near-duplicate, NAMES: (None,
     (source, group name)) of each}; ``check``: ``exact`` or ``perceptual`` (``near_duplicate_candidates.CHECKS``);
-    ``hashed``: for ``perceptual``, the one-element PCollection of the records' ``Hashed``
-    (``near_duplicate_candidates.SurveyHashed``), or None to survey them here. ``storage``: the storage the
-    records' frames are read through for the confirmation (the job's, with its options), or the default."""
+    ``storage``: the storage the records' frames are read through for the pixel check (the job's, with its
+    options), or the default."""
 
-    def __init__(self, check=EXACT, hashed=None, rounds=ROUNDS, storage=None):
+    def __init__(self, check=EXACT, rounds=ROUNDS, storage=None):
         super().__init__()
         self._check = check
-        self._hashed = hashed  # the records' Hashed (one element), or None: surveyed here
         self._rounds = rounds
         self._storage = storage  # the storage the records' frames are read through (the job's), or the default
 
@@ -285,7 +283,7 @@ class FindGroups(beam.PTransform):
 
     def _components(self, records):
         """The perceptual check's components: candidates, confirmed, joined by label rounds."""
-        hashed = beam.pvalue.AsSingleton(self._hashed or records | 'SurveyHashed' >> SurveyHashed())
+        hashed = beam.pvalue.AsSingleton(records | 'SurveyHashed' >> SurveyHashed())
         links = (records
                  | 'NearestHashes' >> NearestHashes(hashed)
                  | 'Confirm' >> ConfirmCandidates(hashed, self._storage))

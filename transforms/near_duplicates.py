@@ -47,7 +47,7 @@ class NearDuplicate(typing.NamedTuple):
     label: str
     split: str        # where it was written
     moved_from: str | None  # its hash's split (splits.split_for), when the group took it elsewhere; else None
-    perceptual_hash: str
+    perceptual_hash: str | None  # None with the exact check, which computes no hash
     similarity: float | None = None  # the pixel check's correlation with ``nearest`` (imgrec.imaging.picture_check)
     nearest_label: str | None = None  # ``nearest``'s label: differs from ``label`` for a pair under two labels
     links_cut: typing.Sequence[str] = ()  # images it was linked to whose links were cut to bound its group's size
@@ -382,15 +382,15 @@ class NearDuplicates(beam.PTransform):
         self._storage = storage
 
     def _describe(self, totals, pairs):
-        hashed = self._mode != OFF
-        perceptual = hashed and self._check != EXACT
+        grouped = self._mode != OFF
+        perceptual = grouped and self._check != EXACT
         listed = [dict(zip(('source', 'label', 'split', 'other', 'other_label', 'other_split'), pair)) for pair in pairs]
         totals = dict(totals, links_cut=totals.get('links_cut', 0) // 2)
         return dict(totals, mode=self._mode, hash=ph.ALGORITHM if perceptual else None,
                     threshold=ph.MAX_THRESHOLD if perceptual else None,
                     neighbours=NEIGHBOURS if perceptual else None,
-                    check=(picture_check.ALGORITHM if perceptual else SAME_PICTURE) if hashed else None,
-                    max_group=MAX_GROUP if hashed else None, conflicts=self._conflicts, label_conflict_pairs=listed)
+                    check=(picture_check.ALGORITHM if perceptual else SAME_PICTURE) if grouped else None,
+                    max_group=MAX_GROUP if grouped else None, conflicts=self._conflicts, label_conflict_pairs=listed)
 
     def _checked(self, _, summary):
         totals, counts, largest, pairs = summary.get(None) or _SummaryFn().create_accumulator()

@@ -69,12 +69,16 @@ def facts_check(row):
 _UNTRUSTED_SIZE = -2
 
 
-def _written(row, version_dir, labels):
+def _written(row, version_dir, labels, needed=()):
+    """(source, its WRITTEN Fate) of an index ``row``; a row that lacks a fact of ``needed`` (columns this build
+    keys its records by: a version built before they were recorded, or reusing records of one) is decoded again."""
     if not facts_check(row):
         _LOG.warning('the index row of %s in %s does not check (its facts were damaged or copied from another '
                      'row): decoding it again', row.get(I.SOURCE), version_dir)
         Metrics.counter(*counters.FACTS_DAMAGED).inc()
         row = dict(row, **{I.SOURCE_SIZE: _UNTRUSTED_SIZE})  # never a listed size: decoded again, as changed
+    elif any(row.get(column) is None for column in needed):
+        row = dict(row, **{I.SOURCE_SIZE: _UNTRUSTED_SIZE})
     return row[I.SOURCE], Fate(WRITTEN, {
         'size': row[I.SOURCE_SIZE],
         'stamp': (row[I.SOURCE_MTIME_NS], row.get(I.SOURCE_CTIME_NS), row.get(I.SOURCE_INODE), row[I.SOURCE_GENERATION]),
@@ -116,10 +120,12 @@ def nothing_changed(counts, reusable, keep_labels, labels):
 
 
 class ReadPrevious(beam.PTransform):
-    """PBegin -> (source, Fate) for every input of the previous version that had a fate."""
+    """PBegin -> (source, Fate) for every input of the previous version that had a fate. ``needed``: index columns
+    a written record must have to be reused (``_written``)."""
 
-    def __init__(self, version_dir, document):
+    def __init__(self, version_dir, document, needed=()):
         super().__init__()
+        self._needed = tuple(needed)
         self._version_dir = version_dir
         self._files = list(document['index']['files'])
         self._labels = list(document['labels'])
@@ -131,7 +137,7 @@ class ReadPrevious(beam.PTransform):
         written = (pbegin
                    | 'IndexFiles' >> beam.Create([layout.join(version_dir, name) for name in self._files])
                    | 'ReadIndex' >> beam.io.ReadAllFromParquet()
-                   | 'Written' >> beam.Map(_written, version_dir, labels))
+                   | 'Written' >> beam.Map(_written, version_dir, labels, self._needed))
         quarantined = (pbegin
                        | 'ReadQuarantine' >> beam.io.ReadFromText(layout.join(version_dir, self._quarantine))
                        | 'Quarantined' >> beam.FlatMap(_quarantined))

@@ -22,7 +22,7 @@ from apache_beam.metrics import Metrics
 from imgrec.contract import counters, features as F
 from imgrec.contract.example import decode_example
 from imgrec.contract.tfrecord import _masked_crc  # pylint: disable=protected-access  # the framing's own checksum
-from imgrec.storage.spill import FACTS_KEY
+from imgrec.storage.spill import FACTS, FACTS_KEY
 from imgrec.transforms.elements import RecordRef
 from imgrec.transforms.previous import source_sha256, unchanged
 
@@ -30,7 +30,7 @@ RESUMED, REFUSED, TO_DECODE = 'resumed', 'refused', 'to_decode'
 # Why a spilled record was not taken up (dataset.json's refresh.resumed.refused, the summary).
 CUT_SHORT = 'cut_short'            # the file ends inside it: the stop cut it off
 DAMAGED = 'damaged'                # a checksum fails, or its Example does not parse
-MISMATCHED = 'mismatched'          # its facts do not name its Example, or its size is not this build's
+MISMATCHED = 'mismatched'          # its facts do not name its Example or lack one this build keeps, or its size is not this build's
 SOURCE_CHANGED = 'source_changed'  # its image is listed now with another size, stamp and sha256
 LABEL_CHANGED = 'label_changed'    # its class has another label number now
 UNREADABLE = 'unreadable'          # a spill file could not be read (counted once a file)
@@ -100,7 +100,8 @@ def scan(stream, path, image_size):
         except (ValueError, KeyError, TypeError):
             yield MISMATCHED
             continue
-        if (values.get(F.SOURCE) != str(facts.get('source')).encode()
+        if (not isinstance(facts, dict) or not set(FACTS) <= set(facts)  # a version that recorded fewer facts
+                or values.get(F.SOURCE) != str(facts.get('source')).encode()
                 or values.get(F.SHA256) != str(facts.get('sha256')).encode()
                 or values.get(F.LABEL_TEXT) != str(facts.get('label_text')).encode()
                 or (values.get(F.IMAGE_HEIGHT), values.get(F.IMAGE_WIDTH)) != tuple(image_size)):
@@ -181,7 +182,7 @@ class _TakeUpFn(beam.DoFn):
             generation=ref.generation, decisions=tuple(facts['decisions']), payload_file=path, payload_offset=offset,
             payload_length=length, perceptual_hash=facts['perceptual_hash'], source_width=facts['source_width'],
             source_height=facts['source_height'], upscaled=facts['upscaled'], ctime_ns=ref.ctime_ns, inode=ref.inode,
-            encoded_sha256=facts.get('encoded_sha256')))
+            encoded_sha256=facts['encoded_sha256']))
 
 
 def _counted(found):
